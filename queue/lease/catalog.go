@@ -1,0 +1,88 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+// Service is a row of services.
+type Service struct {
+	ID           int32
+	Name         string
+	LeaseTimeout time.Duration // zero: the replica's default
+}
+
+// Catalog caches the near-static lookups of the hot paths: services by name and the sandbox
+// id of corpora. Only answers are cached: a failed lookup is retried next time, and a service
+// not found is looked up again (so a service added later is seen without a restart).
+type Catalog struct {
+	store    *Store
+	services *xsync.Map[string, Service]
+	sandbox  *xsync.Map[int32, int32] // corpus id → sandbox id (0: an ordinary corpus)
+}
+
+// NewCatalog returns an empty Catalog on s.
+func NewCatalog(s *Store) *Catalog {
+	return &Catalog{store: s, services: xsync.NewMap[string, Service](), sandbox: xsync.NewMap[int32, int32]()}
+}
+
+// Service looks up a service by name. An unknown service is queue.ErrNotFound.
+func (c *Catalog) Service(ctx context.Context, name string) (Service, error) {
+	if svc, ok := c.services.Load(name); ok {
+		return svc, nil
+	}
+	row, err := dbsqlc.New(c.store.pool).ServiceByName(ctx, name)
+	if err != nil {
+		return Service{}, translate("look up service "+name, err)
+	}
+	svc := Service{ID: row.ID, Name: row.Name}
+	if row.LeaseTimeoutSeconds != nil {
+		svc.LeaseTimeout = time.Duration(*row.LeaseTimeoutSeconds) * time.Second
+	}
+	c.services.Store(name, svc)
+	return svc, nil
+}
+
+// SandboxID reports the sandbox id of a corpus: its own id for a sandbox, 0 for an ordinary
+// corpus. A lookup that fails is an error and is not cached.
+func (c *Catalog) SandboxID(ctx context.Context, corpusID int32) (int32, error) {
+	if id, ok := c.sandbox.Load(corpusID); ok {
+		return id, nil
+	}
+	row, err := dbsqlc.New(c.store.pool).CorpusByID(ctx, corpusID)
+	if err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("corpus %d: %w", corpusID, queue.ErrNotFound)
+		}
+		return 0, translate(fmt.Sprintf("look up corpus %d", corpusID), err)
+	}
+	var id int32
+	if row.ParentCorpusID != nil {
+		id = row.ID
+	}
+	c.sandbox.Store(corpusID, id)
+	return id, nil
+}
+
+// CachedSandboxID reports a corpus's sandbox id if it is cached, without a database hit.
+func (c *Catalog) CachedSandboxID(corpusID int32) (id int32, known bool) {
+	return c.sandbox.Load(corpusID)
+}
+
+// InFlight counts the in-flight rows of this store's replica (all replicas' when all is set).
+func (s *Store) InFlight(ctx context.Context, all bool) (int, error) {
+	var replica *string
+	if !all {
+		replica = &s.cfg.Replica
+	}
+	n, err := dbsqlc.New(s.pool).DispatchCountInFlight(ctx, replica)
+	return int(n), translate("count in flight", err)
+}

@@ -1,0 +1,364 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+// Kind is what a worker's reply carries.
+type Kind int
+
+// The kinds of reply.
+const (
+	// KindReport is a result with a verdict: its status and messages.
+	KindReport Kind = iota
+	// KindRetryable is a retryable cause (a timeout, an out-of-memory shed, a crash): the task's
+	// retry budget decides what happens (Defer).
+	KindRetryable
+	// KindUnusable is a reply that could not be used (empty or unreadable archive): the task
+	// stays in flight for the reaper, marked answered.
+	KindUnusable
+)
+
+// Result is one reply from a worker for a task.
+type Result struct {
+	TaskID int64
+	Worker string
+	// ServiceID is the service the worker named; a result for another service than the task's is
+	// dropped (OutcomeWrongService). Zero skips the check.
+	ServiceID int32
+	Kind      Kind
+	// Status and Messages are the report (KindReport) or the cause (KindRetryable).
+	Status   queue.Status
+	Messages []queue.Message
+}
+
+// Outcome is what became of a Result.
+type Outcome string
+
+// The outcomes of a Result.
+const (
+	OutcomeAccepted     Outcome = "accepted"      // recorded: it is the task's result
+	OutcomeSuperseded   Outcome = "superseded"    // a result that must stand already landed
+	OutcomeStale        Outcome = "stale"         // it belongs to an earlier run
+	OutcomeUnknown      Outcome = "unknown"       // no such task in flight or held
+	OutcomeWrongService Outcome = "wrong_service" // the task belongs to another service
+	OutcomeDeferred     Outcome = "deferred"      // a retryable cause: the next reap requeues it
+	OutcomeFinal        Outcome = "final"         // a retryable cause on the last attempt: its stand-in Fatal
+	OutcomeDropped      Outcome = "dropped"       // a retryable cause with nothing to retry
+	OutcomeUnusable     Outcome = "unusable"      // noted; the reaper moves the task on
+	OutcomePublishFail  Outcome = "publish_failed"
+)
+
+// Decision is what Claim decided for one Result.
+type Decision struct {
+	Result  *Result
+	Outcome Outcome
+	// Reason says why a result was dropped, for the log.
+	Reason string
+	// The task as stored, when known.
+	TaskID    int64
+	Run       int32
+	ServiceID int32
+	CorpusID  int32
+	Entry     string
+	// Attempt is the 0-based attempt within the run the result was attributed to; Attempts is how
+	// many attempts the run had.
+	Attempt  int
+	Attempts int
+	// Late says why an accepted result came late; Replaced is the accepted result it replaced.
+	Late     Late
+	Replaced *Finished
+	// Status is the task's recorded status after an accepted result or a stand-in.
+	Status queue.Status
+}
+
+// Publishes reports whether the caller must publish the result's archive before the claim
+// commits.
+func (d *Decision) Publishes() bool {
+	return d.Outcome == OutcomeAccepted || d.Outcome == OutcomeFinal
+}
+
+// PublishFunc publishes an accepted result's archive (renames it into place) inside the claim's
+// transaction. An error drops that one result: the task stays exactly as it was, and the result
+// it would have replaced stands.
+type PublishFunc func(d *Decision) error
+
+type claimTask struct {
+	task dbsqlc.Task
+	rows []*dbsqlc.Dispatch
+}
+
+// Claim decides a batch of replies in one transaction, as the reference dispatcher's
+// claim_result, defer_retryable and note_unusable_reply did for one: accept a result unless one
+// that must stand already landed, drop a stale or unknown one, defer a retryable cause, note an
+// unusable reply. publish, if not nil, is called for each accepted result and stand-in before
+// the commit. Decisions come back in the order of results.
+func (s *Store) Claim(ctx context.Context, results []Result, publish PublishFunc) ([]Decision, error) {
+	if len(results) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, 0, len(results))
+	for _, r := range results {
+		if r.TaskID > 0 {
+			ids = append(ids, r.TaskID)
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	decisions := make([]Decision, len(results))
+	err := s.inTx(ctx, "claim", false, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
+		tasks, err := q.TaskLockForClaim(ctx, ids)
+		if err != nil {
+			return fmt.Errorf("lock tasks: %w", err)
+		}
+		byTask := make(map[int64]*claimTask, len(tasks))
+		for _, t := range tasks {
+			byTask[t.ID] = &claimTask{task: t}
+		}
+		rows, err := q.DispatchLockForTasks(ctx, ids)
+		if err != nil {
+			return fmt.Errorf("lock dispatch rows: %w", err)
+		}
+		for i := range rows {
+			if ct := byTask[rows[i].TaskID]; ct != nil {
+				ct.rows = append(ct.rows, &rows[i])
+			}
+		}
+		w := newWrites()
+		for i := range results {
+			r := &results[i]
+			d := &decisions[i]
+			*d = Decision{Result: r, TaskID: r.TaskID, Attempt: -1}
+			ct := byTask[r.TaskID]
+			if ct == nil {
+				d.Outcome, d.Reason = OutcomeUnknown, "no such task"
+				continue
+			}
+			d.Run, d.ServiceID, d.CorpusID, d.Entry = ct.task.Run, ct.task.ServiceID, ct.task.CorpusID, ct.task.Entry
+			d.Status = queue.Status(ct.task.Status)
+			if r.ServiceID != 0 && r.ServiceID != ct.task.ServiceID {
+				d.Outcome, d.Reason = OutcomeWrongService, "the task belongs to another service"
+				continue
+			}
+			s.decide(ct, r, d, now, w, publish)
+		}
+		// Each decided reply ends its task's receipt (Receive), whatever was decided.
+		for _, ct := range byTask {
+			for _, row := range ct.rows {
+				if row.State == StateInFlight && row.ReceivedAt != nil {
+					row.ReceivedAt = nil
+					w.put(row)
+				}
+			}
+		}
+		for i := range results {
+			if decisions[i].Outcome == OutcomeUnknown || decisions[i].Outcome == OutcomeWrongService {
+				continue
+			}
+			w.results[workerKey{results[i].Worker, decisions[i].ServiceID}]++
+		}
+		return w.flush(ctx, q, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return decisions, nil
+}
+
+// decide settles one result against its task's locked rows, updating them in place when the
+// decision stands (and publish succeeded).
+func (s *Store) decide(ct *claimTask, r *Result, d *Decision, now time.Time, w *writes, publish PublishFunc) {
+	row, attempt := locate(ct.rows, ct.task.Run, r.Worker)
+	if row == nil {
+		d.Outcome, d.Reason = OutcomeUnknown, "the task is not in flight or held"
+		if r.Kind == KindRetryable {
+			d.Outcome = OutcomeDropped
+		}
+		return
+	}
+	d.Run, d.Attempt, d.Attempts = row.Run, attempt, len(row.AttemptWorkers)
+	if row.Run < ct.task.Run {
+		d.Outcome, d.Reason = OutcomeStale, "an earlier run's reply"
+		if r.Kind == KindRetryable {
+			d.Outcome = OutcomeDropped
+		}
+		w.outcome(row.TaskID, row.Run, attempt, "stale", 0)
+		return
+	}
+	if expiredHold(row, now) || (row.State == StateSettling && s.cfg.LateResultWindow == 0) {
+		d.Outcome, d.Reason = OutcomeUnknown, "the late-result window has passed"
+		if r.Kind == KindRetryable {
+			d.Outcome = OutcomeDropped
+		}
+		return
+	}
+	next := cloneRow(row)
+	var msgs []queue.Message
+	status := queue.Status(ct.task.Status)
+	drop := false // the new row state is a delete
+	switch r.Kind {
+	case KindUnusable:
+		d.Outcome = OutcomeUnusable
+		w.outcome(row.TaskID, row.Run, attempt, "unusable", 0)
+		if row.State == StateInFlight && attempt == currentAttempt(row) && !row.Answered {
+			next.Answered = true
+			next.ReceivedAt = nil
+			*row = *next
+			w.put(row)
+		}
+		return
+	case KindRetryable:
+		if !s.decideRetryable(row, next, attempt, r, d, now, &drop) {
+			w.outcome(row.TaskID, row.Run, attempt, "retryable", 0)
+			return
+		}
+		if d.Outcome == OutcomeDeferred {
+			*row = *next
+			w.put(row)
+			w.outcome(row.TaskID, row.Run, attempt, "retryable", 0)
+			return
+		}
+		// A stand-in Fatal: recorded like a result.
+		status, msgs = queue.StatusFatal, r.Messages
+	case KindReport:
+		if !s.decideReport(row, next, attempt, r, d, now, &drop) {
+			w.outcome(row.TaskID, row.Run, attempt, string(d.Outcome), r.Status)
+			return
+		}
+		status, msgs = r.Status, r.Messages
+	}
+	d.Status = status
+	if publish != nil {
+		if err := publish(d); err != nil {
+			d.Outcome, d.Reason, d.Status = OutcomePublishFail, err.Error(), queue.Status(ct.task.Status)
+			s.logger.Warn("result not published; the earlier state stands",
+				"task_id", r.TaskID, "worker", r.Worker, "error", err)
+			return
+		}
+	}
+	if drop {
+		w.del(row)
+		ct.rows = slices.DeleteFunc(ct.rows, func(x *dbsqlc.Dispatch) bool { return x == row })
+	} else {
+		*row = *next
+		w.put(row)
+	}
+	ct.task.Status = int16(status)
+	w.setTask(row.TaskID, status, ct.task.Run)
+	w.messages[rowKey{row.TaskID, row.Run}] = msgs
+	if d.Replaced != nil && d.Replaced.Attempt != attempt {
+		w.outcome(row.TaskID, row.Run, d.Replaced.Attempt, "replaced", 0)
+	}
+	outcome := "accepted"
+	if d.Outcome == OutcomeFinal {
+		outcome = "retryable"
+	}
+	w.outcome(row.TaskID, row.Run, attempt, outcome, status)
+}
+
+// hold puts next out of flight, held for late results with f as the result that stands.
+func (s *Store) hold(next *dbsqlc.Dispatch, f *Finished, now time.Time) {
+	next.State, next.Queued, next.Answered, next.ReceivedAt = StateSettling, false, false, nil
+	setFinished(next, f)
+	next.ForgetAt = ptrTime(now.Add(s.cfg.LateResultWindow))
+}
+
+// decideReport is claim_result: it reports whether the result is accepted, filling d and next.
+func (s *Store) decideReport(row, next *dbsqlc.Dispatch, attempt int, r *Result, d *Decision, now time.Time, drop *bool) bool {
+	failure := r.Status.Failure()
+	if row.State == StateInFlight {
+		attempts := len(row.AttemptWorkers)
+		older := attempt+1 < attempts
+		d.Outcome = OutcomeAccepted
+		if older {
+			d.Late = LateOlderAttempt
+		}
+		// Held when a later result may still replace it: a newer attempt runs, or this is a
+		// failure that any usable result replaces. A single-attempt failure is not held.
+		if (older || (failure && attempts > 1)) && s.cfg.LateResultWindow > 0 {
+			s.hold(next, &Finished{attempt, r.Status}, now)
+			next.DeadLettered = false
+		} else {
+			*drop = true
+		}
+		return true
+	}
+	// Settling: a usable result replaces a failure and a failure never replaces a usable result;
+	// between results of one kind, the newer attempt wins.
+	if f := finishedOf(row); f != nil {
+		var replaces bool
+		switch {
+		case f.Status.Failure() && !failure:
+			replaces = true
+		case !f.Status.Failure() && failure:
+			replaces = false
+		default:
+			replaces = attempt > f.Attempt
+		}
+		if !replaces {
+			d.Outcome, d.Reason = OutcomeSuperseded, fmt.Sprintf("attempt %d's result stands", f.Attempt)
+			return false
+		}
+		d.Late = LateReplacesFailure
+		if attempt > f.Attempt {
+			d.Late = LateNewerAttempt
+		}
+		d.Replaced = f
+	} else if row.DeadLettered {
+		d.Late = LateAfterDeadLetter
+	} else {
+		d.Late = LateAfterRequeue
+	}
+	d.Outcome = OutcomeAccepted
+	s.hold(next, &Finished{attempt, r.Status}, now)
+	return true
+}
+
+// decideRetryable is defer_retryable: it reports whether the cause changes the row (Deferred or
+// Final), filling d and next.
+func (s *Store) decideRetryable(row, next *dbsqlc.Dispatch, attempt int, r *Result, d *Decision, now time.Time, drop *bool) bool {
+	if row.State == StateInFlight {
+		if attempt != currentAttempt(row) {
+			d.Outcome, d.Reason = OutcomeDropped, "an older attempt's cause; a newer attempt is running"
+			return false
+		}
+		if exhausted(row) {
+			// The last attempt: the cause is the task's stand-in Fatal, held for a usable late result.
+			d.Outcome = OutcomeFinal
+			if s.cfg.LateResultWindow > 0 {
+				s.hold(next, &Finished{attempt, queue.StatusFatal}, now)
+				next.DeadLettered = true
+			} else {
+				*drop = true
+			}
+			return true
+		}
+		next.LastCause = encodeCause(r.Messages)
+		next.Deadline = now // due at the next reap
+		next.Answered = true
+		next.ReceivedAt = nil
+		d.Outcome = OutcomeDeferred
+		return true
+	}
+	switch {
+	case finishedOf(row) != nil:
+		d.Outcome, d.Reason = OutcomeDropped, "a result for the task already landed"
+	case row.DeadLettered:
+		d.Outcome, d.Reason = OutcomeDropped, "the task was already dead-lettered"
+	case attempt != currentAttempt(row):
+		d.Outcome, d.Reason = OutcomeDropped, "an older attempt's cause; the newest attempt's stands"
+	default:
+		next.LastCause = encodeCause(r.Messages)
+		d.Outcome = OutcomeDeferred
+		return true
+	}
+	return false
+}

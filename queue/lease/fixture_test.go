@@ -1,0 +1,279 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/queuetest"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+func TestMain(m *testing.M) { queuetest.Main(m) }
+
+// testClock is the injected clock: it starts at the database's time and moves only when told.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() *time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.now
+	return &t
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// fixture is one test's database, store, clock, corpus and service.
+type fixture struct {
+	t      *testing.T
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	store  *Store
+	clock  *testClock
+	corpus int32
+	svc    int32
+	seq    atomic.Int64
+}
+
+// testLease is the lease of the reference's tests: long enough that only moved time expires it.
+const testLease = time.Hour
+
+func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
+	t.Helper()
+	t.Parallel()
+	ctx := context.Background()
+	pool := queuetest.NewPool(t)
+	var now time.Time
+	require.NoError(t, pool.QueryRow(ctx, "SELECT now()").Scan(&now))
+	clock := &testClock{now: now}
+	cfg := Config{Replica: "r1", LeaseTimeout: testLease, NowFunc: clock.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f := &fixture{t: t, ctx: ctx, pool: pool, store: New(pool, cfg), clock: clock}
+	q := dbsqlc.New(pool)
+	c, err := q.CorpusCreate(ctx, "corpus", "/corpus", nil)
+	require.NoError(t, err)
+	f.corpus = c.ID
+	f.svc = f.service("echo", 0)
+	return f
+}
+
+func noWindow(c *Config) { c.LateResultWindow = -1 }
+
+func (f *fixture) service(name string, lease time.Duration) int32 {
+	f.t.Helper()
+	var secs *int32
+	if lease > 0 {
+		s := int32(lease / time.Second)
+		secs = &s
+	}
+	svc, err := dbsqlc.New(f.pool).ServiceCreate(f.ctx, name, secs)
+	require.NoError(f.t, err)
+	return svc.ID
+}
+
+// task inserts a TODO task of the fixture's service.
+func (f *fixture) task() int64 { return f.taskOf(f.svc) }
+
+func (f *fixture) taskOf(svc int32) int64 {
+	f.t.Helper()
+	var id int64
+	err := f.pool.QueryRow(f.ctx, `INSERT INTO tasks (service_id, corpus_id, entry) VALUES ($1, $2, $3) RETURNING id`,
+		svc, f.corpus, fmt.Sprintf("/corpus/%d/source.zip", f.seq.Add(1))).Scan(&id)
+	require.NoError(f.t, err)
+	return id
+}
+
+// leasedTo inserts a task leased to workers in turn (the current attempt is the last one), with
+// retries = attempts-1, dispatched so long ago that its lease has expired.
+func (f *fixture) leasedTo(workers ...string) int64 {
+	return f.insertLeased(f.svc, -10*time.Duration(len(workers)+1)*testLease, workers)
+}
+
+// leasedNowTo is leasedTo with a lease that has not expired.
+func (f *fixture) leasedNowTo(workers ...string) int64 {
+	return f.insertLeased(f.svc, 0, workers)
+}
+
+func (f *fixture) insertLeased(svc int32, age time.Duration, workers []string) int64 {
+	f.t.Helper()
+	id := f.taskOf(svc)
+	now := *f.clock.Now()
+	leasedAt := now.Add(age)
+	retries := int32(len(workers) - 1)
+	d := dbsqlc.Dispatch{
+		TaskID: id, Run: 1, State: StateInFlight, AttemptWorkers: workers,
+		Deadline: leasedAt.Add(time.Duration(retries+1) * testLease), Replica: "r1",
+		ServiceID: svc, Retries: retries, LeaseTimeoutSeconds: int32(testLease / time.Second),
+		LeasedAt: leasedAt,
+	}
+	f.upsert(d)
+	_, err := f.pool.Exec(f.ctx, `UPDATE tasks SET status = 1 WHERE id = $1`, id)
+	require.NoError(f.t, err)
+	for i, w := range workers {
+		_, err := f.pool.Exec(f.ctx, `INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at) VALUES ($1, 1, $2, $3, 'r1', $4)`,
+			id, i, w, leasedAt)
+		require.NoError(f.t, err)
+	}
+	return id
+}
+
+func (f *fixture) upsert(rows ...dbsqlc.Dispatch) {
+	f.t.Helper()
+	doc, err := json.Marshal(rows)
+	require.NoError(f.t, err)
+	require.NoError(f.t, dbsqlc.New(f.pool).DispatchUpsert(f.ctx, doc))
+}
+
+func (f *fixture) lease(workers ...string) []Lease {
+	return f.leaseOf(f.svc, 0, workers...)
+}
+
+func (f *fixture) leaseOf(svc int32, timeout time.Duration, workers ...string) []Lease {
+	f.t.Helper()
+	leases, err := f.store.Lease(f.ctx, LeaseRequest{ServiceID: svc, LeaseTimeout: timeout, Workers: workers})
+	require.NoError(f.t, err)
+	return leases
+}
+
+func (f *fixture) leaseOne(worker string) Lease {
+	f.t.Helper()
+	leases := f.lease(worker)
+	require.Len(f.t, leases, 1, "a task is leased to %s", worker)
+	return leases[0]
+}
+
+func (f *fixture) reply(r Result, publish PublishFunc) Decision {
+	f.t.Helper()
+	ds, err := f.store.Claim(f.ctx, []Result{r}, publish)
+	require.NoError(f.t, err)
+	require.Len(f.t, ds, 1)
+	return ds[0]
+}
+
+func (f *fixture) claim(id int64, worker string, status queue.Status) Decision {
+	return f.reply(Result{TaskID: id, Worker: worker, Kind: KindReport, Status: status,
+		Messages: []queue.Message{{Severity: queue.SeverityInfo, Category: "test", What: worker}}}, nil)
+}
+
+// accepted claims a result and requires it accepted, returning its attempt and lateness.
+func (f *fixture) accepted(id int64, worker string, status queue.Status) (int, Late) {
+	f.t.Helper()
+	d := f.claim(id, worker, status)
+	require.Equal(f.t, OutcomeAccepted, d.Outcome, "result of %s for task %d: %s", worker, id, d.Reason)
+	return d.Attempt, d.Late
+}
+
+func (f *fixture) deferCause(id int64, worker string, cause []queue.Message) Decision {
+	return f.reply(Result{TaskID: id, Worker: worker, Kind: KindRetryable, Status: queue.StatusFatal, Messages: cause}, nil)
+}
+
+func (f *fixture) unusable(id int64, worker string) Decision {
+	return f.reply(Result{TaskID: id, Worker: worker, Kind: KindUnusable}, nil)
+}
+
+func (f *fixture) reap() ReapSummary {
+	f.t.Helper()
+	sum, err := f.store.Reap(f.ctx, 0)
+	require.NoError(f.t, err)
+	return sum
+}
+
+func (f *fixture) rerun() RerunSummary {
+	f.t.Helper()
+	sum, err := f.store.Rerun(f.ctx, RerunScope{CorpusID: f.corpus, ServiceID: f.svc})
+	require.NoError(f.t, err)
+	return sum
+}
+
+func (f *fixture) inFlight() int {
+	f.t.Helper()
+	n, err := f.store.InFlight(f.ctx, true)
+	require.NoError(f.t, err)
+	return n
+}
+
+// settling counts held rows.
+func (f *fixture) settling() int {
+	f.t.Helper()
+	var n int
+	require.NoError(f.t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM dispatch WHERE state = 'settling'`).Scan(&n))
+	return n
+}
+
+// rows returns a task's dispatch rows, oldest run first.
+func (f *fixture) rows(id int64) []dbsqlc.Dispatch {
+	f.t.Helper()
+	rs, err := f.pool.Query(f.ctx, `SELECT task_id, run, state, attempt_workers, answered, queued, retries, dead_lettered, finished_attempt, finished_status FROM dispatch WHERE task_id = $1 ORDER BY run`, id)
+	require.NoError(f.t, err)
+	defer rs.Close()
+	var out []dbsqlc.Dispatch
+	for rs.Next() {
+		var d dbsqlc.Dispatch
+		require.NoError(f.t, rs.Scan(&d.TaskID, &d.Run, &d.State, &d.AttemptWorkers, &d.Answered, &d.Queued, &d.Retries, &d.DeadLettered, &d.FinishedAttempt, &d.FinishedStatus))
+		out = append(out, d)
+	}
+	require.NoError(f.t, rs.Err())
+	return out
+}
+
+func (f *fixture) row(id int64) dbsqlc.Dispatch {
+	f.t.Helper()
+	rs := f.rows(id)
+	require.NotEmpty(f.t, rs, "task %d has a dispatch row", id)
+	return rs[len(rs)-1]
+}
+
+func (f *fixture) status(id int64) queue.Status {
+	f.t.Helper()
+	var st int16
+	require.NoError(f.t, f.pool.QueryRow(f.ctx, `SELECT status FROM tasks WHERE id = $1`, id).Scan(&st))
+	return queue.Status(st)
+}
+
+// whats returns (category, what) of a task's current messages.
+func (f *fixture) whats(id int64) [][2]string {
+	f.t.Helper()
+	rs, err := f.pool.Query(f.ctx, `SELECT m.category, m.what FROM task_messages m JOIN tasks t ON t.id = m.task_id AND t.run = m.run WHERE m.task_id = $1 ORDER BY m.id`, id)
+	require.NoError(f.t, err)
+	defer rs.Close()
+	var out [][2]string
+	for rs.Next() {
+		var c, w string
+		require.NoError(f.t, rs.Scan(&c, &w))
+		out = append(out, [2]string{c, w})
+	}
+	return out
+}
+
+func whatsOf(msgs []queue.Message) [][2]string {
+	var out [][2]string
+	for _, m := range msgs {
+		out = append(out, [2]string{m.Category, m.What})
+	}
+	return out
+}
+
+func timeoutCause() []queue.Message {
+	return []queue.Message{{Severity: queue.SeverityFatal, Category: "timeout", What: "wallclock", Details: "the watchdog ended the worker"}}
+}
+
+func shedCause() []queue.Message {
+	return []queue.Message{{Severity: queue.SeverityFatal, Category: "oom", What: "shed"}}
+}

@@ -1,0 +1,223 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+// LeaseRequest asks for one task for each of Workers, all of one service.
+type LeaseRequest struct {
+	ServiceID int32
+	// LeaseTimeout is the service's lease; zero takes the store's default.
+	LeaseTimeout time.Duration
+	// Workers are the requesting workers' identities, one task each at most.
+	Workers []string
+}
+
+// Lease is a task leased to a worker. The lease is committed when Lease returns: the payload may
+// be sent.
+type Lease struct {
+	TaskID    int64
+	Run       int32
+	Attempt   int // 0-based, within the run
+	Worker    string
+	ServiceID int32
+	CorpusID  int32
+	Entry     string
+	LeasedAt  time.Time
+	Deadline  time.Time
+	// Retry is set for a queued retry of an expired lease.
+	Retry bool
+	// LastCause is the last retryable cause reported for the task, if any.
+	LastCause []queue.Message
+}
+
+// Lease leases tasks of one service to the requesting workers in one transaction: queued
+// retries first, then TODO tasks, skipping rows other transactions hold. A worker gets at most
+// one task; workers left over get none (the caller sends them a mock reply). A fresh task is
+// never handed to a worker that worked an earlier run of it still on record.
+func (s *Store) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
+	if len(req.Workers) == 0 {
+		return nil, nil
+	}
+	timeout := req.LeaseTimeout
+	if timeout <= 0 {
+		timeout = s.cfg.LeaseTimeout
+	}
+	var leases []Lease
+	err := s.inTx(ctx, "lease", true, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
+		leases = leases[:0]
+		w := newWrites()
+		workers := slices.Clone(req.Workers)
+
+		queued, err := q.DispatchLockQueued(ctx, req.ServiceID, int32(len(workers)))
+		if err != nil {
+			return fmt.Errorf("lock queued retries: %w", err)
+		}
+		for _, qr := range queued {
+			d := cloneRow(&qr.Dispatch)
+			worker := workers[0]
+			workers = workers[1:]
+			d.AttemptWorkers = append(d.AttemptWorkers, worker)
+			d.State, d.Queued, d.Answered = StateInFlight, false, false
+			d.LeasedAt = now
+			d.Deadline = now.Add(time.Duration(d.Retries+1) * time.Duration(d.LeaseTimeoutSeconds) * time.Second)
+			d.ReceivedAt, d.ForgetAt = nil, nil
+			d.Replica = s.cfg.Replica
+			w.put(d)
+			leases = append(leases, s.leaseOf(d, qr.CorpusID, qr.Entry, true))
+		}
+
+		if len(workers) > 0 {
+			todo, err := q.TaskLockTodo(ctx, req.ServiceID, int32(len(workers)))
+			if err != nil {
+				return fmt.Errorf("lock todo tasks: %w", err)
+			}
+			if len(todo) > 0 {
+				ids := make([]int64, len(todo))
+				for i, t := range todo {
+					ids[i] = t.ID
+				}
+				kept, err := q.DispatchWorkersOfTasks(ctx, ids)
+				if err != nil {
+					return fmt.Errorf("read kept rows: %w", err)
+				}
+				earlier := map[int64][]string{}
+				maxRun := map[int64]int32{}
+				for _, k := range kept {
+					earlier[k.TaskID] = append(earlier[k.TaskID], k.AttemptWorkers...)
+					maxRun[k.TaskID] = max(maxRun[k.TaskID], k.Run)
+				}
+				for _, t := range todo {
+					i := slices.IndexFunc(workers, func(wk string) bool { return !slices.Contains(earlier[t.ID], wk) })
+					if i < 0 {
+						continue // every worker left worked an earlier run of it: another worker will
+					}
+					worker := workers[i]
+					workers = slices.Delete(workers, i, i+1)
+					run := t.Run
+					if maxRun[t.ID] >= run {
+						// A TODO task with a kept row of its own run (set to TODO by hand): open a new run.
+						run = maxRun[t.ID] + 1
+					}
+					d := &dbsqlc.Dispatch{
+						TaskID: t.ID, Run: run, State: StateInFlight,
+						AttemptWorkers: []string{worker},
+						Deadline:       now.Add(timeout), Replica: s.cfg.Replica,
+						ServiceID: req.ServiceID, LeaseTimeoutSeconds: int32(max(timeout/time.Second, 1)),
+						LeasedAt: now,
+					}
+					w.put(d)
+					w.setTask(t.ID, queue.StatusDispatched, run)
+					leases = append(leases, s.leaseOf(d, t.CorpusID, t.Entry, false))
+					if len(workers) == 0 {
+						break
+					}
+				}
+			}
+		}
+		if len(leases) == 0 {
+			return nil
+		}
+		counts := map[string]int64{}
+		for _, l := range leases {
+			w.attempts = append(w.attempts, dbsqlc.AttemptInsertParams{
+				TaskID: l.TaskID, Run: l.Run, Attempt: int32(l.Attempt), Worker: l.Worker,
+				Replica: s.cfg.Replica, LeasedAt: now,
+			})
+			counts[l.Worker]++
+		}
+		if err := w.flush(ctx, q, now); err != nil {
+			return err
+		}
+		names := make([]string, 0, len(counts))
+		for n := range counts {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		nums := make([]int64, len(names))
+		for i, n := range names {
+			nums[i] = counts[n]
+		}
+		if err := q.WorkerNoteDispatched(ctx, req.ServiceID, now, names, nums); err != nil {
+			return fmt.Errorf("note dispatched: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return leases, nil
+}
+
+func (s *Store) leaseOf(d *dbsqlc.Dispatch, corpusID int32, entry string, retry bool) Lease {
+	return Lease{
+		TaskID: d.TaskID, Run: d.Run, Attempt: currentAttempt(d),
+		Worker: d.AttemptWorkers[currentAttempt(d)], ServiceID: d.ServiceID,
+		CorpusID: corpusID, Entry: entry, LeasedAt: d.LeasedAt, Deadline: d.Deadline,
+		Retry: retry, LastCause: decodeCause(d.LastCause),
+	}
+}
+
+// Return undoes leases whose worker turned out unroutable before any payload was sent: no
+// attempt is counted. A fresh lease puts the task back to TODO; a retry goes back to the queue.
+// A lease that has moved on since (claimed, reaped) is left alone. It reports how many were
+// returned.
+func (s *Store) Return(ctx context.Context, leases []Lease) (int, error) {
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	ids := make([]int64, 0, len(leases))
+	for _, l := range leases {
+		ids = append(ids, l.TaskID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	returned := 0
+	err := s.inTx(ctx, "return leases", true, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
+		returned = 0
+		tasks, err := q.TaskLockForClaim(ctx, ids)
+		if err != nil {
+			return fmt.Errorf("lock tasks: %w", err)
+		}
+		taskRun := map[int64]int32{}
+		for _, t := range tasks {
+			taskRun[t.ID] = t.Run
+		}
+		rows, err := q.DispatchLockForTasks(ctx, ids)
+		if err != nil {
+			return fmt.Errorf("lock dispatch rows: %w", err)
+		}
+		byKey := map[rowKey]*dbsqlc.Dispatch{}
+		for i := range rows {
+			byKey[rowKey{rows[i].TaskID, rows[i].Run}] = &rows[i]
+		}
+		w := newWrites()
+		for _, l := range leases {
+			d, ok := byKey[rowKey{l.TaskID, l.Run}]
+			if !ok || d.State != StateInFlight || currentAttempt(d) != l.Attempt || d.AttemptWorkers[l.Attempt] != l.Worker {
+				continue
+			}
+			returned++
+			w.dropAttempt[attemptKey{l.TaskID, l.Run, int32(l.Attempt)}] = true
+			if l.Attempt == 0 {
+				w.del(d)
+				w.setTask(l.TaskID, queue.StatusTODO, taskRun[l.TaskID])
+				continue
+			}
+			d.AttemptWorkers = d.AttemptWorkers[:l.Attempt]
+			d.State, d.Queued = StateSettling, true
+			d.ForgetAt = ptrTime(now.Add(s.cfg.LateResultWindow))
+			w.put(d)
+		}
+		return w.flush(ctx, q, now)
+	})
+	return returned, err
+}

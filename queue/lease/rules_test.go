@@ -1,0 +1,647 @@
+package lease
+
+// The reference dispatcher's 42 rule tests, ported to Postgres. doc.go maps each one.
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+func TestReap(t *testing.T) {
+	t.Run("HonorsPerServiceLeaseTimeouts", func(t *testing.T) {
+		f := newFixture(t)
+		fast := f.service("fast", time.Minute)
+		slow := f.service("slow", time.Hour)
+		short := f.taskOf(fast)
+		long := f.taskOf(slow)
+		require.Len(t, f.leaseOf(fast, time.Minute, "wf"), 1)
+		require.Len(t, f.leaseOf(slow, time.Hour, "ws"), 1)
+		f.clock.Advance(100 * time.Second)
+		require.Equal(t, ReapSummary{Requeued: 1}, f.reap())
+		require.Equal(t, StateSettling, f.row(short).State, "the short lease expired")
+		require.Equal(t, StateInFlight, f.row(long).State, "the slow service's lease is honored")
+	})
+
+	t.Run("TalliesRequeueAndDeadLetter", func(t *testing.T) {
+		f := newFixture(t)
+		f.leasedTo("w0")
+		f.leasedTo("w0")
+		dead := f.leasedTo("w0", "w1", "w2")
+		require.Equal(t, ReapSummary{Requeued: 2, DeadLettered: 1}, f.reap())
+		require.Zero(t, f.inFlight(), "nothing left in flight")
+		require.Equal(t, queue.StatusFatal, f.status(dead), "the dead letter is recorded")
+		require.Equal(t, whatsOf([]queue.Message{queue.NeverCompleted}), f.whats(dead))
+	})
+
+	t.Run("RetriesThenGivesUp", func(t *testing.T) {
+		f := newFixture(t)
+		retry := f.leasedTo("w0", "w1")      // retries 1: within budget
+		give := f.leasedTo("w0", "w1", "w2") // retries 2: spent
+		require.Equal(t, ReapSummary{Requeued: 1, DeadLettered: 1}, f.reap())
+		r := f.row(retry)
+		require.True(t, r.Queued)
+		require.Equal(t, int32(2), r.Retries, "the retry count grows")
+		require.Equal(t, queue.StatusDispatched, f.status(retry))
+		require.Equal(t, queue.StatusFatal, f.status(give))
+		require.True(t, f.row(give).DeadLettered)
+	})
+
+	t.Run("RoutesToOwnServiceAndDrains", func(t *testing.T) {
+		f := newFixture(t)
+		other := f.service("other", 0)
+		retry := f.leasedTo("w0")
+		dead := f.insertLeased(other, -100*testLease, []string{"w0", "w1", "w2"})
+		require.Equal(t, ReapSummary{Requeued: 1, DeadLettered: 1}, f.reap())
+		require.Empty(t, f.leaseOf(other, 0, "wx"), "another service's requester gets no retry")
+		l := f.leaseOne("w1")
+		require.Equal(t, retry, l.TaskID, "the retry goes to its own service")
+		require.True(t, l.Retry)
+		require.Equal(t, queue.StatusFatal, f.status(dead))
+		require.Equal(t, 1, f.inFlight())
+	})
+
+	t.Run("PassedLateResultWindowIsForgotten", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.task()
+		past := *f.clock.Now()
+		f.upsert(dbsqlc.Dispatch{TaskID: id, Run: 1, State: StateSettling, AttemptWorkers: []string{"w0"},
+			Deadline: past, Replica: "r1", ServiceID: f.svc, Retries: 2, LeaseTimeoutSeconds: 240,
+			LeasedAt: past, DeadLettered: true, ForgetAt: &past})
+		n, err := f.store.Forget(f.ctx, 0)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Zero(t, f.settling())
+		require.Equal(t, OutcomeUnknown, f.claim(id, "w0", queue.StatusNoProblem).Outcome)
+	})
+
+	t.Run("WithoutLateResultWindowReapedTasksAreForgotten", func(t *testing.T) {
+		f := newFixture(t, noWindow)
+		id := f.leasedTo("w0")
+		dead := f.leasedTo("w0", "w1", "w2")
+		require.Equal(t, ReapSummary{Requeued: 1, DeadLettered: 1}, f.reap())
+		require.Empty(t, f.rows(dead), "a dead letter is not held")
+		require.Equal(t, OutcomeUnknown, f.claim(id, "w0", queue.StatusNoProblem).Outcome,
+			"no window: a late result is not taken")
+		require.Equal(t, id, f.leaseOne("w1").TaskID, "the queued retry still runs")
+	})
+
+	t.Run("ReceivedResultHoldsOffTheReaper", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedTo("w0")
+		n, err := f.store.Receive(f.ctx, []int64{id})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, ReapSummary{}, f.reap(), "its writer is deciding the result")
+		require.Equal(t, OutcomeUnusable, f.unusable(id, "w0").Outcome)
+		require.Equal(t, ReapSummary{Requeued: 1}, f.reap(), "an unusable result leaves it to the reaper")
+	})
+}
+
+func TestLease(t *testing.T) {
+	t.Run("ClockStartsAtDispatchNotAtFetch", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.task()
+		f.clock.Advance(10 * testLease) // the task waited long before a worker asked
+		l := f.leaseOne("w0")
+		require.Equal(t, id, l.TaskID)
+		now := *f.clock.Now()
+		require.True(t, l.LeasedAt.Equal(now), "stamped at dispatch")
+		require.True(t, l.Deadline.Equal(now.Add(testLease)), "a full lease from dispatch")
+		require.Equal(t, []string{"w0"}, f.row(id).AttemptWorkers)
+		require.Equal(t, ReapSummary{}, f.reap(), "a just-leased task is not expired")
+		require.Equal(t, 1, f.inFlight())
+	})
+
+	t.Run("FreshFetchOfFinishedTaskIsLeased", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedTo("w0")
+		f.reap()
+		f.accepted(id, "w0", queue.StatusNoProblem)
+		require.Empty(t, f.lease("w1"), "the queued retry is refused")
+		f.rerun()
+		l := f.leaseOne("w2")
+		require.Equal(t, id, l.TaskID, "a rerun's fresh lease is not")
+		require.Equal(t, int32(2), l.Run)
+		require.Equal(t, 1, f.inFlight())
+		require.Zero(t, f.settling()-1, "the old run's row is still held")
+		require.Equal(t, OutcomeStale, f.claim(id, "w0", queue.StatusNoProblem).Outcome,
+			"the old run's late result is told apart")
+		a, _ := f.accepted(id, "w2", queue.StatusNoProblem)
+		require.Equal(t, 0, a)
+	})
+}
+
+func TestClaim(t *testing.T) {
+	t.Run("ResultAfterRequeueIsAcceptedAndRetryNotLeased", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedTo("w0")
+		require.Equal(t, 1, f.reap().Requeued)
+		require.Equal(t, 0, f.inFlight())
+		require.Equal(t, 1, f.settling())
+		a, late := f.accepted(id, "w0", queue.StatusNoProblem)
+		require.Equal(t, 0, a)
+		require.Equal(t, LateAfterRequeue, late)
+		require.Empty(t, f.lease("w1"), "the queued retry is dropped rather than converted again")
+		require.Zero(t, f.inFlight())
+		require.Equal(t, queue.StatusNoProblem, f.status(id), "no dead letter")
+	})
+
+	t.Run("ResultAfterDeadLetterReplacesNeverCompletedAndStands", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedTo("w0", "w1", "w2")
+		require.Equal(t, 1, f.reap().DeadLettered)
+		require.Equal(t, queue.StatusFatal, f.status(id))
+		a, late := f.accepted(id, "w2", queue.StatusNoProblem)
+		require.Equal(t, 2, a)
+		require.Equal(t, LateAfterDeadLetter, late)
+		require.Equal(t, queue.StatusNoProblem, f.status(id))
+		require.Equal(t, [][2]string{{"test", "w2"}}, f.whats(id), "the stand-in's message is gone")
+		d := f.claim(id, "w0", queue.StatusNoProblem)
+		require.Equal(t, OutcomeSuperseded, d.Outcome, "an older attempt must not overwrite a newer result")
+		require.Equal(t, 0, d.Attempt)
+		require.Equal(t, OutcomeSuperseded, f.claim(id, "w2", queue.StatusNoProblem).Outcome,
+			"a repeat of the accepted attempt is not accepted twice")
+	})
+
+	t.Run("OlderAttemptFinishingFirstIsReplacedByNewerOne", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedTo("w0")
+		f.reap()
+		f.leaseOne("w1")
+		require.Equal(t, [2]int{1, 0}, [2]int{f.inFlight(), f.settling()})
+		a, late := f.accepted(id, "w0", queue.StatusNoProblem)
+		require.Equal(t, 0, a)
+		require.Equal(t, LateOlderAttempt, late)
+		require.Equal(t, [2]int{0, 1}, [2]int{f.inFlight(), f.settling()})
+		a, late = f.accepted(id, "w1", queue.StatusNoProblem)
+		require.Equal(t, 1, a)
+		require.Equal(t, LateNewerAttempt, late)
+		require.Equal(t, OutcomeSuperseded, f.claim(id, "w0", queue.StatusNoProblem).Outcome)
+	})
+
+	t.Run("NewerAttemptFinishingFirstIsNeverOverwritten", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0", "w1")
+		a, late := f.accepted(id, "w1", queue.StatusNoProblem)
+		require.Equal(t, 1, a)
+		require.Equal(t, LateNone, late)
+		require.Equal(t, [2]int{0, 0}, [2]int{f.inFlight(), f.settling()})
+		require.Equal(t, OutcomeUnknown, f.claim(id, "w0", queue.StatusNoProblem).Outcome)
+		require.Equal(t, queue.StatusNoProblem, f.status(id))
+	})
+
+	t.Run("TwoAttemptsOnOneWorkerAttributeToTheNewer", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0", "w1", "w0")
+		a, late := f.accepted(id, "w0", queue.StatusNoProblem)
+		require.Equal(t, 2, a)
+		require.Equal(t, LateNone, late)
+	})
+
+	t.Run("SingleAttemptFailureIsNotHeld", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0")
+		a, late := f.accepted(id, "w0", queue.StatusFatal)
+		require.Equal(t, 0, a)
+		require.Equal(t, LateNone, late)
+		require.Zero(t, f.settling(), "nothing could replace it")
+		require.Empty(t, f.rows(id))
+	})
+
+	t.Run("GoodResultReplacesNewerAttemptsCrash", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0", "w1")
+		a, late := f.accepted(id, "w1", queue.StatusFatal)
+		require.Equal(t, 1, a)
+		require.Equal(t, LateNone, late)
+		require.Equal(t, 1, f.settling(), "a failure is held for a better result")
+		d := f.claim(id, "w0", queue.StatusWarning)
+		require.Equal(t, OutcomeAccepted, d.Outcome)
+		require.Equal(t, 0, d.Attempt)
+		require.Equal(t, LateReplacesFailure, d.Late)
+		require.Equal(t, &Finished{Attempt: 1, Status: queue.StatusFatal}, d.Replaced)
+		require.Equal(t, OutcomeSuperseded, f.claim(id, "w1", queue.StatusFatal).Outcome, "and stands against a later failure")
+		require.Equal(t, queue.StatusWarning, f.status(id))
+	})
+
+	t.Run("PublishFailureRestoresTheResultItReplaced", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0", "w1")
+		f.accepted(id, "w0", queue.StatusNoProblem) // older, held
+		failing := func(d *Decision) error { return errors.New("disk full") }
+		d := f.reply(Result{TaskID: id, Worker: "w1", Kind: KindReport, Status: queue.StatusWarning}, failing)
+		require.Equal(t, OutcomePublishFail, d.Outcome)
+		require.Equal(t, &Finished{Attempt: 0, Status: queue.StatusNoProblem}, d.Replaced)
+		require.Equal(t, queue.StatusNoProblem, f.status(id), "the replaced result stands")
+		require.Equal(t, [][2]string{{"test", "w0"}}, f.whats(id))
+		d = f.claim(id, "w1", queue.StatusFatal)
+		require.Equal(t, OutcomeSuperseded, d.Outcome, "attempt 0's good result stands again")
+	})
+
+	t.Run("LateGoodResultIsNotReplacedByNewerAttemptsFailure", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0", "w1")
+		a, late := f.accepted(id, "w0", queue.StatusWarning)
+		require.Equal(t, 0, a)
+		require.Equal(t, LateOlderAttempt, late)
+		require.Equal(t, OutcomeDropped, f.deferCause(id, "w1", timeoutCause()).Outcome)
+		d := f.claim(id, "w1", queue.StatusFatal)
+		require.Equal(t, OutcomeSuperseded, d.Outcome)
+		require.Equal(t, 1, d.Attempt)
+		a, late = f.accepted(id, "w1", queue.StatusNoProblem)
+		require.Equal(t, 1, a, "a newer attempt's usable result still replaces it")
+		require.Equal(t, LateNewerAttempt, late)
+	})
+}
+
+func TestUnusable(t *testing.T) {
+	t.Run("LeavesTheTaskInFlightButAnswered", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0")
+		require.False(t, f.row(id).Answered)
+		f.unusable(id, "w0")
+		f.unusable(id, "w0")
+		r := f.row(id)
+		require.Equal(t, StateInFlight, r.State)
+		require.True(t, r.Answered, "awaits no reply")
+		require.Equal(t, 1, f.inFlight())
+		a, late := f.accepted(id, "w0", queue.StatusNoProblem)
+		require.Equal(t, 0, a, "a usable reply after all is still accepted")
+		require.Equal(t, LateNone, late)
+		require.Zero(t, f.inFlight())
+		other := f.leasedTo("w0")
+		f.unusable(other, "w0")
+		require.Equal(t, ReapSummary{Requeued: 1}, f.reap(), "the reaper still takes an answered task")
+		require.Equal(t, [2]int{0, 1}, [2]int{f.inFlight(), f.settling()})
+	})
+
+	t.Run("HeldTasksAreNotInFlight", func(t *testing.T) {
+		f := newFixture(t)
+		held := f.leasedTo("w0")
+		live := f.leasedNowTo("w0")
+		f.reap()
+		require.Equal(t, 1, f.inFlight())
+		require.Equal(t, StateInFlight, f.row(live).State)
+		require.Equal(t, StateSettling, f.row(held).State)
+		require.Equal(t, OutcomeAccepted, f.claim(held, "w0", queue.StatusNoProblem).Outcome, "a result can still find it")
+	})
+}
+
+func TestDefer(t *testing.T) {
+	t.Run("RetryableCauseRetriesAndSuccessThenStands", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0")
+		_, err := f.store.Receive(f.ctx, []int64{id})
+		require.NoError(t, err)
+		require.Equal(t, ReapSummary{}, f.reap(), "not due, and a result is with its writer")
+		require.Equal(t, OutcomeDeferred, f.deferCause(id, "w0", timeoutCause()).Outcome)
+		require.True(t, f.row(id).Answered, "only the reaper moves it on")
+		require.Equal(t, ReapSummary{Requeued: 1}, f.reap(), "due at the next reap")
+		l := f.leaseOne("w1")
+		require.Equal(t, whatsOf(timeoutCause()), whatsOf(l.LastCause), "the cause rides along")
+		a, late := f.accepted(id, "w1", queue.StatusWarning)
+		require.Equal(t, 1, a)
+		require.Equal(t, LateNone, late)
+		require.Equal(t, queue.StatusWarning, f.status(id))
+	})
+
+	t.Run("RetryableCauseOnLastAttemptIsItsStandIn", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0", "w1", "w2")
+		require.Equal(t, OutcomeFinal, f.deferCause(id, "w2", timeoutCause()).Outcome)
+		require.Equal(t, [2]int{0, 1}, [2]int{f.inFlight(), f.settling()})
+		require.Equal(t, queue.StatusFatal, f.status(id))
+		require.Equal(t, whatsOf(timeoutCause()), f.whats(id))
+		a, late := f.accepted(id, "w0", queue.StatusNoProblem)
+		require.Equal(t, 0, a)
+		require.Equal(t, LateReplacesFailure, late)
+	})
+
+	t.Run("LastAttemptStandInIsRestoredAfterFailedPublish", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0", "w1", "w2")
+		require.Equal(t, OutcomeFinal, f.deferCause(id, "w2", timeoutCause()).Outcome)
+		d := f.reply(Result{TaskID: id, Worker: "w0", Kind: KindReport, Status: queue.StatusNoProblem},
+			func(*Decision) error { return errors.New("rename failed") })
+		require.Equal(t, OutcomePublishFail, d.Outcome)
+		require.Equal(t, LateReplacesFailure, d.Late)
+		require.Equal(t, &Finished{Attempt: 2, Status: queue.StatusFatal}, d.Replaced)
+		require.Equal(t, queue.StatusFatal, f.status(id), "the stand-in stands")
+		d = f.claim(id, "w1", queue.StatusFatal)
+		require.Equal(t, OutcomeSuperseded, d.Outcome, "another failure cannot replace it")
+		a, late := f.accepted(id, "w1", queue.StatusWarning)
+		require.Equal(t, 1, a, "a usable result still can")
+		require.Equal(t, LateReplacesFailure, late)
+	})
+
+	t.Run("WithoutWindowLastAttemptStandInLeavesTheSet", func(t *testing.T) {
+		f := newFixture(t, noWindow)
+		id := f.leasedNowTo("w0", "w1", "w2")
+		require.Equal(t, OutcomeFinal, f.deferCause(id, "w2", timeoutCause()).Outcome)
+		require.Equal(t, [2]int{0, 0}, [2]int{f.inFlight(), f.settling()})
+		require.Empty(t, f.rows(id))
+		require.Equal(t, queue.StatusFatal, f.status(id))
+	})
+
+	t.Run("UnansweredLastAttemptDeadLettersWithLastCause", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0", "w1")
+		require.Equal(t, OutcomeDeferred, f.deferCause(id, "w1", timeoutCause()).Outcome)
+		require.Equal(t, 1, f.reap().Requeued)
+		f.leaseOne("w2")
+		f.clock.Advance(4 * testLease)
+		require.Equal(t, ReapSummary{DeadLettered: 1}, f.reap())
+		require.Equal(t, queue.StatusFatal, f.status(id))
+		require.Equal(t, whatsOf(timeoutCause()), f.whats(id), "the last cause, not never_completed_with_retries")
+		a, late := f.accepted(id, "w0", queue.StatusNoProblem)
+		require.Equal(t, 0, a)
+		require.Equal(t, LateAfterDeadLetter, late)
+	})
+
+	t.Run("OfTwoRetryableCausesTheNewestAttemptsStands", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedTo("w0", "w1")
+		require.Equal(t, 1, f.reap().Requeued)
+		require.Equal(t, OutcomeDropped, f.deferCause(id, "w0", timeoutCause()).Outcome)
+		require.Equal(t, OutcomeDeferred, f.deferCause(id, "w1", shedCause()).Outcome)
+		require.Equal(t, OutcomeDropped, f.deferCause(id, "w0", timeoutCause()).Outcome)
+		l := f.leaseOne("w2")
+		require.Equal(t, whatsOf(shedCause()), whatsOf(l.LastCause))
+	})
+
+	t.Run("OlderAttemptsRetryableCauseIsDroppedWhileNewerRuns", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0", "w1")
+		require.Equal(t, OutcomeDropped, f.deferCause(id, "w0", timeoutCause()).Outcome)
+		require.Equal(t, ReapSummary{}, f.reap(), "the newer attempt keeps its lease")
+		f.unusable(id, "w0")
+		require.False(t, f.row(id).Answered, "an older attempt's unusable reply does not mark it answered")
+	})
+
+	t.Run("RetryableCauseAfterRequeueRidesToTheRetry", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedTo("w0")
+		f.reap()
+		require.Equal(t, OutcomeDeferred, f.deferCause(id, "w0", timeoutCause()).Outcome)
+		l := f.leaseOne("w1")
+		require.Equal(t, id, l.TaskID)
+		require.Equal(t, whatsOf(timeoutCause()), whatsOf(l.LastCause))
+	})
+}
+
+func TestRerun(t *testing.T) {
+	t.Run("EarlierRunsResultNeverLandsInRerunOfHeldTask", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedTo("w0")
+		require.Equal(t, 1, f.reap().Requeued)
+		require.Equal(t, RerunSummary{Tasks: 1, Settled: 1}, f.rerun())
+		l := f.leaseOne("w1")
+		require.False(t, l.Retry, "leased afresh")
+		require.Equal(t, int32(2), l.Run)
+		_, err := f.store.Receive(f.ctx, []int64{id})
+		require.NoError(t, err)
+		d := f.claim(id, "w0", queue.StatusNoProblem)
+		require.Equal(t, OutcomeStale, d.Outcome)
+		require.Equal(t, 0, d.Attempt)
+		a, late := f.accepted(id, "w1", queue.StatusFatal)
+		require.Equal(t, 0, a, "the new run's own Fatal stands")
+		require.Equal(t, LateNone, late)
+		require.Equal(t, queue.StatusFatal, f.status(id))
+	})
+
+	t.Run("EarlierRunsResultNeverLandsInRerunOfInFlightTask", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0")
+		f.rerun()
+		f.leaseOne("w1")
+		_, err := f.store.Receive(f.ctx, []int64{id})
+		require.NoError(t, err)
+		require.Equal(t, OutcomeDropped, f.deferCause(id, "w0", timeoutCause()).Outcome)
+		_, err = f.store.Receive(f.ctx, []int64{id})
+		require.NoError(t, err)
+		require.Equal(t, OutcomeStale, f.claim(id, "w0", queue.StatusNoProblem).Outcome)
+		f.clock.Advance(2 * testLease)
+		require.Equal(t, ReapSummary{Requeued: 1}, f.reap(), "no receipt leaked: the new run's lease is reaped when due")
+		a, late := f.accepted(id, "w1", queue.StatusWarning)
+		require.Equal(t, 0, a)
+		require.Equal(t, LateAfterRequeue, late)
+	})
+
+	t.Run("RetryOfEarlierRunNeverTakesNewRunsSlot", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedNowTo("w0")
+		f.rerun()
+		f.leaseOne("w1")
+		f.clock.Advance(2 * testLease)
+		sum := f.reap()
+		require.Equal(t, ReapSummary{Requeued: 1}, sum, "only the new run's lease is reaped")
+		rs := f.rows(id)
+		require.Len(t, rs, 2)
+		require.False(t, rs[0].Queued, "the old run queues no retry")
+		l := f.leaseOne("w2")
+		require.Equal(t, int32(2), l.Run, "the retry is the new run's")
+		a, _ := f.accepted(id, "w2", queue.StatusNoProblem)
+		require.Equal(t, 1, a)
+	})
+
+	t.Run("RerunIsNotHandedToWorkerOfEarlierRun", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.leasedTo("w0")
+		f.reap()
+		f.rerun()
+		require.Empty(t, f.lease("w0"), "w0 worked the earlier run")
+		require.Equal(t, queue.StatusTODO, f.status(id), "the task stays for another worker")
+		l := f.leaseOne("w1")
+		require.Equal(t, "w1", l.Worker)
+		require.Equal(t, []string{"w1"}, f.row(id).AttemptWorkers)
+	})
+}
+
+func TestRestart(t *testing.T) {
+	// A restart is a new Store on a new pool: nothing is reset, every row is where it was.
+	restarted := func(f *fixture) *fixture {
+		return &fixture{t: f.t, ctx: f.ctx, pool: f.pool, clock: f.clock, corpus: f.corpus, svc: f.svc,
+			store: New(f.pool, Config{Replica: "r2", LeaseTimeout: testLease, NowFunc: f.clock.Now})}
+	}
+
+	t.Run("KeepsEveryHeldTask", func(t *testing.T) {
+		f := newFixture(t)
+		live := f.leasedNowTo("w0")
+		queued := f.leasedTo("w0")
+		dead := f.leasedTo("w0", "w1", "w2")
+		late := f.leasedTo("w0")
+		f.reap()
+		f.accepted(late, "w0", queue.StatusNoProblem)
+		g := restarted(f)
+		for _, id := range []int64{live, queued, dead, late} {
+			require.NotEmpty(t, g.rows(id), "task %d keeps its row", id)
+		}
+		require.Equal(t, []queue.Status{queue.StatusDispatched, queue.StatusDispatched, queue.StatusFatal, queue.StatusNoProblem},
+			[]queue.Status{g.status(live), g.status(queued), g.status(dead), g.status(late)})
+		leases := g.lease("a", "b", "c")
+		require.Len(t, leases, 1, "only the queued task is leased again")
+		require.Equal(t, queued, leases[0].TaskID)
+	})
+
+	t.Run("QueuesTheHeldRetriesAgain", func(t *testing.T) {
+		f := newFixture(t)
+		retry := f.leasedTo("w0")
+		f.leasedTo("w0", "w1", "w2") // exhausted: dead-lettered, not queued
+		finished := f.leasedTo("w0")
+		f.reap()
+		f.accepted(finished, "w0", queue.StatusNoProblem) // a late result takes it off the queue
+		g := restarted(f)
+		leases := g.lease("w9", "w8")
+		require.Len(t, leases, 1)
+		require.Equal(t, retry, leases[0].TaskID)
+		require.True(t, leases[0].Retry)
+		require.Equal(t, 1, leases[0].Attempt)
+		require.Equal(t, []string{"w0", "w9"}, g.row(retry).AttemptWorkers)
+	})
+}
+
+func TestInFlight(t *testing.T) {
+	t.Run("CountTracksDispatchAndDrain", func(t *testing.T) {
+		f := newFixture(t)
+		f.task()
+		f.task()
+		require.Zero(t, f.inFlight())
+		leases := f.lease("w0", "w1")
+		require.Len(t, leases, 2)
+		require.Equal(t, 2, f.inFlight(), "two tasks now in flight")
+		f.accepted(leases[0].TaskID, "w0", queue.StatusNoProblem)
+		require.Equal(t, 1, f.inFlight(), "a claimed result drains it")
+	})
+
+	t.Run("CountIgnoresDuplicateLeaseAndNegativeIDs", func(t *testing.T) {
+		f := newFixture(t)
+		id := f.task()
+		f.leaseOne("w0")
+		require.Empty(t, f.lease("w1"), "a leased task is not leased again")
+		require.Equal(t, 1, f.inFlight())
+		for _, bogus := range []int64{-1, 0, id + 1000} {
+			require.Equal(t, OutcomeUnknown, f.claim(bogus, "w0", queue.StatusNoProblem).Outcome)
+		}
+		require.Equal(t, 1, f.inFlight())
+		f.accepted(id, "w0", queue.StatusNoProblem)
+		require.Zero(t, f.inFlight())
+		require.Equal(t, OutcomeUnknown, f.claim(id, "w0", queue.StatusNoProblem).Outcome, "a repeat is a no-op")
+		require.Zero(t, f.inFlight())
+	})
+
+	t.Run("TwoHundredConcurrentLeasesAndDrains", func(t *testing.T) {
+		f := newFixture(t)
+		const n = 200
+		for range n {
+			f.task()
+		}
+		var mu sync.Mutex
+		got := map[int64]string{}
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				w := fmt.Sprintf("w%d", i)
+				leases, err := f.store.Lease(f.ctx, LeaseRequest{ServiceID: f.svc, Workers: []string{w}})
+				if err != nil || len(leases) != 1 {
+					t.Errorf("lease for %s: %v %v", w, leases, err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if prev, dup := got[leases[0].TaskID]; dup {
+					t.Errorf("task %d leased to %s and %s", leases[0].TaskID, prev, w)
+				}
+				got[leases[0].TaskID] = w
+			})
+		}
+		wg.Wait()
+		require.Len(t, got, n, "all 200 leases tracked")
+		require.Equal(t, n, f.inFlight())
+		var accepted sync.Map
+		for id, w := range got {
+			wg.Go(func() {
+				ds, err := f.store.Claim(f.ctx, []Result{{TaskID: id, Worker: w, Status: queue.StatusNoProblem}}, nil)
+				if err == nil && ds[0].Outcome == OutcomeAccepted {
+					accepted.Store(id, true)
+				} else {
+					t.Errorf("claim %d: %v %v", id, ds, err)
+				}
+			})
+		}
+		wg.Wait()
+		count := 0
+		accepted.Range(func(any, any) bool { count++; return true })
+		require.Equal(t, n, count, "each task drained exactly once")
+		require.Zero(t, f.inFlight())
+	})
+}
+
+func TestBackpressure(t *testing.T) {
+	t.Run("SaturationIsInclusiveAtTheThreshold", func(t *testing.T) {
+		require.False(t, queue.Saturated(0, 5))
+		require.False(t, queue.Saturated(4, 5))
+		require.True(t, queue.Saturated(5, 5), "at the threshold we already hold back")
+		require.True(t, queue.Saturated(6, 5))
+	})
+
+	// The reference guarded a panic bound above its backpressure threshold. Here the database
+	// bounds the set: a lease never takes more tasks than workers asked, and no task can have
+	// two active rows.
+	t.Run("EngagesBelowAnyHardBound", func(t *testing.T) {
+		f := newFixture(t)
+		for range 10 {
+			f.task()
+		}
+		require.Len(t, f.lease("a", "b", "c"), 3)
+		require.Equal(t, 3, f.inFlight())
+		id := f.leasedNowTo("w0")
+		now := *f.clock.Now()
+		doc := fmt.Sprintf(`[{"task_id":%d,"run":2,"state":"in_flight","attempt_workers":["x"],"deadline":%q,"answered":false,"queued":false,"replica":"r1","service_id":%d,"retries":0,"lease_timeout_seconds":60,"leased_at":%q,"dead_lettered":false}]`,
+			id, now.Format(time.RFC3339Nano), f.svc, now.Format(time.RFC3339Nano))
+		err := dbsqlc.New(f.pool).DispatchUpsert(f.ctx, []byte(doc))
+		require.Error(t, err, "a second active row for one task is refused")
+		require.ErrorIs(t, translate("upsert", err), queue.ErrDuplicate)
+	})
+}
+
+func TestCatalog(t *testing.T) {
+	t.Run("FailedSandboxLookupIsNotCachedAsOrdinaryCorpus", func(t *testing.T) {
+		f := newFixture(t)
+		c := NewCatalog(f.store)
+		_, err := c.SandboxID(f.ctx, 1<<30)
+		require.ErrorIs(t, err, queue.ErrNotFound)
+		_, known := c.CachedSandboxID(1 << 30)
+		require.False(t, known, "an unresolved corpus stays unknown, not memoised as ordinary")
+	})
+
+	t.Run("DistinguishesUnknownCorpusFromOrdinary", func(t *testing.T) {
+		f := newFixture(t)
+		q := dbsqlc.New(f.pool)
+		sandbox, err := q.CorpusCreate(f.ctx, "sandbox", "/sandbox", &f.corpus)
+		require.NoError(t, err)
+		c := NewCatalog(f.store)
+		id, err := c.SandboxID(f.ctx, f.corpus)
+		require.NoError(t, err)
+		require.Zero(t, id, "ordinary")
+		id, err = c.SandboxID(f.ctx, sandbox.ID)
+		require.NoError(t, err)
+		require.Equal(t, sandbox.ID, id, "a sandbox is named by its own id")
+		_, known := c.CachedSandboxID(sandbox.ID + 100)
+		require.False(t, known, "unknown")
+		// A service added after a miss is seen without a restart.
+		_, err = c.Service(f.ctx, "late")
+		require.ErrorIs(t, err, queue.ErrNotFound)
+		f.service("late", 0)
+		svc, err := c.Service(f.ctx, "late")
+		require.NoError(t, err)
+		require.Equal(t, "late", svc.Name)
+	})
+}

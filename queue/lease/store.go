@@ -1,0 +1,143 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Replica names this dispatcher replica in dispatch.replica and attempts.replica.
+	Replica string
+	// LeaseTimeout is the lease of a service without its own lease_timeout_seconds.
+	LeaseTimeout time.Duration
+	// LateResultWindow is how long a task out of flight is held for a late result (0: none).
+	LateResultWindow time.Duration
+	// ReceiptGrace is how long a result marked received (Receive) holds the reaper off.
+	ReceiptGrace time.Duration
+	// NowFunc, when set, replaces the database clock: tests move time with it. It returns nil to
+	// use the database clock.
+	NowFunc func() *time.Time
+	// Logger receives the store's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	LeaseTimeoutDefault     = 240 * time.Second
+	LateResultWindowDefault = time.Hour
+	ReceiptGraceDefault     = 2 * time.Minute
+)
+
+// ConfigDefault returns a Config with every default set.
+func ConfigDefault() Config {
+	return Config{
+		Replica:          "replica",
+		LeaseTimeout:     LeaseTimeoutDefault,
+		LateResultWindow: LateResultWindowDefault,
+		ReceiptGrace:     ReceiptGraceDefault,
+	}
+}
+
+// Store runs the lease state machine's transitions against Postgres.
+type Store struct {
+	pool   *pgxpool.Pool
+	cfg    Config
+	logger *slog.Logger
+}
+
+// New returns a Store on pool. Zero fields of cfg take their defaults, except
+// LateResultWindow, where a negative value means none.
+func New(pool *pgxpool.Pool, cfg Config) *Store {
+	if cfg.Replica == "" {
+		cfg.Replica = "replica"
+	}
+	if cfg.LeaseTimeout <= 0 {
+		cfg.LeaseTimeout = LeaseTimeoutDefault
+	}
+	if cfg.LateResultWindow == 0 {
+		cfg.LateResultWindow = LateResultWindowDefault
+	}
+	if cfg.LateResultWindow < 0 {
+		cfg.LateResultWindow = 0
+	}
+	if cfg.ReceiptGrace <= 0 {
+		cfg.ReceiptGrace = ReceiptGraceDefault
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{pool: pool, cfg: cfg, logger: logger.With("component", "lease")}
+}
+
+// Pool returns the store's pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Config returns the store's configuration, defaults applied.
+func (s *Store) Config() Config { return s.cfg }
+
+// Now reports the clock the store decides leases by.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	return dbsqlc.New(s.pool).ClockNow(ctx, s.injectedNow())
+}
+
+func (s *Store) injectedNow() *time.Time {
+	if s.cfg.NowFunc == nil {
+		return nil
+	}
+	return s.cfg.NowFunc()
+}
+
+// inTx runs fn in a transaction with the store's clock read at its start. When retry is set, a
+// deadlock or serialization failure runs fn again (fn must then have no side effects).
+func (s *Store) inTx(ctx context.Context, what string, retry bool, fn func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			q := dbsqlc.New(tx)
+			now, err := q.ClockNow(ctx, s.injectedNow())
+			if err != nil {
+				return err
+			}
+			return fn(q, tx, now)
+		})
+		if err == nil {
+			return nil
+		}
+		if retry && attempt < 5 && retryable(err) {
+			s.logger.Debug("transaction retried", "what", what, "attempt", attempt, "error", err)
+			continue
+		}
+		return translate(what, err)
+	}
+}
+
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// translate is the one place Postgres errors become cortexq errors.
+func translate(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, queue.ErrNotFound)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return fmt.Errorf("%s: %w: %s", what, queue.ErrDuplicate, pgErr.Detail)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,444 @@
+package queuetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cortexq/cortexq/migrations"
+)
+
+// errNoPostgres is reported, through t.Fatal, when no PostgreSQL server binaries can be found.
+var errNoPostgres = errors.New("PostgreSQL server binaries not found: run scripts/test (it installs them) " +
+	"or apt-get install postgresql, or set CORTEXQ_TEST_DATABASE_URL")
+
+// serverOptions are the postgres settings of a test cluster: unix socket only, and no durability
+// (tests only; benchmarks keep durable settings).
+const serverOptions = "-c listen_addresses='' -c fsync=off -c synchronous_commit=off " +
+	"-c full_page_writes=off -c max_connections=300 -c shared_buffers=128MB"
+
+// templateName is the migrated database every test database is copied from.
+const templateName = "cortexq_template"
+
+// templateLockKey is the advisory lock that serializes template work across test processes that
+// share one server (CORTEXQ_TEST_DATABASE_URL).
+const templateLockKey = 0x636f727465787100 // "cortexq\x00"
+
+// Cluster is a PostgreSQL server for tests: an ephemeral cluster started by this process, or the
+// external server named by CORTEXQ_TEST_DATABASE_URL.
+type Cluster struct {
+	base string // connection string of the server; DSN swaps in the database
+
+	// Local clusters only.
+	bin      string              // directory holding initdb and pg_ctl
+	dir      string              // temp dir: data/, the unix socket, postgres.log
+	cred     *syscall.Credential // set when root: postgres runs as the postgres user
+	watchdog *exec.Cmd           // stops the cluster if this process dies
+	lifeline *os.File            // write end of the watchdog's stdin; EOF means "we are gone"
+
+	tmplOnce sync.Once
+	tmplErr  error
+
+	mu      sync.Mutex // serializes CREATE/DROP DATABASE; guards running
+	running bool
+}
+
+// NewCluster starts a private PostgreSQL cluster for t, stopped and deleted in t.Cleanup. Use it
+// for tests that stop or restart the server; everything else should share the process's cluster
+// through NewDB. It always starts a local cluster, even when CORTEXQ_TEST_DATABASE_URL is set.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c, err := startLocal(t)
+	if err != nil {
+		t.Fatalf("queuetest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.close(); err != nil {
+			t.Errorf("queuetest: %v", err)
+		}
+	})
+	return c
+}
+
+// DSN returns the connection string for database db on the cluster.
+func (c *Cluster) DSN(db string) string {
+	if u, err := url.Parse(c.base); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + db
+		u.RawPath = ""
+		return u.String()
+	}
+	// Keyword/value form: a later keyword wins.
+	return c.base + " dbname='" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(db) + "'"
+}
+
+// AdminDSN returns the connection string for the cluster's maintenance database.
+func (c *Cluster) AdminDSN() string {
+	if c.local() {
+		return c.DSN("postgres")
+	}
+	return c.base
+}
+
+// NewDB creates a fresh migrated database on the cluster, dropped in t.Cleanup, and returns its
+// connection string.
+func (c *Cluster) NewDB(t testing.TB) string {
+	t.Helper()
+	c.tmplOnce.Do(func() { c.tmplErr = c.createTemplate() })
+	if c.tmplErr != nil {
+		t.Fatalf("queuetest: %v", c.tmplErr)
+	}
+	name := fmt.Sprintf("t_%d_%d", os.Getpid(), dbSeq.Add(1))
+	ident := pgx.Identifier{name}.Sanitize()
+	err := c.admin(func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "CREATE DATABASE "+ident+" TEMPLATE "+pgx.Identifier{templateName}.Sanitize())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("queuetest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if c.local() && !c.isRunning() {
+			return // a stopped private cluster: its directory goes away whole
+		}
+		err := c.admin(func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)")
+			return err
+		})
+		if err != nil {
+			t.Errorf("queuetest: drop database %s: %v", name, err)
+		}
+	})
+	return c.DSN(name)
+}
+
+// NewPool returns a pool on a fresh migrated database of the cluster; the pool is closed and the
+// database dropped in t.Cleanup.
+func (c *Cluster) NewPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	dsn := c.NewDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatalf("queuetest: open pool: %v", err)
+	}
+	t.Cleanup(pool.Close) // registered after the drop, so it runs before it
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("queuetest: ping: %v", err)
+	}
+	return pool
+}
+
+// Stop stops a local cluster (pg_ctl stop -m fast): clients are disconnected and new connections
+// fail until Start.
+func (c *Cluster) Stop(t testing.TB) {
+	t.Helper()
+	c.mustLocal(t)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.pgctl("stop", "-m", "fast"); err != nil {
+		t.Fatalf("queuetest: %v", err)
+	}
+	c.running = false
+}
+
+// Start starts a local cluster stopped by Stop.
+func (c *Cluster) Start(t testing.TB) {
+	t.Helper()
+	c.mustLocal(t)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.pgctl("start"); err != nil {
+		t.Fatalf("queuetest: %v", err)
+	}
+	c.running = true
+}
+
+// Restart restarts a local cluster (pg_ctl restart -m fast), dropping every connection.
+func (c *Cluster) Restart(t testing.TB) {
+	t.Helper()
+	c.mustLocal(t)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.pgctl("restart", "-m", "fast"); err != nil {
+		t.Fatalf("queuetest: %v", err)
+	}
+	c.running = true
+}
+
+func (c *Cluster) local() bool { return c.dir != "" }
+
+func (c *Cluster) mustLocal(t testing.TB) {
+	t.Helper()
+	if !c.local() {
+		t.Fatalf("queuetest: cannot stop or start the external server %s; use NewCluster", c.base)
+	}
+}
+
+func (c *Cluster) isRunning() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running
+}
+
+// admin runs fn on a new connection to the maintenance database while holding c.mu and the
+// cross-process template lock: the template cannot be copied while it is being copied or built.
+func (c *Cluster) admin(fn func(context.Context, *pgx.Conn) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.AdminDSN())
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background()) //nolint:errcheck // closing ends the session and its lock
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(templateLockKey)); err != nil {
+		return fmt.Errorf("template lock: %w", err)
+	}
+	return fn(ctx, conn)
+}
+
+// createTemplate (re)builds the migrated template database. It is rebuilt once per process, so an
+// external server never serves a template from older migrations.
+func (c *Cluster) createTemplate() error {
+	return c.admin(func(ctx context.Context, conn *pgx.Conn) error {
+		ident := pgx.Identifier{templateName}.Sanitize()
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("drop template: %w", err)
+		}
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+			return fmt.Errorf("create template: %w", err)
+		}
+		if err := migrations.Up(ctx, c.DSN(templateName)); err != nil {
+			return fmt.Errorf("migrate template: %w", err)
+		}
+		return nil
+	})
+}
+
+// startLocal creates and starts an ephemeral cluster in a new temp dir.
+func startLocal(t testing.TB) (*Cluster, error) {
+	t.Helper()
+	bin, err := findBin()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{bin: bin}
+	tmp := os.TempDir()
+	if os.Geteuid() == 0 {
+		// PostgreSQL refuses to run as root: run it as the postgres user, in a directory it can
+		// reach (a temp dir under /root, mode 700, is not).
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return nil, fmt.Errorf("running as root, and postgres must run as the postgres user: %w", err)
+		}
+		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("postgres user ids: %w", err)
+		}
+		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if !traversable(tmp) {
+			t.Logf("queuetest: running as root; %s is not reachable by the postgres user, using /tmp", tmp)
+			tmp = "/tmp"
+		}
+	}
+	// A unix socket path is limited to 107 bytes.
+	if len(tmp) > 60 {
+		tmp = "/tmp"
+	}
+	if c.dir, err = os.MkdirTemp(tmp, "cortexq-pg-"); err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	if c.cred != nil {
+		if err := os.Chown(c.dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			os.RemoveAll(c.dir)
+			return nil, fmt.Errorf("chown temp dir: %w", err)
+		}
+	}
+	c.base = "postgres://postgres@/?host=" + url.QueryEscape(c.dir) + "&sslmode=disable"
+
+	if _, err := c.run(filepath.Join(bin, "initdb"), "-D", c.dataDir(), "-A", "trust", "-U", "postgres",
+		"--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
+		os.RemoveAll(c.dir)
+		return nil, err
+	}
+	if err := c.startWatchdog(); err != nil {
+		os.RemoveAll(c.dir)
+		return nil, err
+	}
+	if _, err := c.pgctl("start"); err != nil {
+		c.close() //nolint:errcheck // reporting the start error
+		return nil, err
+	}
+	c.running = true
+	if c.cred != nil {
+		t.Logf("queuetest: started PostgreSQL (%s) as the postgres user in %s", bin, c.dir)
+	} else {
+		t.Logf("queuetest: started PostgreSQL (%s) in %s", bin, c.dir)
+	}
+	return c, nil
+}
+
+func (c *Cluster) dataDir() string { return filepath.Join(c.dir, "data") }
+
+// pgctl runs pg_ctl action on the local cluster, waiting for it to finish.
+func (c *Cluster) pgctl(action string, args ...string) (string, error) {
+	argv := []string{action, "-D", c.dataDir(), "-w", "-t", "120"}
+	if action == "start" || action == "restart" {
+		argv = append(argv, "-l", filepath.Join(c.dir, "postgres.log"), "-o", "-k "+c.dir+" "+serverOptions)
+	}
+	out, err := c.run(filepath.Join(c.bin, "pg_ctl"), append(argv, args...)...)
+	if err != nil && action != "stop" {
+		log, _ := os.ReadFile(filepath.Join(c.dir, "postgres.log"))
+		err = fmt.Errorf("%w\npostgres.log:\n%s", err, tail(string(log), 4000))
+	}
+	return out, err
+}
+
+// run runs a PostgreSQL program, as the postgres user when we are root.
+func (c *Cluster) run(name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = c.dir
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	cmd.WaitDelay = 10 * time.Second // pg_ctl start must not hand our pipes to the server
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), args[0], err, out)
+	}
+	return string(out), nil
+}
+
+// startWatchdog starts a shell, in its own session, that blocks reading a pipe only this process
+// holds open. When this process exits for any reason (m.Run returning, a test timeout's panic,
+// kill -9), the pipe closes and the shell stops the cluster and removes its directory.
+func (c *Cluster) startWatchdog() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("watchdog pipe: %w", err)
+	}
+	defer r.Close()
+	const script = `read _ ; "$0" stop -D "$1" -m immediate >/dev/null 2>&1 ; rm -rf "$2"`
+	cmd := exec.Command("/bin/sh", "-c", script, filepath.Join(c.bin, "pg_ctl"), c.dataDir(), c.dir)
+	cmd.Dir = "/"
+	cmd.Stdin = r
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: c.cred}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("start watchdog: %w", err)
+	}
+	c.watchdog, c.lifeline = cmd, w
+	return nil
+}
+
+// close stops a local cluster at once and removes its directory.
+func (c *Cluster) close() error {
+	if !c.local() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	if c.running {
+		if _, err := c.pgctl("stop", "-m", "immediate"); err != nil {
+			errs = append(errs, err)
+		}
+		c.running = false
+	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		errs = append(errs, fmt.Errorf("remove cluster dir: %w", err))
+	}
+	if c.lifeline != nil {
+		c.lifeline.Close()
+		c.watchdog.Wait() //nolint:errcheck // its work is already done
+		c.lifeline = nil
+	}
+	return errors.Join(errs...)
+}
+
+// findBin returns the directory holding initdb and pg_ctl: $CORTEXQ_PG_BIN, then the newest
+// /usr/lib/postgresql/*/bin, then pg_config --bindir and PATH.
+func findBin() (string, error) {
+	has := func(dir string) bool {
+		for _, p := range []string{"initdb", "pg_ctl", "postgres"} {
+			if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	if dir := os.Getenv("CORTEXQ_PG_BIN"); dir != "" {
+		if !has(dir) {
+			return "", fmt.Errorf("CORTEXQ_PG_BIN=%s holds no initdb, pg_ctl and postgres: %w", dir, errNoPostgres)
+		}
+		return dir, nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(matches, func(i, j int) bool {
+		return versionLess(filepath.Base(filepath.Dir(matches[j])), filepath.Base(filepath.Dir(matches[i])))
+	})
+	for _, dir := range matches {
+		if has(dir) {
+			return dir, nil
+		}
+	}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		if dir := strings.TrimSpace(string(out)); has(dir) {
+			return dir, nil
+		}
+	}
+	if p, err := exec.LookPath("initdb"); err == nil && has(filepath.Dir(p)) {
+		return filepath.Dir(p), nil
+	}
+	return "", errNoPostgres
+}
+
+// versionLess orders PostgreSQL major versions such as "9.6" and "15" numerically.
+func versionLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		x, _ := strconv.Atoi(as[i])
+		y, _ := strconv.Atoi(bs[i])
+		if x != y {
+			return x < y
+		}
+	}
+	return len(as) < len(bs)
+}
+
+// traversable reports whether every directory on the way to dir can be searched by other users.
+func traversable(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}

@@ -1,0 +1,129 @@
+package queuetest_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/migrations"
+	"github.com/cortexq/cortexq/queue/queuetest"
+)
+
+func TestMain(m *testing.M) { queuetest.Main(m) }
+
+var migratedTables = []string{"dispatch", "tasks", "river_job"}
+
+// tablesPresent reports, per table, whether it exists in the database at dsn.
+func tablesPresent(t *testing.T, dsn string) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	present := map[string]bool{}
+	for _, table := range migratedTables {
+		var ok bool
+		require.NoError(t, conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&ok))
+		present[table] = ok
+	}
+	return present
+}
+
+func currentDatabase(t *testing.T, dsn string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var name string
+	require.NoError(t, conn.QueryRow(ctx, "SELECT current_database()").Scan(&name))
+	return name
+}
+
+func allTables(present bool) map[string]bool {
+	m := map[string]bool{}
+	for _, table := range migratedTables {
+		m[table] = present
+	}
+	return m
+}
+
+func TestNewDB(t *testing.T) {
+	t.Run("TwoCallsGiveDistinctMigratedDatabases", func(t *testing.T) {
+		a, b := queuetest.NewDB(t), queuetest.NewDB(t)
+		require.NotEqual(t, currentDatabase(t, a), currentDatabase(t, b))
+		require.Equal(t, allTables(true), tablesPresent(t, a))
+		require.Equal(t, allTables(true), tablesPresent(t, b))
+
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, a)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "CREATE TABLE only_in_a (id int)")
+		require.NoError(t, err)
+		connB, err := pgx.Connect(ctx, b)
+		require.NoError(t, err)
+		defer connB.Close(ctx)
+		var found bool
+		require.NoError(t, connB.QueryRow(ctx, "SELECT to_regclass('only_in_a') IS NOT NULL").Scan(&found))
+		require.False(t, found)
+	})
+
+	t.Run("MigrationsGoDownToZeroAndUpAgain", func(t *testing.T) {
+		dsn := queuetest.NewDB(t)
+		ctx := context.Background()
+		require.NoError(t, migrations.DownTo(ctx, dsn, 0))
+		require.Equal(t, allTables(false), tablesPresent(t, dsn))
+		require.NoError(t, migrations.Up(ctx, dsn))
+		require.Equal(t, allTables(true), tablesPresent(t, dsn))
+	})
+
+	t.Run("ParallelTestsEachGetADatabase", func(t *testing.T) {
+		var seen sync.Map
+		for i := range 8 {
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				t.Parallel()
+				pool := queuetest.NewPool(t)
+				ctx := context.Background()
+				var name string
+				require.NoError(t, pool.QueryRow(ctx, "SELECT current_database()").Scan(&name))
+				_, dup := seen.LoadOrStore(name, i)
+				require.False(t, dup, "database %s handed out twice", name)
+				var n int
+				require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM tasks").Scan(&n))
+				require.Zero(t, n)
+			})
+		}
+	})
+}
+
+func TestNewCluster(t *testing.T) {
+	t.Run("StopStartAndRestartAffectOnlyThePrivateCluster", func(t *testing.T) {
+		c := queuetest.NewCluster(t)
+		dsn := c.NewDB(t)
+		require.Equal(t, allTables(true), tablesPresent(t, dsn))
+		shared := queuetest.NewPool(t)
+		ctx := context.Background()
+
+		c.Restart(t)
+		require.Equal(t, allTables(true), tablesPresent(t, dsn))
+
+		c.Stop(t)
+		_, err := pgx.Connect(ctx, dsn)
+		require.Error(t, err)
+		require.NoError(t, shared.Ping(ctx), "the shared cluster must keep running")
+
+		c.Start(t)
+		require.Equal(t, allTables(true), tablesPresent(t, dsn))
+	})
+
+	t.Run("DatabasesOfAStoppedClusterNeedNoCleanup", func(t *testing.T) {
+		c := queuetest.NewCluster(t)
+		c.NewDB(t)
+		c.Stop(t)
+	})
+}

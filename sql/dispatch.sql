@@ -1,0 +1,103 @@
+-- Queries on the dispatch table: one row per task and run while the task is in flight, queued
+-- for a retry, or held for late results. Rows are locked here, decided in queue/lease, and
+-- written back whole with DispatchUpsert.
+
+-- name: ClockNow :one
+-- ClockNow is the database clock, or the injected test clock when now is given.
+SELECT coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz AS now;
+
+-- name: DispatchLockQueued :many
+-- DispatchLockQueued takes queued retries of a service's current runs for leasing.
+SELECT sqlc.embed(d), t.corpus_id, t.entry
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id AND t.run = d.run
+WHERE d.service_id = @service_id AND d.queued
+ORDER BY d.task_id
+LIMIT @max_rows
+FOR UPDATE OF d, t SKIP LOCKED;
+
+-- name: DispatchWorkersOfTasks :many
+-- DispatchWorkersOfTasks lists the kept rows of tasks about to be leased afresh.
+SELECT task_id, run, attempt_workers
+FROM dispatch
+WHERE task_id = ANY(@task_ids::bigint[]);
+
+-- name: DispatchLockForTasks :many
+-- DispatchLockForTasks locks every kept row of the given tasks, for claims. Call after
+-- TaskLockForClaim: tasks are always locked before their dispatch rows.
+SELECT *
+FROM dispatch
+WHERE task_id = ANY(@task_ids::bigint[])
+ORDER BY task_id, run
+FOR UPDATE;
+
+-- name: DispatchLockExpired :many
+-- DispatchLockExpired takes in-flight rows past their deadline, skipping rows a result is being
+-- written for (received_at after received_before) and rows another transaction holds.
+SELECT sqlc.embed(d), t.run AS task_run
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.state = 'in_flight'
+  AND d.deadline <= @now::timestamptz
+  AND (d.received_at IS NULL OR d.received_at < @received_before::timestamptz)
+ORDER BY d.deadline
+LIMIT @max_rows
+FOR UPDATE OF d, t SKIP LOCKED;
+
+-- name: DispatchUpsert :exec
+-- DispatchUpsert writes whole rows (a JSON array of dispatch records) back, inserting new ones.
+INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, answered, finished_attempt, finished_status, queued, replica, service_id, retries, lease_timeout_seconds, leased_at, dead_lettered, last_cause, forget_at, received_at)
+SELECT r.task_id, r.run, r.state, r.attempt_workers, r.deadline, r.answered, r.finished_attempt, r.finished_status, r.queued, r.replica, r.service_id, r.retries, r.lease_timeout_seconds, r.leased_at, r.dead_lettered, r.last_cause, r.forget_at, r.received_at
+FROM jsonb_populate_recordset(NULL::dispatch, @rows::jsonb) AS r
+ON CONFLICT (task_id, run) DO UPDATE SET
+    state = excluded.state,
+    attempt_workers = excluded.attempt_workers,
+    deadline = excluded.deadline,
+    answered = excluded.answered,
+    finished_attempt = excluded.finished_attempt,
+    finished_status = excluded.finished_status,
+    queued = excluded.queued,
+    replica = excluded.replica,
+    retries = excluded.retries,
+    lease_timeout_seconds = excluded.lease_timeout_seconds,
+    leased_at = excluded.leased_at,
+    dead_lettered = excluded.dead_lettered,
+    last_cause = excluded.last_cause,
+    forget_at = excluded.forget_at,
+    received_at = excluded.received_at;
+
+-- name: DispatchDelete :exec
+DELETE FROM dispatch d
+USING (SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@runs::int[]) AS run) AS k
+WHERE d.task_id = k.task_id AND d.run = k.run;
+
+-- name: DispatchMarkReceived :execrows
+-- DispatchMarkReceived holds the reaper off in-flight rows whose result is being written.
+UPDATE dispatch
+SET received_at = @now::timestamptz
+WHERE task_id = ANY(@task_ids::bigint[]) AND state = 'in_flight';
+
+-- name: DispatchForget :execrows
+-- DispatchForget deletes held rows whose late-result window has passed; a queued retry is
+-- never forgotten before it is leased.
+DELETE FROM dispatch
+WHERE (task_id, run) IN (
+    SELECT f.task_id, f.run
+    FROM dispatch f
+    WHERE f.state = 'settling' AND NOT f.queued AND f.forget_at <= @now::timestamptz
+    ORDER BY f.forget_at
+    LIMIT @max_rows
+    FOR UPDATE SKIP LOCKED
+);
+
+-- name: DispatchSettleEarlierRuns :execrows
+-- DispatchSettleEarlierRuns takes the open rows of runs older than each task's new run out of
+-- flight, so their late results are told apart as stale.
+UPDATE dispatch d
+SET state = 'settling', queued = false, forget_at = @forget_at::timestamptz
+FROM (SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@runs::int[]) AS run) AS k
+WHERE d.task_id = k.task_id AND d.run < k.run AND (d.state = 'in_flight' OR d.queued);
+
+-- name: ReaperPassInsert :exec
+INSERT INTO reaper_passes (replica, at, requeued, dead_lettered, forgotten)
+VALUES (@replica, @at::timestamptz, @requeued, @dead_lettered, @forgotten);

@@ -1,0 +1,78 @@
+-- name: TaskLockTodo :many
+-- TaskLockTodo takes TODO tasks of a service for a fresh lease, lowest id first.
+SELECT id, corpus_id, entry, run
+FROM tasks
+WHERE service_id = @service_id AND status = 0
+ORDER BY id
+LIMIT @max_rows
+FOR UPDATE SKIP LOCKED;
+
+-- name: TaskLockForClaim :many
+-- TaskLockForClaim locks the tasks results arrived for, in id order.
+SELECT id, service_id, corpus_id, entry, status, run
+FROM tasks
+WHERE id = ANY(@ids::bigint[])
+ORDER BY id
+FOR NO KEY UPDATE;
+
+-- name: TaskSetStatus :exec
+UPDATE tasks t
+SET status = k.status, run = k.run
+FROM (SELECT unnest(@ids::bigint[]) AS id, unnest(@statuses::smallint[]) AS status, unnest(@runs::int[]) AS run) AS k
+WHERE t.id = k.id;
+
+-- name: TaskRerun :many
+-- TaskRerun moves the tasks of a scope to TODO in a new run. Optional filters: statuses, and a
+-- message of the current run with the given severity, category and what.
+WITH picked AS (
+    SELECT s.id
+    FROM tasks s
+    WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id
+      AND (sqlc.narg('statuses')::smallint[] IS NULL OR s.status = ANY(sqlc.narg('statuses')::smallint[]))
+      AND (sqlc.narg('severity')::text IS NULL AND sqlc.narg('category')::text IS NULL
+           AND sqlc.narg('what')::text IS NULL
+           OR EXISTS (
+               SELECT 1 FROM task_messages m
+               WHERE m.task_id = s.id AND m.run = s.run
+                 AND (sqlc.narg('severity')::text IS NULL OR m.severity = sqlc.narg('severity')::text)
+                 AND (sqlc.narg('category')::text IS NULL OR m.category = sqlc.narg('category')::text)
+                 AND (sqlc.narg('what')::text IS NULL OR m.what = sqlc.narg('what')::text)))
+    ORDER BY s.id
+    FOR NO KEY UPDATE
+)
+UPDATE tasks t
+SET status = 0, run = t.run + 1
+FROM picked
+WHERE t.id = picked.id
+RETURNING t.id, t.run;
+
+-- name: TaskTally :one
+SELECT count(*)::bigint AS tasks,
+       count(*) FILTER (WHERE status = 0)::bigint AS todo,
+       count(*) FILTER (WHERE status = -1)::bigint AS no_problem,
+       count(*) FILTER (WHERE status = -2)::bigint AS warning,
+       count(*) FILTER (WHERE status = -3)::bigint AS error,
+       count(*) FILTER (WHERE status = -4)::bigint AS fatal,
+       count(*) FILTER (WHERE status = -5)::bigint AS invalid,
+       count(*) FILTER (WHERE status <= -6)::bigint AS blocked
+FROM tasks
+WHERE corpus_id = @corpus_id AND service_id = @service_id;
+
+-- name: RunCloseOpen :execrows
+-- RunCloseOpen closes the open run of a corpus and service with the tallies it ended with.
+UPDATE runs
+SET ended_at = @ended_at::timestamptz, scope = @scope::jsonb, tasks = @tasks, todo = @todo,
+    no_problem = @no_problem, warning = @warning, error = @error, fatal = @fatal,
+    invalid = @invalid, blocked = @blocked
+WHERE corpus_id = @corpus_id AND service_id = @service_id AND ended_at IS NULL;
+
+-- name: RunInsertClosed :exec
+-- RunInsertClosed records a run that had no open row (tasks imported before run tracking).
+INSERT INTO runs (corpus_id, service_id, started_at, ended_at, scope, tasks, todo, no_problem,
+                  warning, error, fatal, invalid, blocked)
+VALUES (@corpus_id, @service_id, @ended_at::timestamptz, @ended_at::timestamptz, @scope::jsonb,
+        @tasks, @todo, @no_problem, @warning, @error, @fatal, @invalid, @blocked);
+
+-- name: RunOpen :exec
+INSERT INTO runs (corpus_id, service_id, started_at, note)
+VALUES (@corpus_id, @service_id, @started_at::timestamptz, @note);
