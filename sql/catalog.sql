@@ -24,3 +24,19 @@ SELECT * FROM services WHERE id = @id;
 -- DispatchCountInFlight counts a replica's in-flight rows (all replicas' when replica is NULL).
 SELECT count(*)::bigint FROM dispatch
 WHERE state = 'in_flight' AND (sqlc.narg('replica')::text IS NULL OR replica = sqlc.narg('replica')::text);
+
+-- name: TaskInfo :many
+-- TaskInfo looks up what the sink needs to place results of tasks it does not mirror.
+SELECT t.id, t.service_id, t.corpus_id, t.entry, t.run, t.status, s.name AS service_name,
+       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE c.id END::int AS sandbox_id
+FROM tasks t
+JOIN services s ON s.id = t.service_id
+JOIN corpora c ON c.id = t.corpus_id
+WHERE t.id = ANY(@ids::bigint[]);
+
+-- name: DispatchInFlightOfReplica :many
+-- DispatchInFlightOfReplica lists a replica's in-flight rows, to resync its hot mirror.
+SELECT d.task_id, d.run, d.service_id, t.corpus_id, t.entry
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.state = 'in_flight' AND NOT d.answered AND d.replica = @replica;

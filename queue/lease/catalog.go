@@ -86,3 +86,51 @@ func (s *Store) InFlight(ctx context.Context, all bool) (int, error) {
 	n, err := dbsqlc.New(s.pool).DispatchCountInFlight(ctx, replica)
 	return int(n), translate("count in flight", err)
 }
+
+// TaskInfo is what the sink needs to place a result: the task's service, corpus and entry.
+type TaskInfo struct {
+	ID          int64
+	ServiceID   int32
+	ServiceName string
+	CorpusID    int32
+	SandboxID   int32 // 0: an ordinary corpus
+	Entry       string
+	Run         int32
+	Status      queue.Status
+}
+
+// TaskInfos looks tasks up by id; ids not found are missing from the map.
+func (s *Store) TaskInfos(ctx context.Context, ids []int64) (map[int64]TaskInfo, error) {
+	rows, err := dbsqlc.New(s.pool).TaskInfo(ctx, ids)
+	if err != nil {
+		return nil, translate("look up tasks", err)
+	}
+	out := make(map[int64]TaskInfo, len(rows))
+	for _, r := range rows {
+		out[r.ID] = TaskInfo{ID: r.ID, ServiceID: r.ServiceID, ServiceName: r.ServiceName, CorpusID: r.CorpusID,
+			SandboxID: r.SandboxID, Entry: r.Entry, Run: r.Run, Status: queue.Status(r.Status)}
+	}
+	return out, nil
+}
+
+// Mirrored is one of a replica's in-flight rows, as its hot mirror holds it.
+type Mirrored struct {
+	TaskID    int64
+	Run       int32
+	ServiceID int32
+	CorpusID  int32
+	Entry     string
+}
+
+// InFlightRows lists this store's replica's in-flight rows.
+func (s *Store) InFlightRows(ctx context.Context) ([]Mirrored, error) {
+	rows, err := dbsqlc.New(s.pool).DispatchInFlightOfReplica(ctx, s.cfg.Replica)
+	if err != nil {
+		return nil, translate("list in-flight rows", err)
+	}
+	out := make([]Mirrored, len(rows))
+	for i, r := range rows {
+		out[i] = Mirrored{TaskID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry}
+	}
+	return out, nil
+}

@@ -79,8 +79,19 @@ func AdminDSN(t testing.TB) string {
 
 // Main runs the tests, stops the shared cluster and removes its directory, and exits with the
 // tests' code. Call it from TestMain.
-func Main(m *testing.M) {
+//
+// Each of checks runs after passing tests (goleak.Find, say); an error fails the run.
+func Main(m *testing.M, checks ...func() error) {
 	code := m.Run()
+	for _, check := range checks {
+		if code != 0 {
+			break
+		}
+		if err := check(); err != nil {
+			fmt.Fprintf(os.Stderr, "queuetest: after the tests: %v\n", err)
+			code = 1
+		}
+	}
 	if shared.cluster != nil {
 		if err := shared.cluster.close(); err != nil {
 			fmt.Fprintf(os.Stderr, "queuetest: %v\n", err)

@@ -75,6 +75,48 @@ func (q *Queries) DispatchCountInFlight(ctx context.Context, replica *string) (i
 	return column_1, err
 }
 
+const dispatchInFlightOfReplica = `-- name: DispatchInFlightOfReplica :many
+SELECT d.task_id, d.run, d.service_id, t.corpus_id, t.entry
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.state = 'in_flight' AND NOT d.answered AND d.replica = $1
+`
+
+type DispatchInFlightOfReplicaRow struct {
+	TaskID    int64  `json:"task_id"`
+	Run       int32  `json:"run"`
+	ServiceID int32  `json:"service_id"`
+	CorpusID  int32  `json:"corpus_id"`
+	Entry     string `json:"entry"`
+}
+
+// DispatchInFlightOfReplica lists a replica's in-flight rows, to resync its hot mirror.
+func (q *Queries) DispatchInFlightOfReplica(ctx context.Context, replica string) ([]DispatchInFlightOfReplicaRow, error) {
+	rows, err := q.db.Query(ctx, dispatchInFlightOfReplica, replica)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DispatchInFlightOfReplicaRow
+	for rows.Next() {
+		var i DispatchInFlightOfReplicaRow
+		if err := rows.Scan(
+			&i.TaskID,
+			&i.Run,
+			&i.ServiceID,
+			&i.CorpusID,
+			&i.Entry,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const serviceByID = `-- name: ServiceByID :one
 SELECT id, name, lease_timeout_seconds, created_at FROM services WHERE id = $1
 `
@@ -123,4 +165,54 @@ func (q *Queries) ServiceCreate(ctx context.Context, name string, leaseTimeoutSe
 		&i.CreatedAt,
 	)
 	return i, err
+}
+
+const taskInfo = `-- name: TaskInfo :many
+SELECT t.id, t.service_id, t.corpus_id, t.entry, t.run, t.status, s.name AS service_name,
+       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE c.id END::int AS sandbox_id
+FROM tasks t
+JOIN services s ON s.id = t.service_id
+JOIN corpora c ON c.id = t.corpus_id
+WHERE t.id = ANY($1::bigint[])
+`
+
+type TaskInfoRow struct {
+	ID          int64  `json:"id"`
+	ServiceID   int32  `json:"service_id"`
+	CorpusID    int32  `json:"corpus_id"`
+	Entry       string `json:"entry"`
+	Run         int32  `json:"run"`
+	Status      int16  `json:"status"`
+	ServiceName string `json:"service_name"`
+	SandboxID   int32  `json:"sandbox_id"`
+}
+
+// TaskInfo looks up what the sink needs to place results of tasks it does not mirror.
+func (q *Queries) TaskInfo(ctx context.Context, ids []int64) ([]TaskInfoRow, error) {
+	rows, err := q.db.Query(ctx, taskInfo, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TaskInfoRow
+	for rows.Next() {
+		var i TaskInfoRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ServiceID,
+			&i.CorpusID,
+			&i.Entry,
+			&i.Run,
+			&i.Status,
+			&i.ServiceName,
+			&i.SandboxID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -1,0 +1,148 @@
+// Package dispatch is the ZeroMQ side of a replica: the ventilator (ROUTER) that leases tasks to
+// requesting workers and streams their payloads, and the sink (PULL) that writes result archives
+// and claims them, both batching their database work through queue/lease.
+package dispatch
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cortexq/cortexq/queue/wire"
+)
+
+// Config configures a Server.
+type Config struct {
+	// VentilatorAddr is the ROUTER endpoint workers request tasks from.
+	VentilatorAddr string
+	// SinkAddr is the PULL endpoint workers push results to.
+	SinkAddr string
+	// MaxInFlight is how many leases this replica holds at most; past it, requests get mock
+	// replies (backpressure).
+	MaxInFlight int
+	// MessageSize is the payload chunk size.
+	MessageSize int
+	// MaxResultBytes caps a result: a larger one is recorded Invalid (cortex/result_too_large).
+	MaxResultBytes int64
+	// LeaseBatch is the most requests one lease transaction serves.
+	LeaseBatch int
+	// Leasers is how many lease transactions may run at once.
+	Leasers int
+	// ClaimBatch is the most results one claim transaction decides; ClaimFlush is how long a
+	// claim waits for more results after the first.
+	ClaimBatch int
+	ClaimFlush time.Duration
+	// Claimers is how many claim transactions may run at once; Writers how many goroutines
+	// write result archives.
+	Claimers int
+	Writers  int
+	// SyncArchives fsyncs each result archive before it is published.
+	SyncArchives bool
+	// TCPKeepaliveIdle is the keepalive idle time in seconds on worker-facing sockets (interval
+	// 30 s, 4 probes); ≤ 0 disables keepalive.
+	TCPKeepaliveIdle int
+	// BindRetry is how long a bind is retried (a restarted replica outlasts TIME_WAIT).
+	BindRetry time.Duration
+	// OutageBudget is how long the database may fail every transaction before Run gives up
+	// with an error (durable state means nothing is lost; a restart finishes the work).
+	// Zero takes the default; negative never gives up.
+	OutageBudget time.Duration
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the server's metrics; nil keeps them private.
+	Registerer prometheus.Registerer
+}
+
+// Defaults of Config.
+const (
+	VentilatorAddrDefault   = "tcp://*:51695"
+	SinkAddrDefault         = "tcp://*:51696"
+	MaxInFlightDefault      = 5000
+	MaxResultBytesDefault   = int64(2) << 30
+	LeaseBatchDefault       = 256
+	LeasersDefault          = 2
+	ClaimBatchDefault       = 256
+	ClaimFlushDefault       = 2 * time.Millisecond
+	ClaimersDefault         = 2
+	WritersDefault          = 4
+	TCPKeepaliveIdleDefault = 120
+	BindRetryDefault        = 75 * time.Second
+)
+
+// ConfigDefault returns a Config with every default set.
+func ConfigDefault() Config {
+	return Config{
+		VentilatorAddr:   VentilatorAddrDefault,
+		SinkAddr:         SinkAddrDefault,
+		MaxInFlight:      MaxInFlightDefault,
+		MessageSize:      wire.MessageSize,
+		MaxResultBytes:   MaxResultBytesDefault,
+		LeaseBatch:       LeaseBatchDefault,
+		Leasers:          LeasersDefault,
+		ClaimBatch:       ClaimBatchDefault,
+		ClaimFlush:       ClaimFlushDefault,
+		Claimers:         ClaimersDefault,
+		Writers:          WritersDefault,
+		SyncArchives:     true,
+		TCPKeepaliveIdle: TCPKeepaliveIdleDefault,
+		BindRetry:        BindRetryDefault,
+	}
+}
+
+func (c *Config) applyDefaults() error {
+	d := ConfigDefault()
+	if c.VentilatorAddr == "" {
+		c.VentilatorAddr = d.VentilatorAddr
+	}
+	if c.SinkAddr == "" {
+		c.SinkAddr = d.SinkAddr
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = d.MaxInFlight
+	}
+	if c.MessageSize <= 0 {
+		c.MessageSize = d.MessageSize
+	}
+	if c.MaxResultBytes <= 0 {
+		c.MaxResultBytes = d.MaxResultBytes
+	}
+	if c.LeaseBatch <= 0 {
+		c.LeaseBatch = d.LeaseBatch
+	}
+	if c.Leasers <= 0 {
+		c.Leasers = d.Leasers
+	}
+	if c.ClaimBatch <= 0 {
+		c.ClaimBatch = d.ClaimBatch
+	}
+	if c.ClaimFlush <= 0 {
+		c.ClaimFlush = d.ClaimFlush
+	}
+	if c.Claimers <= 0 {
+		c.Claimers = d.Claimers
+	}
+	if c.Writers <= 0 {
+		c.Writers = d.Writers
+	}
+	if c.BindRetry < 0 {
+		c.BindRetry = 0
+	}
+	if c.MessageSize > 64<<20 {
+		return fmt.Errorf("message size %d is over 64 MiB", c.MessageSize)
+	}
+	if c.OutageBudget == 0 {
+		c.OutageBudget = OutageBudgetDefault
+	}
+	if c.OutageBudget < 0 {
+		c.OutageBudget = 0
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// OutageBudgetDefault is how long the database may stay away before a replica gives up.
+const OutageBudgetDefault = 60 * time.Second

@@ -1,0 +1,219 @@
+package dispatch
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/queuetest"
+	"github.com/cortexq/cortexq/worker"
+)
+
+func TestMain(m *testing.M) {
+	queuetest.Main(m, func() error { return goleak.Find() })
+}
+
+// env is one test's replica: a database, a store, a running Server on loopback and a corpus of
+// source archives in a temp dir.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	pool    *pgxpool.Pool
+	store   *lease.Store
+	server  *Server
+	vent    string
+	sink    string
+	dir     string
+	corpus  int32
+	svc     int32
+	svcName string
+	stop    func()
+}
+
+type envOption func(*lease.Config, *Config)
+
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	ctx := context.Background()
+	pool := queuetest.NewPool(t)
+	lcfg := lease.Config{Replica: "r1", LeaseTimeout: time.Minute}
+	dcfg := Config{
+		VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*",
+		Logger: testLogger(t), SyncArchives: false, BindRetry: time.Second,
+	}
+	for _, o := range opts {
+		o(&lcfg, &dcfg)
+	}
+	store := lease.New(pool, lcfg)
+	e := &env{t: t, ctx: ctx, pool: pool, store: store, dir: t.TempDir(), svcName: "echo"}
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO corpora (name, path) VALUES ('c', $1) RETURNING id`, e.dir).Scan(&e.corpus))
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO services (name) VALUES ('echo') RETURNING id`).Scan(&e.svc))
+	srv, err := New(store, dcfg)
+	require.NoError(t, err)
+	e.server = srv
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	e.vent, e.sink, err = srv.Endpoints(ctx)
+	require.NoError(t, err)
+	var once sync.Once
+	e.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(10 * time.Second):
+				t.Error("server did not stop within 10 s")
+			}
+		})
+	}
+	t.Cleanup(e.stop)
+	return e
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// sourceZip returns a source archive whose cortex.log says conversion status n, with a payload
+// member of size bytes.
+func sourceZip(t *testing.T, n int, size int, seed int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, err := zw.CreateHeader(&zip.FileHeader{Name: "cortex.log", Method: zip.Store})
+	require.NoError(t, err)
+	fmt.Fprintf(w, "Info:cortex:echo seed %d\nStatus:conversion:%d\n", seed, n)
+	w, err = zw.CreateHeader(&zip.FileHeader{Name: "content.tex", Method: zip.Store})
+	require.NoError(t, err)
+	payload := bytes.Repeat([]byte{byte('a' + seed%26)}, size)
+	_, err = w.Write(payload)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// stage writes n source archives and imports a task for each; it returns the task ids.
+func (e *env) stage(n, size int) []int64 {
+	e.t.Helper()
+	ids := make([]int64, n)
+	for i := range n {
+		dir := filepath.Join(e.dir, fmt.Sprintf("%05d", i))
+		require.NoError(e.t, os.MkdirAll(dir, 0o755))
+		entry := filepath.Join(dir, "source.zip")
+		require.NoError(e.t, os.WriteFile(entry, sourceZip(e.t, 0, size, i), 0o644))
+		require.NoError(e.t, e.pool.QueryRow(e.ctx,
+			`INSERT INTO tasks (service_id, corpus_id, entry) VALUES ($1, $2, $3) RETURNING id`,
+			e.svc, e.corpus, entry).Scan(&ids[i]))
+	}
+	return ids
+}
+
+// workers runs n echo workers; the returned func stops them and waits.
+func (e *env) workers(n int, tune ...func(*worker.Config)) (*worker.Stats, func()) {
+	cfg := worker.Config{
+		Ventilator: e.vent, Sink: e.sink, Service: e.svcName, Identity: "echo-" + e.t.Name(),
+		Concurrency: n, Throttle: 20 * time.Millisecond, IOTimeout: 5 * time.Second,
+		Backoff: 50 * time.Millisecond, Logger: testLogger(e.t), TempDir: e.t.TempDir(),
+		Stats: &worker.Stats{},
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- worker.Run(ctx, cfg, worker.Echo{}) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(e.t, err)
+			case <-time.After(10 * time.Second):
+				e.t.Error("workers did not stop within 10 s")
+			}
+		})
+	}
+	e.t.Cleanup(stop)
+	return cfg.Stats, stop
+}
+
+// counts reports tasks by status.
+func (e *env) counts() map[queue.Status]int {
+	e.t.Helper()
+	rows, err := e.pool.Query(e.ctx, `SELECT status, count(*) FROM tasks GROUP BY status`)
+	require.NoError(e.t, err)
+	defer rows.Close()
+	out := map[queue.Status]int{}
+	for rows.Next() {
+		var st int16
+		var n int
+		require.NoError(e.t, rows.Scan(&st, &n))
+		out[queue.Status(st)] = n
+	}
+	return out
+}
+
+// waitTerminal waits until no task is TODO or dispatched, reaping as the leader would, and
+// fails the test past timeout.
+func (e *env) waitTerminal(timeout time.Duration, reap bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		c := e.counts()
+		if c[queue.StatusTODO]+c[queue.StatusDispatched] == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("tasks not terminal after %s: %v", timeout, c)
+		}
+		if reap {
+			_, err := e.store.ReapAll(e.ctx)
+			require.NoError(e.t, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (e *env) entry(id int64) string {
+	var entry string
+	require.NoError(e.t, e.pool.QueryRow(e.ctx, `SELECT entry FROM tasks WHERE id = $1`, id).Scan(&entry))
+	return entry
+}
+
+// requireEchoed checks every task is NoProblem with a result archive identical to its source.
+func (e *env) requireEchoed(ids []int64) {
+	e.t.Helper()
+	for _, id := range ids {
+		var st int16
+		var entry string
+		require.NoError(e.t, e.pool.QueryRow(e.ctx, `SELECT status, entry FROM tasks WHERE id = $1`, id).Scan(&st, &entry))
+		require.Equal(e.t, queue.StatusNoProblem, queue.Status(st), "task %d", id)
+		src, err := os.ReadFile(entry)
+		require.NoError(e.t, err)
+		res, err := os.ReadFile(filepath.Join(filepath.Dir(entry), e.svcName+".zip"))
+		require.NoError(e.t, err, "task %d's result archive", id)
+		require.True(e.t, bytes.Equal(src, res), "task %d's result is byte-identical to its source", id)
+	}
+	left, err := filepath.Glob(filepath.Join(e.dir, "*", ".*.tmp-*"))
+	require.NoError(e.t, err)
+	require.Empty(e.t, left, "no temp archives left behind")
+}

@@ -1,0 +1,298 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	zmq "github.com/pebbe/zmq4"
+	"github.com/puzpuzpuz/xsync/v4"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/hot"
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+// Server is one replica's worker-facing side: ventilator, sink, writers and claimers.
+type Server struct {
+	cfg     Config
+	store   *lease.Store
+	catalog *lease.Catalog
+	hot     *hot.Map
+	logger  *slog.Logger
+	metrics *metrics
+	health  *health
+
+	stopLeasing atomic.Bool
+	unknown     *xsync.Map[string, time.Time] // service names recently not found
+	claimIn     chan *item
+
+	mu        sync.Mutex
+	endpoints [2]string
+	bound     chan struct{}
+}
+
+// unknownServiceTTL is how long a service name that was not found is answered from memory, so
+// a flood of requests for it costs no database hit per message.
+const unknownServiceTTL = 5 * time.Second
+
+// hotResync is how often the hot mirror is rebuilt from the database (rows another replica's
+// reaper moved on leave it there).
+const hotResync = 5 * time.Second
+
+// New returns a Server on store. OutageBudget of cfg is taken from the store's pool retries.
+func New(store *lease.Store, cfg Config) (*Server, error) {
+	if err := cfg.applyDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:     cfg,
+		store:   store,
+		catalog: lease.NewCatalog(store),
+		hot:     hot.New(),
+		logger:  cfg.Logger.With("component", "dispatch"),
+		unknown: xsync.NewMap[string, time.Time](),
+		bound:   make(chan struct{}),
+		health:  newHealth(cfg.OutageBudget),
+	}
+	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) })
+	return s, nil
+}
+
+// InFlight reports how many leases of this replica await a reply.
+func (s *Server) InFlight() int { return s.hot.Len() }
+
+// StopLeasing makes every further request get a no-work reply; results are still taken. It is
+// the first step of a graceful stop.
+func (s *Server) StopLeasing() { s.stopLeasing.Store(true) }
+
+// Endpoints reports the bound ventilator and sink endpoints once Run has bound them.
+func (s *Server) Endpoints(ctx context.Context) (ventilator, sink string, err error) {
+	select {
+	case <-s.bound:
+	case <-ctx.Done():
+		return "", "", ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.endpoints[0], s.endpoints[1], nil
+}
+
+// Drain stops leasing and waits until every lease of this replica has been answered, or
+// timeout passes. It reports how many leases were still unanswered.
+func (s *Server) Drain(ctx context.Context, timeout time.Duration) int {
+	s.StopLeasing()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for s.hot.Len() > 0 {
+		select {
+		case <-deadline.C:
+			return s.hot.Len()
+		case <-ctx.Done():
+			return s.hot.Len()
+		case <-tick.C:
+		}
+	}
+	return 0
+}
+
+// Run binds the sockets and serves workers until ctx is done. It returns an error when a socket
+// cannot be bound or the database stays away longer than the outage budget.
+func (s *Server) Run(ctx context.Context) error {
+	zctx, err := zmq.NewContext()
+	if err != nil {
+		return fmt.Errorf("zeromq context: %w", err)
+	}
+	defer zctx.Term()
+
+	v, err := s.newVentilator(zctx)
+	if err != nil {
+		return err
+	}
+	defer v.close()
+	pull, err := zctx.NewSocket(zmq.PULL)
+	if err != nil {
+		return fmt.Errorf("sink socket: %w", err)
+	}
+	defer pull.Close()
+	maxMsg := s.cfg.MaxResultBytes * 4
+	if maxMsg <= 0 || maxMsg < s.cfg.MaxResultBytes {
+		maxMsg = -1
+	}
+	for _, set := range []func() error{
+		func() error { return pull.SetLinger(0) },
+		func() error { return pull.SetRcvtimeo(pollInterval) },
+		func() error { return pull.SetMaxmsgsize(maxMsg) },
+		func() error { return setKeepalive(pull, s.cfg.TCPKeepaliveIdle) },
+	} {
+		if err := set(); err != nil {
+			return fmt.Errorf("sink socket options: %w", err)
+		}
+	}
+	if err := bindRetry(ctx, v.router, s.cfg.VentilatorAddr, s.cfg.BindRetry); err != nil {
+		return fmt.Errorf("ventilator: %w", err)
+	}
+	if err := bindRetry(ctx, pull, s.cfg.SinkAddr, s.cfg.BindRetry); err != nil {
+		return fmt.Errorf("sink: %w", err)
+	}
+	s.mu.Lock()
+	s.endpoints = [2]string{lastEndpoint(v.router), lastEndpoint(pull)}
+	s.mu.Unlock()
+	close(s.bound)
+	s.logger.Info("serving workers", "ventilator", s.endpoints[0], "sink", s.endpoints[1],
+		"max_in_flight", s.cfg.MaxInFlight)
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	g, gctx := errgroup.WithContext(runCtx)
+	_ = gctx
+
+	// Sink: receiver → writers → claimers.
+	inbox := make(chan inbound, 256)
+	s.claimIn = make(chan *item, s.cfg.ClaimBatch*2)
+	var writers, leasers sync.WaitGroup
+	g.Go(func() error { return s.receiver(runCtx, pull, inbox) })
+	for range s.cfg.Writers {
+		writers.Go(func() { s.writer(runCtx, inbox, s.claimIn) })
+	}
+	var claimers sync.WaitGroup
+	for range s.cfg.Claimers {
+		claimers.Go(func() { s.claimer(runCtx, s.claimIn) })
+	}
+	// Ventilator and its leasers.
+	for range s.cfg.Leasers {
+		leasers.Go(func() {
+			if err := v.leaser(runCtx, zctx); err != nil {
+				cancel(err)
+			}
+		})
+	}
+	g.Go(func() error { return v.run(runCtx) })
+	// Hot mirror resync and the outage watchdog.
+	g.Go(func() error { return s.maintain(runCtx, cancel) })
+
+	err = g.Wait()
+	leasers.Wait()
+	writers.Wait()
+	close(s.claimIn)
+	claimers.Wait()
+	if cause := context.Cause(runCtx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// maintain resyncs the hot mirror and stops the server when the database has been away longer
+// than the outage budget.
+func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) error {
+	tick := time.NewTicker(hotResync)
+	defer tick.Stop()
+	check := time.NewTicker(250 * time.Millisecond)
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-check.C:
+			if s.health.expired() {
+				err := fmt.Errorf("database unreachable for longer than the outage budget (%s): %w",
+					s.health.budget, s.health.lastErr())
+				stop(err)
+				return err
+			}
+		case <-tick.C:
+			rows, err := s.store.InFlightRows(ctx)
+			s.health.record(err)
+			if err != nil {
+				continue
+			}
+			tasks := make([]hot.Task, len(rows))
+			for i, r := range rows {
+				tasks[i] = hot.Task{ID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry}
+			}
+			s.hot.Reset(tasks, nil)
+		}
+	}
+}
+
+// service looks a service up by name, answering names recently not found from memory.
+func (s *Server) service(ctx context.Context, name string) (lease.Service, error) {
+	if at, ok := s.unknown.Load(name); ok && time.Since(at) < unknownServiceTTL {
+		return lease.Service{}, fmt.Errorf("service %q: %w", name, queue.ErrNotFound)
+	}
+	svc, err := s.catalog.Service(ctx, name)
+	if errors.Is(err, queue.ErrNotFound) {
+		if s.unknown.Size() > 10000 {
+			s.unknown.Clear()
+		}
+		s.unknown.Store(name, time.Now())
+	} else {
+		s.health.record(err)
+	}
+	return svc, err
+}
+
+// returnLeases gives back leases whose workers turned out unroutable.
+func (s *Server) returnLeases(ctx context.Context, leases []lease.Lease) {
+	n, err := s.store.Return(context.WithoutCancel(ctx), leases)
+	s.health.record(err)
+	if err != nil {
+		s.logger.Error("lease return failed; the reaper recovers the tasks", "leases", len(leases), "error", err)
+		return
+	}
+	s.metrics.returns.Add(float64(n))
+}
+
+// noteUnusable records, through the claimers, that a lease's worker got no payload.
+func (s *Server) noteUnusable(l lease.Lease) {
+	it := &item{result: lease.Result{TaskID: l.TaskID, Worker: l.Worker, ServiceID: l.ServiceID, Kind: lease.KindUnusable}}
+	select {
+	case s.claimIn <- it:
+	default: // the claimers are full: the reaper still moves the task on at its deadline
+	}
+}
+
+// health tracks whether the database answers, for the outage budget.
+type health struct {
+	budget    time.Duration
+	mu        sync.Mutex
+	failSince time.Time
+	err       error
+}
+
+func newHealth(budget time.Duration) *health { return &health{budget: budget} }
+
+func (h *health) record(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil || errors.Is(err, queue.ErrNotFound) {
+		h.failSince, h.err = time.Time{}, nil
+		return
+	}
+	if h.failSince.IsZero() {
+		h.failSince = time.Now()
+	}
+	h.err = err
+}
+
+func (h *health) expired() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.budget > 0 && !h.failSince.IsZero() && time.Since(h.failSince) > h.budget
+}
+
+func (h *health) lastErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}

@@ -1,0 +1,340 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	zmq "github.com/pebbe/zmq4"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/report"
+	"github.com/cortexq/cortexq/queue/wire"
+)
+
+// inbound is a parsed result message.
+type inbound struct {
+	res wire.Result
+}
+
+// item is a result ready to be claimed: its reply for the lease state machine and what
+// publishing it means on disk.
+type item struct {
+	result    lease.Result
+	tmp       string // archive written beside target, renamed into place on Accept
+	target    string
+	removeOld bool // publish removes target (a result too large to keep)
+	published bool
+	size      int64
+}
+
+// receiver owns the PULL socket: it parses result messages and hands them to the writers.
+func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- inbound) error {
+	defer close(inbox)
+	limiter := wire.NewRateLimiter(5 * time.Second)
+	for ctx.Err() == nil {
+		msg, err := pull.RecvMessageBytes(0)
+		if err != nil {
+			if isAgain(err) {
+				continue
+			}
+			if isClosed(err) {
+				return nil
+			}
+			s.logger.Warn("sink receive failed", "error", err)
+			continue
+		}
+		res, err := wire.ParseResult(msg)
+		if err != nil {
+			s.metrics.discards.WithLabelValues("sink", wire.ReasonOf(err)).Inc()
+			if n, emit := limiter.Record(); emit {
+				s.logger.Warn("malformed results discarded", "count", n, "last_error", err)
+			}
+			continue
+		}
+		select {
+		case inbox <- inbound{res: res}:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return nil
+}
+
+// writer places results: it finds each one's task and target path, writes the archive to a
+// temp file beside the target and reads its report.
+func (s *Server) writer(ctx context.Context, inbox <-chan inbound, out chan<- *item) {
+	limiter := wire.NewRateLimiter(5 * time.Second)
+	writeLimiter := wire.NewRateLimiter(5 * time.Second)
+	for in := range inbox {
+		it, reason, err := s.prepare(ctx, in.res)
+		if it != nil {
+			out <- it
+			continue
+		}
+		if reason == "write_failed" {
+			s.metrics.writeErrors.Inc()
+			if n, emit := writeLimiter.Record(); emit {
+				s.logger.Error("result archive not written; the task stays for a retry", "count", n,
+					"task_id", in.res.TaskID, "error", err)
+			}
+		}
+		s.metrics.discards.WithLabelValues("sink", reason).Inc()
+		if n, emit := limiter.Record(); emit {
+			s.logger.Warn("results dropped", "count", n, "reason", reason, "task_id", in.res.TaskID,
+				"worker", in.res.Identity, "service", in.res.Service, "error", err)
+		}
+	}
+}
+
+// prepare turns a result message into an item, or says why it is dropped.
+func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, error) {
+	svc, err := s.service(ctx, res.Service)
+	if err != nil {
+		if errors.Is(err, queue.ErrNotFound) {
+			return nil, "unknown_service", err
+		}
+		return nil, "db_error", err
+	}
+	task, err := s.taskOf(ctx, res.TaskID)
+	if err != nil {
+		if errors.Is(err, queue.ErrNotFound) {
+			return nil, "unknown_task", err
+		}
+		return nil, "db_error", err
+	}
+	if task.ServiceID != svc.ID {
+		return nil, "wrong_service", fmt.Errorf("task %d belongs to service %d, not %s", res.TaskID, task.ServiceID, svc.Name)
+	}
+	it := &item{
+		result: lease.Result{TaskID: res.TaskID, Worker: res.Identity, ServiceID: svc.ID},
+		size:   res.Size,
+	}
+	it.target = resultPath(task.Entry, svc.Name, task.SandboxID)
+	if it.target == "" {
+		it.result.Kind = lease.KindUnusable
+		s.logger.Warn("no result path for the task's entry; left to the reaper", "task_id", res.TaskID, "entry", task.Entry)
+		return it, "", nil
+	}
+	if res.Size > s.cfg.MaxResultBytes {
+		it.result.Kind = lease.KindReport
+		it.result.Status = queue.StatusInvalid
+		it.result.Messages = []queue.Message{{Severity: queue.SeverityInvalid, Category: "cortex", What: "result_too_large",
+			Details: fmt.Sprintf("worker result of %d bytes exceeded the %d-byte cap", res.Size, s.cfg.MaxResultBytes)}}
+		it.removeOld = true
+		return it, "", nil
+	}
+	rep, err := report.FromReaderAt(framesReader(res.Data), res.Size, report.Options{})
+	if err != nil {
+		it.result.Kind = lease.KindUnusable
+		return it, "", nil
+	}
+	if it.tmp, err = s.writeTemp(it.target, res.Data); err != nil {
+		return nil, "write_failed", err
+	}
+	it.result.Status, it.result.Messages = rep.Status, rep.Messages
+	if rep.Retryable {
+		it.result.Kind = lease.KindRetryable
+	}
+	return it, "", nil
+}
+
+// taskOf finds a task in the hot mirror, else in the database.
+func (s *Server) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
+	if t, ok := s.hot.Get(id); ok {
+		sandbox, err := s.catalog.SandboxID(ctx, t.CorpusID)
+		if err != nil {
+			return lease.TaskInfo{}, err
+		}
+		return lease.TaskInfo{ID: t.ID, ServiceID: t.ServiceID, CorpusID: t.CorpusID, SandboxID: sandbox, Entry: t.Entry, Run: t.Run}, nil
+	}
+	infos, err := s.store.TaskInfos(ctx, []int64{id})
+	s.health.record(err)
+	if err != nil {
+		return lease.TaskInfo{}, err
+	}
+	t, ok := infos[id]
+	if !ok {
+		return lease.TaskInfo{}, fmt.Errorf("task %d: %w", id, queue.ErrNotFound)
+	}
+	return t, nil
+}
+
+// resultPath is where a task's result archive goes: <entry dir>/<service>.zip, or
+// <service>.sandbox-<id>.zip for a sandbox corpus. It is "" for an entry without a directory.
+func resultPath(entry, service string, sandbox int32) string {
+	entry = strings.TrimRight(entry, " \t\r\n")
+	dir := filepath.Dir(entry)
+	if entry == "" || dir == "." || dir == "/" || dir == "" {
+		return ""
+	}
+	name := service + ".zip"
+	if sandbox != 0 {
+		name = fmt.Sprintf("%s.sandbox-%d.zip", service, sandbox)
+	}
+	return filepath.Join(dir, name)
+}
+
+// writeTemp writes data to a new temp file beside target.
+func (s *Server) writeTemp(target string, data [][]byte) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("create temp archive: %w", err)
+	}
+	name := f.Name()
+	fail := func(err error) (string, error) {
+		f.Close()
+		os.Remove(name)
+		return "", err
+	}
+	for _, frame := range data {
+		if _, err := f.Write(frame); err != nil {
+			return fail(fmt.Errorf("write temp archive: %w", err))
+		}
+	}
+	if s.cfg.SyncArchives {
+		if err := f.Sync(); err != nil {
+			return fail(fmt.Errorf("sync temp archive: %w", err))
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fail(fmt.Errorf("close temp archive: %w", err))
+	}
+	return name, nil
+}
+
+// publish puts an accepted result's archive in place, inside the claim's transaction.
+func (it *item) publish() error {
+	if it.published {
+		return nil // published by an earlier try of the same claim
+	}
+	switch {
+	case it.removeOld:
+		if err := os.Remove(it.target); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove the earlier archive: %w", err)
+		}
+	case it.tmp != "":
+		if err := os.Rename(it.tmp, it.target); err != nil {
+			return fmt.Errorf("publish archive: %w", err)
+		}
+	}
+	it.published = true
+	return nil
+}
+
+// cleanup removes an item's temp file unless it was published.
+func (it *item) cleanup() {
+	if it.tmp != "" && !it.published {
+		os.Remove(it.tmp)
+	}
+}
+
+// claimer decides batches of items in claim transactions.
+func (s *Server) claimer(ctx context.Context, in <-chan *item) {
+	batch := make([]*item, 0, s.cfg.ClaimBatch)
+	for {
+		it, ok := <-in
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], it)
+		timer := time.NewTimer(s.cfg.ClaimFlush)
+	fill:
+		for len(batch) < s.cfg.ClaimBatch {
+			select {
+			case it, ok := <-in:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, it)
+			case <-timer.C:
+				break fill
+			}
+		}
+		timer.Stop()
+		s.claim(ctx, batch)
+	}
+}
+
+// claim runs one claim transaction for batch, retrying it while the database is away (within
+// the outage budget); results that cannot be claimed stay with the reaper.
+func (s *Server) claim(ctx context.Context, batch []*item) {
+	results := make([]lease.Result, len(batch))
+	index := make(map[*lease.Result]*item, len(batch))
+	for i, it := range batch {
+		results[i] = it.result
+		index[&results[i]] = it
+	}
+	publish := func(d *lease.Decision) error { return index[d.Result].publish() }
+	dbctx := context.WithoutCancel(ctx)
+	var decisions []lease.Decision
+	var err error
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		tctx, cancel := context.WithTimeout(dbctx, 30*time.Second)
+		decisions, err = s.store.Claim(tctx, results, publish)
+		cancel()
+		s.health.record(err)
+		s.metrics.claimSeconds.Observe(time.Since(start).Seconds())
+		if err == nil || s.health.expired() || attempt >= 20 {
+			break
+		}
+		s.metrics.dbErrors.WithLabelValues("claim").Inc()
+		s.logger.Warn("claim failed; retrying", "results", len(batch), "attempt", attempt+1, "error", err)
+		time.Sleep(min(time.Duration(attempt+1)*250*time.Millisecond, 3*time.Second))
+	}
+	s.metrics.claimBatch.Observe(float64(len(batch)))
+	if err != nil {
+		s.logger.Error("claim failed; the tasks stay in flight for the reaper", "results", len(batch), "error", err)
+		for _, it := range batch {
+			it.cleanup()
+		}
+		return
+	}
+	for i := range decisions {
+		d := &decisions[i]
+		it := index[d.Result]
+		s.metrics.claims.WithLabelValues(string(d.Outcome)).Inc()
+		switch d.Outcome {
+		case lease.OutcomeAccepted, lease.OutcomeFinal, lease.OutcomeDeferred, lease.OutcomeUnusable:
+			s.hot.Delete(d.TaskID)
+		case lease.OutcomePublishFail:
+			s.metrics.publishFails.Inc()
+		}
+		if d.Outcome != lease.OutcomeAccepted && d.Outcome != lease.OutcomeFinal {
+			s.logger.Debug("reply not recorded", "task_id", d.TaskID, "worker", d.Result.Worker,
+				"outcome", d.Outcome, "reason", d.Reason)
+		} else if d.Late != lease.LateNone {
+			s.logger.Info("late result recorded", "task_id", d.TaskID, "worker", d.Result.Worker,
+				"attempt", d.Attempt, "late", d.Late)
+		}
+		it.cleanup()
+	}
+}
+
+// framesReader reads a message's data frames as one byte stream.
+type framesReader [][]byte
+
+// ReadAt implements io.ReaderAt over the concatenated frames.
+func (fr framesReader) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for _, f := range fr {
+		if off >= int64(len(f)) {
+			off -= int64(len(f))
+			continue
+		}
+		c := copy(p[n:], f[off:])
+		n += c
+		off = 0
+		if n == len(p) {
+			return n, nil
+		}
+	}
+	return n, io.EOF
+}

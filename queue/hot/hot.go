@@ -1,0 +1,67 @@
+// Package hot mirrors the rows this replica leased: an O(1) in-flight count for backpressure and
+// a task lookup for the sink's fast path. It does no I/O: the database is the truth, and a task
+// it does not mirror is looked up there by the caller.
+package hot
+
+import (
+	"sync/atomic"
+
+	"github.com/puzpuzpuz/xsync/v4"
+)
+
+// Task is what the mirror keeps of one leased task.
+type Task struct {
+	ID        int64
+	Run       int32
+	ServiceID int32
+	CorpusID  int32
+	Entry     string
+}
+
+// Map is the mirror. The zero value is not usable; call New.
+type Map struct {
+	tasks *xsync.Map[int64, Task]
+	n     atomic.Int64
+}
+
+// New returns an empty Map.
+func New() *Map { return &Map{tasks: xsync.NewMap[int64, Task]()} }
+
+// Len reports how many tasks are mirrored, in O(1).
+func (m *Map) Len() int { return int(m.n.Load()) }
+
+// Put mirrors t, replacing any entry of the same task without counting it twice.
+func (m *Map) Put(t Task) {
+	if _, loaded := m.tasks.LoadAndStore(t.ID, t); !loaded {
+		m.n.Add(1)
+	}
+}
+
+// Get returns the mirrored task id, if any.
+func (m *Map) Get(id int64) (Task, bool) { return m.tasks.Load(id) }
+
+// Delete drops task id; dropping a task not mirrored is a no-op.
+func (m *Map) Delete(id int64) {
+	if _, loaded := m.tasks.LoadAndDelete(id); loaded {
+		m.n.Add(-1)
+	}
+}
+
+// Reset replaces the mirror's content with tasks (the database's view of this replica's
+// in-flight rows), keeping entries that were added since the snapshot was taken when keep
+// reports true for them.
+func (m *Map) Reset(tasks []Task, keep func(Task) bool) {
+	want := make(map[int64]Task, len(tasks))
+	for _, t := range tasks {
+		want[t.ID] = t
+	}
+	m.tasks.Range(func(id int64, t Task) bool {
+		if _, ok := want[id]; !ok && (keep == nil || !keep(t)) {
+			m.Delete(id)
+		}
+		return true
+	})
+	for _, t := range tasks {
+		m.Put(t)
+	}
+}

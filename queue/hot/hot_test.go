@@ -1,0 +1,68 @@
+package hot
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestMap(t *testing.T) {
+	tests := []struct {
+		name string
+		ops  func(m *Map)
+		want int
+	}{
+		{"Empty", func(m *Map) {}, 0},
+		{"PutCounts", func(m *Map) { m.Put(Task{ID: 1}); m.Put(Task{ID: 2}) }, 2},
+		{"RePutDoesNotDoubleCount", func(m *Map) { m.Put(Task{ID: 7}); m.Put(Task{ID: 7, Run: 2}) }, 1},
+		{"DeleteMissingIsNoOp", func(m *Map) { m.Put(Task{ID: 7}); m.Delete(8); m.Delete(-1) }, 1},
+		{"DeleteTwiceDoesNotUnderflow", func(m *Map) { m.Put(Task{ID: 7}); m.Delete(7); m.Delete(7) }, 0},
+		{"ResetReplaces", func(m *Map) {
+			m.Put(Task{ID: 1})
+			m.Put(Task{ID: 2})
+			m.Reset([]Task{{ID: 2}, {ID: 3}, {ID: 4}}, nil)
+		}, 3},
+		{"ResetKeepsNewer", func(m *Map) {
+			m.Put(Task{ID: 1, Run: 9})
+			m.Reset(nil, func(t Task) bool { return t.Run == 9 })
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New()
+			tt.ops(m)
+			require.Equal(t, tt.want, m.Len())
+			n := 0
+			m.tasks.Range(func(int64, Task) bool { n++; return true })
+			require.Equal(t, n, m.Len(), "the counter equals the map's size")
+		})
+	}
+}
+
+func TestMapConcurrent(t *testing.T) {
+	m := New()
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() { m.Put(Task{ID: int64(i % 150)}) })
+	}
+	wg.Wait()
+	require.Equal(t, 150, m.Len())
+	for i := range 200 {
+		wg.Go(func() { m.Delete(int64(i % 150)) })
+	}
+	wg.Wait()
+	require.Zero(t, m.Len())
+}
+
+func BenchmarkMapPutDelete(b *testing.B) {
+	m := New()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int64(0)
+		for pb.Next() {
+			m.Put(Task{ID: i})
+			m.Delete(i)
+			i++
+		}
+	})
+}
