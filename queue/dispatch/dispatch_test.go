@@ -1,6 +1,17 @@
 package dispatch
 
 import (
+	"context"
+	"fmt"
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/worker"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+
+	zmq "github.com/pebbe/zmq4"
 	"testing"
 	"time"
 
@@ -20,5 +31,272 @@ func TestDispatch(t *testing.T) {
 		var attempts int
 		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(DISTINCT worker) FROM attempts`).Scan(&attempts))
 		require.Equal(t, 8, attempts, "eight distinct identities worked")
+	})
+}
+
+func TestTorture(t *testing.T) {
+	t.Run("MalformedFloodsLeaveRealTasksCorrect", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		ids := e.stage(100, 20_000)
+		_, stop := e.workers(4)
+		// 20,000 malformed sink messages and 20,000 malformed or unknown-service requests,
+		// while the real tasks run.
+		sinkFlood := func() {
+			push, err := zmq.NewSocket(zmq.PUSH)
+			require.NoError(t, err)
+			defer push.Close()
+			require.NoError(t, push.SetLinger(5*time.Second))
+			require.NoError(t, push.Connect(e.sink))
+			for i := range 20_000 {
+				var err error
+				switch i % 8 {
+				case 0:
+					_, err = push.SendMessage("only-one-frame")
+				case 1:
+					_, err = push.SendMessage("w", "echo", "12")
+				case 2:
+					_, err = push.SendMessage("w", "echo", "not-a-number", "data")
+				case 3:
+					_, err = push.SendMessage("w", "echo", "-5", "data")
+				case 4:
+					_, err = push.SendMessage("w", "no-such-service", "1", "data")
+				case 5:
+					_, err = push.SendMessage([]byte{0xff, 0xfe}, []byte{0xc0}, "99999999999999999999", "x")
+				case 6:
+					_, err = push.SendMessage("w", "../../etc", strconv.Itoa(i), "x")
+				default:
+					_, err = push.SendMessage("w", "echo", strconv.Itoa(1_000_000+i), "PK\x03\x04 not really")
+				}
+				require.NoError(t, err)
+			}
+		}
+		ventFlood := func() {
+			d, err := zmq.NewSocket(zmq.DEALER)
+			require.NoError(t, err)
+			defer d.Close()
+			require.NoError(t, d.SetLinger(0))
+			require.NoError(t, d.Connect(e.vent))
+			for i := range 20_000 {
+				var err error
+				switch i % 5 {
+				case 0:
+					_, err = d.SendBytes(nil, 0)
+				case 1:
+					_, err = d.SendMessage("no-such-service")
+				case 2:
+					_, err = d.SendMessage("a/b")
+				case 3:
+					_, err = d.SendMessage(string(make([]byte, 300)))
+				default:
+					_, err = d.SendMessage("echo\x00", "extra", "frames")
+				}
+				require.NoError(t, err)
+				if i%1000 == 999 { // read what came back so far; never block on it
+					for {
+						if _, err := d.RecvMessageBytes(zmq.DONTWAIT); err != nil {
+							break
+						}
+					}
+				}
+			}
+		}
+		done := make(chan struct{}, 2)
+		go func() { sinkFlood(); done <- struct{}{} }()
+		go func() { ventFlood(); done <- struct{}{} }()
+		<-done
+		<-done
+		e.waitTerminal(120*time.Second, false)
+		stop()
+		e.requireEchoed(ids)
+		// Still responsive: a fresh task is served at once.
+		more := e.stage(1, 100)
+		p := newRawPeer(t, e, "after-flood")
+		id, _ := p.lease("echo")
+		require.Equal(t, more[0], id)
+	})
+}
+
+func TestSizeCap(t *testing.T) {
+	t.Run("ThreeQuartersAcceptedThreeTimesRejectedNothingLargeLeft", func(t *testing.T) {
+		t.Parallel()
+		const capBytes = 400_000
+		e := newEnv(t, withMaxResult(capBytes))
+		small := e.stage(1, capBytes*3/4-1000)
+		big := e.stage(1, capBytes*3)
+		_, stop := e.workers(2)
+		e.waitTerminal(60*time.Second, false)
+		stop()
+		e.requireEchoed(small)
+		require.Equal(t, queue.StatusInvalid, e.status(big[0]))
+		var what string
+		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT what FROM task_messages WHERE task_id = $1`, big[0]).Scan(&what))
+		require.Equal(t, "result_too_large", what)
+		err := filepath.Walk(e.dir, func(path string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() || filepath.Base(path) == "source.zip" {
+				return err
+			}
+			require.LessOrEqual(t, info.Size(), int64(capBytes), "%s is over the cap", path)
+			return nil
+		})
+		require.NoError(t, err)
+		_, err = os.Stat(filepath.Join(filepath.Dir(e.entry(big[0])), "echo.zip"))
+		require.ErrorIs(t, err, os.ErrNotExist, "no archive kept for the rejected result")
+	})
+}
+
+func TestSaboteur(t *testing.T) {
+	t.Run("ReaperRecoversFiftyLeasesOfAVanishedWorker", func(t *testing.T) {
+		t.Parallel()
+		clock := &testClock{}
+		e := newEnv(t, withClock(clock))
+		ids := e.stage(60, 1000)
+		p := newRawPeer(t, e, "saboteur")
+		for range 50 {
+			id, payload := p.lease("echo")
+			require.NotZero(t, id)
+			require.NotEmpty(t, payload)
+		}
+		p.close()
+		clock.Advance(2 * time.Minute) // past the one-minute lease
+		require.Equal(t, 50, e.reap().Requeued)
+		_, stop := e.workers(4)
+		e.waitTerminal(60*time.Second, false)
+		stop()
+		e.requireEchoed(ids)
+		var retried int
+		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(DISTINCT task_id) FROM attempts WHERE attempt = 1`).Scan(&retried))
+		require.Equal(t, 50, retried, "each sabotaged task was retried once")
+	})
+}
+
+func TestDisconnect(t *testing.T) {
+	t.Run("WorkerGoneBetweenRequestAndReplyLosesNothing", func(t *testing.T) {
+		t.Parallel()
+		clock := &testClock{}
+		e := newEnv(t, withClock(clock))
+		ids := e.stage(40, 1000)
+		for i := range 20 {
+			d, err := zmq.NewSocket(zmq.DEALER)
+			require.NoError(t, err)
+			require.NoError(t, d.SetLinger(0))
+			require.NoError(t, d.SetIdentity(fmt.Sprintf("ghost-%d", i)))
+			require.NoError(t, d.Connect(e.vent))
+			_, err = d.SendMessage("echo")
+			require.NoError(t, err)
+			require.NoError(t, d.Close()) // gone before any reply
+		}
+		time.Sleep(200 * time.Millisecond) // let the ventilator serve the ghosts
+		clock.Advance(2 * time.Minute)
+		e.reap()
+		_, stop := e.workers(3)
+		e.waitTerminal(60*time.Second, true)
+		stop()
+		e.requireEchoed(ids)
+	})
+
+	t.Run("TwoWorkersWithOneIdentityLoseNothing", func(t *testing.T) {
+		t.Parallel()
+		clock := &testClock{}
+		e := newEnv(t, withClock(clock))
+		ids := e.stage(60, 1000)
+		same := func(c *worker.Config) { c.Identity = "twin"; c.Concurrency = 1 }
+		_, stop1 := e.workers(1, same)
+		_, stop2 := e.workers(1, same)
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			c := e.counts()
+			if c[queue.StatusTODO]+c[queue.StatusDispatched] == 0 {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "tasks left: %v", c)
+			// A reply routed to the other twin is lost in transit: the reaper recovers it.
+			clock.Advance(2 * time.Minute)
+			e.reap()
+			time.Sleep(300 * time.Millisecond)
+		}
+		stop1()
+		stop2()
+		e.requireEchoed(ids)
+	})
+}
+
+func TestLateResults(t *testing.T) {
+	t.Run("AfterRequeueAfterDeadLetterAndStaleAfterRerun", func(t *testing.T) {
+		t.Parallel()
+		clock := &testClock{}
+		e := newEnv(t, withClock(clock))
+		ids := e.stage(3, 500)
+		requeued, dead, stale := ids[0], ids[1], ids[2]
+		src := func(id int64) []byte {
+			b, err := os.ReadFile(e.entry(id))
+			require.NoError(t, err)
+			return b
+		}
+		p := newRawPeer(t, e, "late")
+		id, payload := p.lease("echo")
+		require.Equal(t, requeued, id)
+		require.Equal(t, src(requeued), payload)
+
+		// After a requeue: the late result is recorded and the retry is not leased.
+		clock.Advance(2 * time.Minute)
+		require.Equal(t, 1, e.reap().Requeued)
+		p.result("echo", requeued, payload)
+		e.waitStatus(requeued, queue.StatusNoProblem)
+		e.waitOutcome(requeued, 1, 0, "accepted")
+
+		// After a dead letter: three attempts, all expired; the first one's result replaces the
+		// stand-in Fatal.
+		q := newRawPeer(t, e, "slow")
+		id, payload = q.lease("echo")
+		require.Equal(t, dead, id)
+		for i := range 2 {
+			clock.Advance(10 * time.Minute)
+			e.reap()
+			r := newRawPeer(t, e, fmt.Sprintf("slow-%d", i))
+			id, _ = r.lease("echo")
+			require.Equal(t, dead, id, "the retry is leased")
+		}
+		clock.Advance(30 * time.Minute)
+		require.Equal(t, 1, e.reap().DeadLettered)
+		require.Equal(t, queue.StatusFatal, e.status(dead))
+		q.result("echo", dead, payload)
+		e.waitStatus(dead, queue.StatusNoProblem)
+
+		// Stale after a rerun: the old run's result does not land.
+		s := newRawPeer(t, e, "stale")
+		id, payload = s.lease("echo")
+		require.Equal(t, stale, id)
+		_, err := e.store.Rerun(e.ctx, lease.RerunScope{CorpusID: e.corpus, ServiceID: e.svc, Statuses: []queue.Status{queue.StatusDispatched}})
+		require.NoError(t, err)
+		s.result("echo", stale, payload)
+		e.waitOutcome(stale, 1, 0, "stale")
+		require.Equal(t, queue.StatusTODO, e.status(stale))
+		_, err = os.Stat(filepath.Join(filepath.Dir(e.entry(stale)), "echo.zip"))
+		require.ErrorIs(t, err, os.ErrNotExist, "a stale result publishes nothing")
+	})
+}
+
+func TestInterop(t *testing.T) {
+	t.Run("PythonZeroMQWorkerEndToEnd", func(t *testing.T) {
+		t.Parallel()
+		python := "/usr/bin/python3" // Debian's python3-zmq serves the system interpreter
+		e := newEnv(t)
+		ids := e.stage(10, 250_000)
+		ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, python, "testdata/echo_worker.py", e.vent, e.sink, "echo", "py-worker", "10").CombinedOutput()
+		require.NoError(t, err, "python worker (apt-get install python3-zmq): %s", out)
+		e.waitTerminal(30*time.Second, false)
+		e.requireEchoed(ids)
+		var workers []string
+		rows, err := e.pool.Query(e.ctx, `SELECT DISTINCT worker FROM attempts`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var w string
+			require.NoError(t, rows.Scan(&w))
+			workers = append(workers, w)
+		}
+		require.Equal(t, []string{"py-worker"}, workers)
 	})
 }

@@ -41,6 +41,7 @@ type env struct {
 	svc     int32
 	svcName string
 	stop    func()
+	staged  int
 }
 
 type envOption func(*lease.Config, *Config)
@@ -115,14 +116,16 @@ func (e *env) stage(n, size int) []int64 {
 	e.t.Helper()
 	ids := make([]int64, n)
 	for i := range n {
+		i := e.staged + i
 		dir := filepath.Join(e.dir, fmt.Sprintf("%05d", i))
 		require.NoError(e.t, os.MkdirAll(dir, 0o755))
 		entry := filepath.Join(dir, "source.zip")
 		require.NoError(e.t, os.WriteFile(entry, sourceZip(e.t, 0, size, i), 0o644))
 		require.NoError(e.t, e.pool.QueryRow(e.ctx,
 			`INSERT INTO tasks (service_id, corpus_id, entry) VALUES ($1, $2, $3) RETURNING id`,
-			e.svc, e.corpus, entry).Scan(&ids[i]))
+			e.svc, e.corpus, entry).Scan(&ids[i-e.staged]))
 	}
+	e.staged += n
 	return ids
 }
 
@@ -216,4 +219,57 @@ func (e *env) requireEchoed(ids []int64) {
 	left, err := filepath.Glob(filepath.Join(e.dir, "*", ".*.tmp-*"))
 	require.NoError(e.t, err)
 	require.Empty(e.t, left, "no temp archives left behind")
+}
+
+func withClock(c *testClock) envOption {
+	return func(l *lease.Config, _ *Config) { l.NowFunc = c.Now }
+}
+
+func withMaxResult(n int64) envOption {
+	return func(_ *lease.Config, d *Config) { d.MaxResultBytes = n }
+}
+
+// reap runs a reaper pass as the leader would.
+func (e *env) reap() lease.ReapSummary {
+	e.t.Helper()
+	sum, err := e.store.ReapAll(e.ctx)
+	require.NoError(e.t, err)
+	return sum
+}
+
+func (e *env) status(id int64) queue.Status {
+	e.t.Helper()
+	var st int16
+	require.NoError(e.t, e.pool.QueryRow(e.ctx, `SELECT status FROM tasks WHERE id = $1`, id).Scan(&st))
+	return queue.Status(st)
+}
+
+// waitStatus waits until task id has status want.
+func (e *env) waitStatus(id int64, want queue.Status) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for e.status(id) != want {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("task %d: status %v, want %v", id, e.status(id), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitOutcome waits until an attempt of task id has outcome want (what the sink decided).
+func (e *env) waitOutcome(id int64, run, attempt int, want string) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var got *string
+		err := e.pool.QueryRow(e.ctx, `SELECT outcome FROM attempts WHERE task_id = $1 AND run = $2 AND attempt = $3`,
+			id, run, attempt).Scan(&got)
+		if err == nil && got != nil && *got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("task %d run %d attempt %d: outcome %v, want %s (err %v)", id, run, attempt, got, want, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -294,7 +294,8 @@ func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
 func (v *ventilator) sendTask(ctx context.Context, identity []byte, l lease.Lease) bool {
 	v.s.hot.Put(hot.Task{ID: l.TaskID, Run: l.Run, ServiceID: l.ServiceID, CorpusID: l.CorpusID, Entry: l.Entry})
 	f, openErr := os.Open(l.Entry)
-	if _, err := v.router.SendBytes(identity, zmq.SNDMORE); err != nil {
+	// DONTWAIT: a peer that stopped reading (its queue full) must not stall every other worker.
+	if _, err := v.router.SendBytes(identity, zmq.SNDMORE|zmq.DONTWAIT); err != nil {
 		if f != nil {
 			f.Close()
 		}
@@ -340,8 +341,8 @@ func (v *ventilator) sendTask(ctx context.Context, identity []byte, l lease.Leas
 // mock sends a no-work reply.
 func (v *ventilator) mock(identity []byte, reason string) {
 	v.s.metrics.mocks.WithLabelValues(reason).Inc()
-	if _, err := v.router.SendBytes(identity, zmq.SNDMORE); err != nil {
-		return // gone: nothing to tell
+	if _, err := v.router.SendBytes(identity, zmq.SNDMORE|zmq.DONTWAIT); err != nil {
+		return // gone, or not reading: nothing to tell
 	}
 	_, _ = v.router.SendBytes([]byte(wire.MockTaskID), zmq.SNDMORE)
 	_, _ = v.router.SendBytes(nil, 0)
