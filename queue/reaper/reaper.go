@@ -1,0 +1,97 @@
+// Package reaper runs the lease reaper as a River periodic job: River elects one leader among
+// the replicas sharing a database, the leader enqueues a reap every interval, and a replica works
+// it by calling lease.Store.ReapAll. Two passes at once stay correct (rows are taken with SKIP
+// LOCKED), so a leadership change never needs care.
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+// Args is the periodic reap job.
+type Args struct{}
+
+// Kind names the job in river_job.
+func (Args) Kind() string { return "cortexq_reap" }
+
+// InsertOpts runs a pass once: the next period brings the next one.
+func (Args) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1} }
+
+// Config configures the reaper.
+type Config struct {
+	// Interval between reap passes.
+	Interval time.Duration
+	// Logger receives River's and the reaper's logs.
+	Logger *slog.Logger
+	// OnPass, if set, is called with what each pass did (for metrics).
+	OnPass func(lease.ReapSummary)
+}
+
+// IntervalDefault is the default time between reap passes.
+const IntervalDefault = 10 * time.Second
+
+type reapWorker struct {
+	river.WorkerDefaults[Args]
+	store  *lease.Store
+	logger *slog.Logger
+	onPass func(lease.ReapSummary)
+}
+
+// Work runs one reap pass.
+func (w *reapWorker) Work(ctx context.Context, job *river.Job[Args]) error {
+	sum, err := w.store.ReapAll(ctx)
+	if err != nil {
+		return fmt.Errorf("reap: %w", err)
+	}
+	if w.onPass != nil {
+		w.onPass(sum)
+	}
+	if sum != (lease.ReapSummary{}) {
+		w.logger.Info("reaped", "requeued", sum.Requeued, "dead_lettered", sum.DeadLettered, "forgotten", sum.Forgotten)
+	}
+	return river.RecordOutput(ctx, sum)
+}
+
+// Timeout bounds one pass.
+func (w *reapWorker) Timeout(*river.Job[Args]) time.Duration { return 5 * time.Minute }
+
+// New returns a River client on pool that reaps for store every cfg.Interval once started.
+func New(pool *pgxpool.Pool, store *lease.Store, cfg Config) (*river.Client[pgx.Tx], error) {
+	if cfg.Interval <= 0 {
+		cfg.Interval = IntervalDefault
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &reapWorker{store: store, logger: logger.With("component", "reaper"), onPass: cfg.OnPass}); err != nil {
+		return nil, fmt.Errorf("reaper worker: %w", err)
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}},
+		Workers: workers,
+		PeriodicJobs: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.Interval),
+				func() (river.JobArgs, *river.InsertOpts) { return Args{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+		},
+		Logger:            logger.With("component", "river"),
+		FetchCooldown:     50 * time.Millisecond,
+		FetchPollInterval: min(cfg.Interval, time.Second),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return client, nil
+}

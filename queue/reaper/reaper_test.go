@@ -1,0 +1,116 @@
+package reaper
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/queuetest"
+)
+
+func TestMain(m *testing.M) {
+	queuetest.Main(m, func() error { return goleak.Find() })
+}
+
+// expiredLeases leases n tasks and returns a store whose clock is past their leases.
+func expiredLeases(t *testing.T, pool *pgxpool.Pool, n int) func() *time.Time {
+	t.Helper()
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `INSERT INTO corpora (name) VALUES ('c');
+		INSERT INTO services (name) VALUES ('echo')`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO tasks (service_id, corpus_id, entry)
+		SELECT 1, 1, '/c/' || i || '/source.zip' FROM generate_series(1, $1) AS i`, n)
+	require.NoError(t, err)
+	store := lease.New(pool, lease.Config{Replica: "leaser", LeaseTimeout: time.Minute})
+	workers := make([]string, n)
+	for i := range workers {
+		workers[i] = "w" + string(rune('a'+i%26)) + time.Duration(i).String()
+	}
+	leases, err := store.Lease(ctx, lease.LeaseRequest{ServiceID: 1, Workers: workers})
+	require.NoError(t, err)
+	require.Len(t, leases, n)
+	later := time.Now().Add(time.Hour)
+	return func() *time.Time { return &later }
+}
+
+func TestReaper(t *testing.T) {
+	t.Run("TwoReapersAtOnceRequeueEachLeaseOnce", func(t *testing.T) {
+		t.Parallel()
+		pool := queuetest.NewPool(t)
+		now := expiredLeases(t, pool, 2000)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		sums := make([]lease.ReapSummary, 2)
+		for i := range sums {
+			other, err := pgxpool.New(ctx, pool.Config().ConnString())
+			require.NoError(t, err)
+			defer other.Close()
+			store := lease.New(other, lease.Config{Replica: "reaper", NowFunc: now})
+			wg.Go(func() {
+				for {
+					s, err := store.Reap(ctx, 100)
+					require.NoError(t, err)
+					if s.Requeued == 0 {
+						return
+					}
+					sums[i].Requeued += s.Requeued
+				}
+			})
+		}
+		wg.Wait()
+		require.Equal(t, 2000, sums[0].Requeued+sums[1].Requeued, "every lease requeued exactly once")
+		var once int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM dispatch WHERE queued AND retries = 1`).Scan(&once))
+		require.Equal(t, 2000, once)
+	})
+
+	t.Run("LeaderReapsPeriodicallyAndRecordsPasses", func(t *testing.T) {
+		t.Parallel()
+		pool := queuetest.NewPool(t)
+		now := expiredLeases(t, pool, 10)
+		ctx := context.Background()
+		var mu sync.Mutex
+		var total lease.ReapSummary
+		var clients []func()
+		for _, replica := range []string{"a", "b"} {
+			store := lease.New(pool, lease.Config{Replica: replica, NowFunc: now})
+			client, err := New(pool, store, Config{Interval: 200 * time.Millisecond, OnPass: func(s lease.ReapSummary) {
+				mu.Lock()
+				total.Requeued += s.Requeued
+				mu.Unlock()
+			}})
+			require.NoError(t, err)
+			require.NoError(t, client.Start(ctx))
+			clients = append(clients, func() {
+				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				require.NoError(t, client.Stop(sctx))
+			})
+		}
+		defer func() {
+			for _, stop := range clients {
+				stop()
+			}
+		}()
+		require.Eventually(t, func() bool {
+			var n int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM dispatch WHERE queued`).Scan(&n))
+			return n == 10
+		}, 30*time.Second, 100*time.Millisecond, "the leader's periodic pass requeued the expired leases")
+		require.Eventually(t, func() bool {
+			var n, requeued int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(requeued), 0) FROM reaper_passes`).Scan(&n, &requeued))
+			return n >= 2 && requeued == 10
+		}, 30*time.Second, 100*time.Millisecond, "each pass is recorded for psql")
+		mu.Lock()
+		require.Equal(t, 10, total.Requeued)
+		mu.Unlock()
+	})
+}
