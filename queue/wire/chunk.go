@@ -1,0 +1,69 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// SendFunc sends one frame of a multipart message; more is set on every frame but the last.
+// The frame's bytes are only valid during the call (ZeroMQ's send copies them).
+type SendFunc func(frame []byte, more bool) error
+
+// Chunker cuts payloads into frames with one reusable buffer, so a loop that sends many
+// payloads allocates once. A Chunker is not safe for concurrent use.
+type Chunker struct {
+	buf []byte
+}
+
+// NewChunker returns a Chunker that cuts frames of size bytes (MessageSize if size ≤ 0).
+func NewChunker(size int) *Chunker {
+	if size <= 0 {
+		size = MessageSize
+	}
+	return &Chunker{buf: make([]byte, size)}
+}
+
+// Size reports the chunk size.
+func (c *Chunker) Size() int { return len(c.buf) }
+
+// WriteChunks reads r to its end and sends it as frames. Every frame but the last is exactly
+// Size bytes and sent with more set; the last is shorter — empty when r is empty or its length
+// is an exact multiple of Size — and sent with more unset. Reads fill each chunk fully
+// (io.ReadFull), so a short read never ends the payload early.
+//
+// A read error still ends the message (with the bytes read so far, possibly none) so the
+// socket is never left in the middle of a multipart message; the receiver gets a truncated
+// payload and WriteChunks returns the read error. A send error is returned at once; the socket
+// may then be mid-message and should be rebuilt.
+func (c *Chunker) WriteChunks(r io.Reader, send SendFunc) error {
+	if len(c.buf) == 0 {
+		c.buf = make([]byte, MessageSize)
+	}
+	for {
+		n, err := io.ReadFull(r, c.buf)
+		switch {
+		case err == nil:
+			if err := send(c.buf, true); err != nil {
+				return fmt.Errorf("send chunk: %w", err)
+			}
+			continue
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			if err := send(c.buf[:n], false); err != nil {
+				return fmt.Errorf("send last chunk: %w", err)
+			}
+			return nil
+		default:
+			if serr := send(c.buf[:n], false); serr != nil {
+				return fmt.Errorf("read payload: %w (and send last chunk: %v)", err, serr)
+			}
+			return fmt.Errorf("read payload: %w", err)
+		}
+	}
+}
+
+// WriteChunks sends r's bytes as frames of size bytes (MessageSize if size ≤ 0), as
+// Chunker.WriteChunks does, with a buffer of its own.
+func WriteChunks(r io.Reader, size int, send func(frame []byte, more bool) error) error {
+	return NewChunker(size).WriteChunks(r, send)
+}

@@ -1,0 +1,414 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	zmq "github.com/pebbe/zmq4"
+
+	"github.com/cortexq/cortexq/queue/wire"
+)
+
+// pollInterval is the longest a socket call blocks, so cancellation is noticed promptly even
+// though IOTimeout is long.
+const pollInterval = 100 * time.Millisecond
+
+// pushLingerOnCancel bounds how long closing a sink socket waits for queued results when Run
+// is cancelled; after Count is reached it waits up to IOTimeout.
+const pushLingerOnCancel = time.Second
+
+// Keepalive on worker sockets, as on the dispatcher's side: idle connections through NATs and
+// firewalls stay up, dead peers are noticed.
+const (
+	keepaliveIdleSeconds     = 120
+	keepaliveIntervalSeconds = 30
+	keepaliveProbes          = 4
+)
+
+var errIOTimeout = errors.New("i/o timeout")
+
+// loop is one task loop; its sockets are used by its goroutine only.
+type loop struct {
+	cfg      Config
+	h        Handler
+	identity string
+	zctx     *zmq.Context
+	budget   *budget
+	chunker  *wire.Chunker
+	log      *slog.Logger
+	badReply *wire.RateLimiter
+
+	dealer *zmq.Socket // nil when it must be rebuilt
+	push   *zmq.Socket // nil when it must be rebuilt
+}
+
+// run works tasks until ctx is done or the budget is spent, then closes the sockets.
+func (l *loop) run(ctx context.Context) {
+	l.log.Info("worker started", "service", l.cfg.Service, "ventilator", l.cfg.Ventilator, "sink", l.cfg.Sink)
+	defer func() {
+		linger := l.cfg.IOTimeout
+		if ctx.Err() != nil {
+			linger = min(linger, pushLingerOnCancel)
+		}
+		l.close(linger)
+		l.log.Info("worker stopped")
+	}()
+	for ctx.Err() == nil {
+		if !l.budget.take() {
+			return
+		}
+		if !l.once(ctx) {
+			l.budget.refund()
+		}
+	}
+}
+
+// once requests one task and works it. It reports whether a real task arrived (and so used up
+// its budget reservation).
+func (l *loop) once(ctx context.Context) bool {
+	if err := l.ensureSockets(); err != nil {
+		l.log.Warn("socket setup failed", "err", err)
+		sleep(ctx, l.cfg.Backoff)
+		return false
+	}
+	if err := l.send(ctx, l.dealer, []byte(l.cfg.Service), 0); err != nil {
+		l.transportError(ctx, "request", err)
+		return false
+	}
+	l.cfg.Stats.Requests.Add(1)
+	first, more, err := l.recv(ctx)
+	if err != nil {
+		l.transportError(ctx, "reply", err)
+		return false
+	}
+
+	if wire.IsMock(first) {
+		if err := l.drain(ctx, more); err != nil {
+			l.transportError(ctx, "mock reply", err)
+			return false
+		}
+		l.cfg.Stats.Mocks.Add(1)
+		l.log.Debug("no work", "throttle", l.cfg.Throttle)
+		sleep(ctx, l.cfg.Throttle)
+		return false
+	}
+	taskID, err := wire.ParseTaskID(first)
+	if err != nil {
+		if err := l.drain(ctx, more); err != nil {
+			l.transportError(ctx, "bad reply", err)
+			return false
+		}
+		l.cfg.Stats.BadReplies.Add(1)
+		if n, emit := l.badReply.Record(); emit {
+			l.log.Warn("ventilator reply discarded", "err", err, "count", n)
+		}
+		sleep(ctx, l.cfg.Backoff)
+		return false
+	}
+	l.cfg.Stats.Tasks.Add(1)
+	l.task(ctx, taskID, first, more)
+	return true
+}
+
+// task stores the payload, converts it and pushes the result; a task that cannot be worked is
+// answered with an empty result, so the dispatcher retries it without waiting for its lease.
+func (l *loop) task(ctx context.Context, taskID int64, idFrame []byte, more bool) {
+	log := l.log.With("task_id", taskID)
+	start := time.Now()
+
+	dir, err := os.MkdirTemp(l.cfg.TempDir, "cortex_task*")
+	if err != nil {
+		if derr := l.drain(ctx, more); derr != nil {
+			l.transportError(ctx, "task payload", derr)
+			return
+		}
+		log.Warn("task not worked: scratch directory", "err", err)
+		l.cfg.Stats.Failed.Add(1)
+		l.pushEmpty(ctx, log, idFrame)
+		sleep(ctx, l.cfg.Backoff)
+		return
+	}
+	defer func() {
+		if err := os.RemoveAll(dir); err != nil {
+			log.Warn("remove scratch directory", "dir", dir, "err", err)
+		}
+	}()
+
+	name := string(idFrame)
+	in := filepath.Join(dir, name+".zip")
+	out := filepath.Join(dir, name+".result.zip")
+	size, storeErr, err := l.receivePayload(ctx, in, more)
+	if err != nil {
+		// The rest of the payload is lost with the DEALER, which is rebuilt.
+		if ctx.Err() == nil {
+			l.cfg.Stats.Failed.Add(1)
+			l.pushEmpty(ctx, log, idFrame)
+		}
+		l.transportError(ctx, "task payload", err)
+		return
+	}
+	if storeErr != nil {
+		log.Warn("task not worked: store payload", "err", storeErr)
+		l.cfg.Stats.Failed.Add(1)
+		l.pushEmpty(ctx, log, idFrame)
+		return
+	}
+
+	err = l.h.Convert(ctx, in, out)
+	var result *os.File
+	if err == nil {
+		result, err = os.Open(out)
+		if err != nil {
+			err = fmt.Errorf("open result: %w", err)
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("task abandoned: worker stopping", "err", err)
+			return
+		}
+		log.Warn("convert failed; sending an empty result", "err", err)
+		l.cfg.Stats.Failed.Add(1)
+		l.pushEmpty(ctx, log, idFrame)
+		return
+	}
+	defer result.Close()
+	if err := l.pushResult(ctx, idFrame, result); err != nil {
+		log.Error("push result", "err", err)
+		return
+	}
+	log.Debug("task done", "input_bytes", size, "duration", time.Since(start))
+}
+
+// receivePayload streams the remaining frames of a task reply to path. A transport error is
+// returned as err (the socket is then unusable); a file error is returned as storeErr once all
+// frames are drained, so the socket stays in step.
+func (l *loop) receivePayload(ctx context.Context, path string, more bool) (size int64, storeErr, err error) {
+	f, storeErr := os.Create(path)
+	for more {
+		var frame []byte
+		frame, more, err = l.recv(ctx)
+		if err != nil {
+			break
+		}
+		size += int64(len(frame))
+		if storeErr == nil {
+			_, storeErr = f.Write(frame)
+		}
+	}
+	if f != nil {
+		if cerr := f.Close(); storeErr == nil {
+			storeErr = cerr
+		}
+	}
+	return size, storeErr, err
+}
+
+// pushResult sends [identity, service, taskid, chunk…] to the sink.
+func (l *loop) pushResult(ctx context.Context, idFrame []byte, r io.Reader) error {
+	if l.push == nil {
+		if err := l.buildPush(); err != nil {
+			return err
+		}
+	}
+	err := l.sendHeader(ctx, idFrame)
+	if err == nil {
+		err = l.chunker.WriteChunks(r, func(frame []byte, more bool) error {
+			flags := zmq.Flag(0)
+			if more {
+				flags = zmq.SNDMORE
+			}
+			return l.send(ctx, l.push, frame, flags)
+		})
+	}
+	if err != nil {
+		// The socket may hold half a message: drop it with its queue and start afresh.
+		l.closeSocket(&l.push, 0)
+		return err
+	}
+	l.cfg.Stats.Pushed.Add(1)
+	return nil
+}
+
+func (l *loop) sendHeader(ctx context.Context, idFrame []byte) error {
+	for _, f := range [][]byte{[]byte(l.identity), []byte(l.cfg.Service), idFrame} {
+		if err := l.send(ctx, l.push, f, zmq.SNDMORE); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pushEmpty answers a task with an empty result, which the dispatcher treats as unusable.
+func (l *loop) pushEmpty(ctx context.Context, log *slog.Logger, idFrame []byte) {
+	if err := l.pushResult(ctx, idFrame, eofReader{}); err != nil {
+		log.Error("push empty result", "err", err)
+	}
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// transportError logs a failed exchange with the ventilator, rebuilds the DEALER (dropping any
+// late reply) and backs off.
+func (l *loop) transportError(ctx context.Context, what string, err error) {
+	l.closeSocket(&l.dealer, 0)
+	if ctx.Err() != nil {
+		return
+	}
+	l.cfg.Stats.Rebuilds.Add(1)
+	l.log.Warn("ventilator exchange failed; rebuilding socket", "stage", what, "err", err, "backoff", l.cfg.Backoff)
+	sleep(ctx, l.cfg.Backoff)
+}
+
+// drain receives and discards the rest of a multipart message.
+func (l *loop) drain(ctx context.Context, more bool) error {
+	for more {
+		var err error
+		if _, more, err = l.recv(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send sends one frame, waiting at most IOTimeout in pollInterval steps.
+func (l *loop) send(ctx context.Context, s *zmq.Socket, frame []byte, flags zmq.Flag) error {
+	deadline := time.Now().Add(l.cfg.IOTimeout)
+	for {
+		_, err := s.SendBytes(frame, flags)
+		if err == nil {
+			return nil
+		}
+		if zmq.AsErrno(err) != zmq.Errno(syscall.EAGAIN) {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("send: %w after %s", errIOTimeout, l.cfg.IOTimeout)
+		}
+	}
+}
+
+// recv receives one frame from the DEALER, waiting at most IOTimeout in pollInterval steps.
+func (l *loop) recv(ctx context.Context) (frame []byte, more bool, err error) {
+	deadline := time.Now().Add(l.cfg.IOTimeout)
+	for {
+		frame, err = l.dealer.RecvBytes(0)
+		if err == nil {
+			more, err = l.dealer.GetRcvmore()
+			return frame, more, err
+		}
+		if zmq.AsErrno(err) != zmq.Errno(syscall.EAGAIN) {
+			return nil, false, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		if time.Now().After(deadline) {
+			return nil, false, fmt.Errorf("receive: %w after %s", errIOTimeout, l.cfg.IOTimeout)
+		}
+	}
+}
+
+func (l *loop) ensureSockets() error {
+	if l.dealer == nil {
+		if err := l.buildDealer(); err != nil {
+			return err
+		}
+	}
+	if l.push == nil {
+		return l.buildPush()
+	}
+	return nil
+}
+
+func (l *loop) buildDealer() error {
+	s, err := l.socket(zmq.DEALER, l.cfg.Ventilator, func(s *zmq.Socket) error {
+		return s.SetIdentity(l.identity)
+	})
+	if err != nil {
+		return fmt.Errorf("ventilator socket: %w", err)
+	}
+	l.dealer = s
+	return nil
+}
+
+func (l *loop) buildPush() error {
+	s, err := l.socket(zmq.PUSH, l.cfg.Sink, nil)
+	if err != nil {
+		return fmt.Errorf("sink socket: %w", err)
+	}
+	l.push = s
+	return nil
+}
+
+// socket makes a socket of type t with short timeouts and keepalive, and connects it.
+func (l *loop) socket(t zmq.Type, endpoint string, setup func(*zmq.Socket) error) (*zmq.Socket, error) {
+	s, err := l.zctx.NewSocket(t)
+	if err != nil {
+		return nil, err
+	}
+	poll := max(min(pollInterval, l.cfg.IOTimeout), time.Millisecond) // 0 would not block at all
+	for _, set := range []func() error{
+		func() error { return s.SetLinger(0) },
+		func() error { return s.SetRcvtimeo(poll) },
+		func() error { return s.SetSndtimeo(poll) },
+		func() error { return s.SetTcpKeepalive(1) },
+		func() error { return s.SetTcpKeepaliveIdle(keepaliveIdleSeconds) },
+		func() error { return s.SetTcpKeepaliveIntvl(keepaliveIntervalSeconds) },
+		func() error { return s.SetTcpKeepaliveCnt(keepaliveProbes) },
+		func() error {
+			if setup == nil {
+				return nil
+			}
+			return setup(s)
+		},
+		func() error { return s.Connect(endpoint) },
+	} {
+		if err := set(); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// close closes both sockets; the sink socket keeps its queued results for up to pushLinger.
+func (l *loop) close(pushLinger time.Duration) {
+	l.closeSocket(&l.dealer, 0)
+	l.closeSocket(&l.push, pushLinger)
+}
+
+func (l *loop) closeSocket(s **zmq.Socket, linger time.Duration) {
+	if *s == nil {
+		return
+	}
+	if err := (*s).SetLinger(linger); err != nil {
+		l.log.Debug("set linger", "err", err)
+	}
+	if err := (*s).Close(); err != nil {
+		l.log.Debug("close socket", "err", err)
+	}
+	*s = nil
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
