@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -374,7 +375,17 @@ func (l *loop) socket(t zmq.Type, endpoint string, setup func(*zmq.Socket) error
 			}
 			return setup(s)
 		},
-		func() error { return s.Connect(endpoint) },
+		// Queue only to connected dispatchers: a request never waits on a replica that is down.
+		func() error { return s.SetImmediate(true) },
+		func() error {
+			// Several comma-separated endpoints: one connection each; libzmq round-robins.
+			for _, ep := range strings.Split(endpoint, ",") {
+				if err := s.Connect(strings.TrimSpace(ep)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	} {
 		if err := set(); err != nil {
 			_ = s.Close()

@@ -38,9 +38,11 @@ const (
 
 // Config configures Run.
 type Config struct {
-	// Ventilator is the dispatcher's task endpoint (VentilatorDefault if empty).
+	// Ventilator is the dispatcher's task endpoint (VentilatorDefault if empty); several
+	// replicas' endpoints may be given, separated by commas.
 	Ventilator string
-	// Sink is the dispatcher's result endpoint (SinkDefault if empty).
+	// Sink is the dispatcher's result endpoint (SinkDefault if empty), or several, separated by
+	// commas: results may reach any replica.
 	Sink string
 	// Service is the service name requested from the ventilator. Required.
 	Service string

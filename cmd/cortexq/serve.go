@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/migrations"
+	"github.com/cortexq/cortexq/queue/dispatch"
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reaper"
+)
+
+func serveCommand() *cli.Command {
+	host, _ := os.Hostname()
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run one dispatcher replica: ventilator, sink and the leader-elected reaper",
+		Description: "A replica leases tasks to workers that request them on --ventilator, streams their source\n" +
+			"archives, and records the results they push to --sink. Every lease and result is a row in\n" +
+			"PostgreSQL, so several replicas can share one database and a replica killed with kill -9\n" +
+			"comes back with no recovery step. One replica at a time (elected through River) runs the\n" +
+			"reaper every --reap-interval. On SIGTERM or SIGINT a replica stops leasing, waits up to\n" +
+			"--drain-timeout for the results of its leases, and exits 0.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "replica", Usage: "this replica's name in dispatch rows and attempts", Value: fmt.Sprintf("%s-%d", host, os.Getpid()), EnvVars: envVars("REPLICA")},
+			&cli.StringFlag{Name: "ventilator", Usage: "ZeroMQ endpoint (ROUTER) workers request tasks from", Value: dispatch.VentilatorAddrDefault, EnvVars: envVars("VENTILATOR")},
+			&cli.StringFlag{Name: "sink", Usage: "ZeroMQ endpoint (PULL) workers push results to", Value: dispatch.SinkAddrDefault, EnvVars: envVars("SINK")},
+			&cli.StringFlag{Name: "http", Usage: "address serving /metrics and /healthz; empty: none", Value: ":9464", EnvVars: envVars("HTTP")},
+			&cli.IntFlag{Name: "max-in-flight", Usage: "leases this replica holds at most before it answers 'no work' (backpressure)", Value: dispatch.MaxInFlightDefault, EnvVars: envVars("MAX_IN_FLIGHT")},
+			&cli.DurationFlag{Name: "lease-timeout", Usage: "lease of a service without its own lease_timeout_seconds; a retry gets (retries+1) times it", Value: lease.LeaseTimeoutDefault, EnvVars: envVars("LEASE_TIMEOUT")},
+			&cli.DurationFlag{Name: "late-result-window", Usage: "how long a task out of flight still takes a late result (0: none)", Value: lease.LateResultWindowDefault, EnvVars: envVars("LATE_RESULT_WINDOW")},
+			&cli.DurationFlag{Name: "reap-interval", Usage: "time between reaper passes (run by the elected leader)", Value: reaper.IntervalDefault, EnvVars: envVars("REAP_INTERVAL")},
+			&cli.DurationFlag{Name: "drain-timeout", Usage: "on SIGTERM, how long to wait for the results of this replica's leases", Value: 60 * time.Second, EnvVars: envVars("DRAIN_TIMEOUT")},
+			&cli.DurationFlag{Name: "db-outage-budget", Usage: "how long the database may be unreachable before the replica exits non-zero (nothing is lost: restart it later)", Value: dispatch.OutageBudgetDefault, EnvVars: envVars("DB_OUTAGE_BUDGET")},
+			&cli.Int64Flag{Name: "max-result-bytes", Usage: "results larger than this are recorded Invalid (cortex/result_too_large)", Value: dispatch.MaxResultBytesDefault, EnvVars: envVars("MAX_RESULT_BYTES")},
+			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes", Value: dispatch.ConfigDefault().MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
+			&cli.IntFlag{Name: "tcp-keepalive-idle", Usage: "TCP keepalive idle seconds on worker sockets (interval 30 s, 4 probes); <= 0 disables", Value: dispatch.TCPKeepaliveIdleDefault, EnvVars: envVars("TCP_KEEPALIVE_IDLE")},
+			&cli.BoolFlag{Name: "sync-archives", Usage: "fsync each result archive before it is published", Value: true, EnvVars: envVars("SYNC_ARCHIVES")},
+			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
+		},
+		Action: serve,
+	}
+}
+
+func serve(c *cli.Context) error {
+	if c.Args().Present() {
+		return usagef(c, "unexpected argument %q", c.Args().First())
+	}
+	logger := slog.Default().With("replica", c.String("replica"))
+	dsn, err := databaseURL(c)
+	if err != nil {
+		return err
+	}
+	if err := checkMigrated(c.Context, dsn); err != nil {
+		return err
+	}
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("database url: %w", err)
+	}
+	pcfg.MaxConns = int32(max(c.Int("db-pool-size"), 4))
+	pool, err := pgxpool.NewWithConfig(c.Context, pcfg)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer pool.Close()
+	pctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	err = pool.Ping(pctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("connect to the database: %w", err)
+	}
+	window := c.Duration("late-result-window")
+	if window == 0 {
+		window = -1 // lease.Config: negative means none
+	}
+	store := lease.New(pool, lease.Config{
+		Replica: c.String("replica"), LeaseTimeout: c.Duration("lease-timeout"),
+		LateResultWindow: window, Logger: logger,
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	budget := c.Duration("db-outage-budget")
+	if budget <= 0 {
+		budget = -1
+	}
+	srv, err := dispatch.New(store, dispatch.Config{
+		VentilatorAddr: c.String("ventilator"), SinkAddr: c.String("sink"),
+		MaxInFlight: c.Int("max-in-flight"), MessageSize: c.Int("message-size"),
+		MaxResultBytes: c.Int64("max-result-bytes"), TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
+		SyncArchives: c.Bool("sync-archives"), OutageBudget: budget,
+		Logger: logger, Registerer: reg,
+	})
+	if err != nil {
+		return usagef(c, "%v", err)
+	}
+	reaped := newReapMetrics(reg, store)
+	river, err := reaper.New(pool, store, reaper.Config{Interval: c.Duration("reap-interval"), Logger: logger, OnPass: reaped.observe})
+	if err != nil {
+		return err
+	}
+
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(c.Context))
+	defer stopRun()
+	if err := river.Start(runCtx); err != nil {
+		return fmt.Errorf("start the reaper: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := river.Stop(sctx); err != nil {
+			logger.Warn("reaper stop", "error", err)
+		}
+	}()
+
+	if addr := c.String("http"); addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("--http %s: %w", addr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			if err := pool.Ping(ctx); err != nil {
+				http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = hs.Serve(ln) }()
+		defer hs.Close()
+		logger.Info("metrics", "http", ln.Addr().String())
+	}
+
+	// SIGTERM/SIGINT: stop leasing, drain, then stop the sockets.
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		select {
+		case <-c.Context.Done():
+		case <-runCtx.Done():
+			return
+		}
+		timeout := c.Duration("drain-timeout")
+		logger.Info("stopping: no new leases; draining results", "in_flight", srv.InFlight(), "drain_timeout", timeout)
+		start := time.Now()
+		left := srv.Drain(context.Background(), timeout)
+		logger.Info("drained", "unanswered", left, "took", time.Since(start).Round(time.Millisecond))
+		stopRun()
+	}()
+	err = srv.Run(runCtx)
+	stopRun()
+	<-drained
+	if err != nil {
+		return fmt.Errorf("replica %s: %w", c.String("replica"), err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// checkMigrated fails with a clear message when the database's schema is behind this binary.
+func checkMigrated(ctx context.Context, dsn string) error {
+	db, err := migrations.Open(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		return err
+	}
+	pending, err := p.HasPending(ctx)
+	if err != nil {
+		return fmt.Errorf("check the schema: %w", err)
+	}
+	if pending {
+		return errors.New("the database schema is not up to date: run `cortexq migrate up` first")
+	}
+	return nil
+}
+
+// reapMetrics exports the reaper's passes and the database's view of the dispatch table.
+type reapMetrics struct {
+	requeued, deadLettered, forgotten prometheus.Counter
+}
+
+func newReapMetrics(reg prometheus.Registerer, store *lease.Store) *reapMetrics {
+	m := &reapMetrics{
+		requeued:     prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_reaper_requeued_total", Help: "Expired leases queued for a retry by this replica's reaper passes."}),
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_reaper_dead_lettered_total", Help: "Expired leases dead-lettered by this replica's reaper passes."}),
+		forgotten:    prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_reaper_forgotten_total", Help: "Held rows forgotten by this replica's reaper passes."}),
+	}
+	reg.MustRegister(m.requeued, m.deadLettered, m.forgotten, &dispatchCollector{store: store})
+	return m
+}
+
+func (m *reapMetrics) observe(s lease.ReapSummary) {
+	m.requeued.Add(float64(s.Requeued))
+	m.deadLettered.Add(float64(s.DeadLettered))
+	m.forgotten.Add(float64(s.Forgotten))
+}
+
+// dispatchCollector reads the dispatch table's counts at scrape time.
+type dispatchCollector struct{ store *lease.Store }
+
+var (
+	descDispatchRows = prometheus.NewDesc("cortexq_dispatch_rows", "Dispatch rows of all replicas, by state: in_flight, settling, queued (retries waiting), dead_lettered.", []string{"state"}, nil)
+)
+
+func (d *dispatchCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descDispatchRows }
+
+func (d *dispatchCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	counts, err := d.store.DispatchCounts(ctx)
+	if err != nil {
+		return
+	}
+	for _, kv := range []struct {
+		state string
+		n     int64
+	}{{"in_flight", counts.InFlight}, {"settling", counts.Settling}, {"queued", counts.Queued}, {"dead_lettered", counts.DeadLettered}} {
+		ch <- prometheus.MustNewConstMetric(descDispatchRows, prometheus.GaugeValue, float64(kv.n), kv.state)
+	}
+}
