@@ -40,3 +40,10 @@ SELECT d.task_id, d.run, d.service_id, t.corpus_id, t.entry
 FROM dispatch d
 JOIN tasks t ON t.id = d.task_id
 WHERE d.state = 'in_flight' AND NOT d.answered AND d.replica = @replica;
+
+-- name: DispatchCounts :one
+SELECT count(*) FILTER (WHERE state = 'in_flight')::bigint AS in_flight,
+       count(*) FILTER (WHERE state = 'settling')::bigint AS settling,
+       count(*) FILTER (WHERE queued)::bigint AS queued,
+       count(*) FILTER (WHERE dead_lettered AND finished_attempt IS NULL)::bigint AS dead_lettered
+FROM dispatch;

@@ -134,3 +134,17 @@ func (s *Store) InFlightRows(ctx context.Context) ([]Mirrored, error) {
 	}
 	return out, nil
 }
+
+// DispatchCounts counts dispatch rows of all replicas by state.
+type DispatchCounts struct {
+	InFlight, Settling, Queued, DeadLettered int64
+}
+
+// DispatchCounts reads the dispatch table's counts.
+func (s *Store) DispatchCounts(ctx context.Context) (DispatchCounts, error) {
+	r, err := dbsqlc.New(s.pool).DispatchCounts(ctx)
+	if err != nil {
+		return DispatchCounts{}, translate("count dispatch rows", err)
+	}
+	return DispatchCounts{InFlight: r.InFlight, Settling: r.Settling, Queued: r.Queued, DeadLettered: r.DeadLettered}, nil
+}

@@ -75,6 +75,33 @@ func (q *Queries) DispatchCountInFlight(ctx context.Context, replica *string) (i
 	return column_1, err
 }
 
+const dispatchCounts = `-- name: DispatchCounts :one
+SELECT count(*) FILTER (WHERE state = 'in_flight')::bigint AS in_flight,
+       count(*) FILTER (WHERE state = 'settling')::bigint AS settling,
+       count(*) FILTER (WHERE queued)::bigint AS queued,
+       count(*) FILTER (WHERE dead_lettered AND finished_attempt IS NULL)::bigint AS dead_lettered
+FROM dispatch
+`
+
+type DispatchCountsRow struct {
+	InFlight     int64 `json:"in_flight"`
+	Settling     int64 `json:"settling"`
+	Queued       int64 `json:"queued"`
+	DeadLettered int64 `json:"dead_lettered"`
+}
+
+func (q *Queries) DispatchCounts(ctx context.Context) (DispatchCountsRow, error) {
+	row := q.db.QueryRow(ctx, dispatchCounts)
+	var i DispatchCountsRow
+	err := row.Scan(
+		&i.InFlight,
+		&i.Settling,
+		&i.Queued,
+		&i.DeadLettered,
+	)
+	return i, err
+}
+
 const dispatchInFlightOfReplica = `-- name: DispatchInFlightOfReplica :many
 SELECT d.task_id, d.run, d.service_id, t.corpus_id, t.entry
 FROM dispatch d

@@ -7,6 +7,8 @@ package dbsqlc
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Append-only audit trail: one row per dispatch attempt.
@@ -20,6 +22,105 @@ type Attempt struct {
 	AnsweredAt *time.Time `json:"answered_at"`
 	Outcome    *string    `json:"outcome"`
 	Status     *int16     `json:"status"`
+}
+
+// Tasks whose current run gave up and still stand as a stand-in Fatal.
+type AuditDeadLetter struct {
+	TaskID       int64       `json:"task_id"`
+	Run          int32       `json:"run"`
+	Corpus       string      `json:"corpus"`
+	Service      string      `json:"service"`
+	Entry        string      `json:"entry"`
+	Workers      interface{} `json:"workers"`
+	LastLeasedAt interface{} `json:"last_leased_at"`
+	Cause        []byte      `json:"cause"`
+	Held         interface{} `json:"held"`
+	ForgetAt     *time.Time  `json:"forget_at"`
+}
+
+// Leases out with a worker now: who has each task, since when, and how overdue.
+type AuditInFlight struct {
+	TaskID         int64          `json:"task_id"`
+	Run            int32          `json:"run"`
+	Corpus         string         `json:"corpus"`
+	Service        string         `json:"service"`
+	Entry          string         `json:"entry"`
+	Attempt        int32          `json:"attempt"`
+	Worker         interface{}    `json:"worker"`
+	Replica        string         `json:"replica"`
+	LeasedAt       time.Time      `json:"leased_at"`
+	Deadline       time.Time      `json:"deadline"`
+	OverdueSeconds pgtype.Numeric `json:"overdue_seconds"`
+	Retries        int32          `json:"retries"`
+	Answered       bool           `json:"answered"`
+	ReceivedAt     *time.Time     `json:"received_at"`
+}
+
+// Rows out of flight held for late results, with the result that stands and when they are forgotten.
+type AuditLateResult struct {
+	TaskID          int64          `json:"task_id"`
+	Run             int32          `json:"run"`
+	TaskRun         int32          `json:"task_run"`
+	Corpus          string         `json:"corpus"`
+	Service         string         `json:"service"`
+	Entry           string         `json:"entry"`
+	Workers         []string       `json:"workers"`
+	FinishedAttempt *int32         `json:"finished_attempt"`
+	FinishedWorker  interface{}    `json:"finished_worker"`
+	FinishedStatus  string         `json:"finished_status"`
+	DeadLettered    bool           `json:"dead_lettered"`
+	Stale           bool           `json:"stale"`
+	ForgetAt        *time.Time     `json:"forget_at"`
+	ForgetInSeconds pgtype.Numeric `json:"forget_in_seconds"`
+}
+
+// Per replica: leases in flight now and leases over the last minute.
+type AuditReplicaLoad struct {
+	Replica          string      `json:"replica"`
+	InFlight         int64       `json:"in_flight"`
+	NextDeadline     interface{} `json:"next_deadline"`
+	LeasesLastMinute int64       `json:"leases_last_minute"`
+	LastLeasedAt     interface{} `json:"last_leased_at"`
+}
+
+// One row per dispatch attempt with its task and outcome; filter by task_id.
+type AuditTaskHistory struct {
+	TaskID       int64          `json:"task_id"`
+	Corpus       string         `json:"corpus"`
+	Service      string         `json:"service"`
+	Entry        string         `json:"entry"`
+	Run          int32          `json:"run"`
+	CurrentRun   bool           `json:"current_run"`
+	Attempt      int32          `json:"attempt"`
+	Worker       string         `json:"worker"`
+	Replica      string         `json:"replica"`
+	LeasedAt     time.Time      `json:"leased_at"`
+	AnsweredAt   *time.Time     `json:"answered_at"`
+	Seconds      pgtype.Numeric `json:"seconds"`
+	Outcome      *string        `json:"outcome"`
+	ResultStatus string         `json:"result_status"`
+	TaskStatus   string         `json:"task_status"`
+}
+
+// Per worker and service: leases, results, last seen, and attempt outcomes.
+type AuditWorkerActivity struct {
+	Worker       string      `json:"worker"`
+	Service      string      `json:"service"`
+	FirstSeen    time.Time   `json:"first_seen"`
+	LastRequest  *time.Time  `json:"last_request"`
+	LastResult   *time.Time  `json:"last_result"`
+	LastSeen     interface{} `json:"last_seen"`
+	Dispatched   int64       `json:"dispatched"`
+	Results      int64       `json:"results"`
+	Attempts     int64       `json:"attempts"`
+	Running      int64       `json:"running"`
+	Accepted     int64       `json:"accepted"`
+	Superseded   int64       `json:"superseded"`
+	Stale        int64       `json:"stale"`
+	Retryable    int64       `json:"retryable"`
+	Unusable     int64       `json:"unusable"`
+	Expired      int64       `json:"expired"`
+	DeadLettered int64       `json:"dead_lettered"`
 }
 
 type Corpora struct {

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+func importCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "import",
+		Usage:     "add a task for each source archive under PATHs (idempotent)",
+		ArgsUsage: "PATH...",
+		Description: "Walks each PATH recursively (a PATH may also be a single archive) and adds one task of --service\n" +
+			"for every *.zip file that is not itself a result archive. Result archives are the ones workers'\n" +
+			"results are published as, beside their source: <service>.zip and <service>.sandbox-<id>.zip, for\n" +
+			"any service in the database; they are skipped. A task's entry is the archive's absolute path.\n" +
+			"\n" +
+			"--from-list FILE reads entries from a newline-separated list of paths instead of walking (for huge\n" +
+			"corpora; relative paths are taken from the current directory; the same *.zip and result archive\n" +
+			"rule applies; files are not checked).\n" +
+			"\n" +
+			"The corpus is created if missing, with the first PATH (or the list's directory) as its path. An\n" +
+			"entry that already has a task of the corpus and service is left alone, so importing again only\n" +
+			"adds what is new. A run of the corpus and service is opened if none is.",
+		Flags: []cli.Flag{
+			corpusFlag("corpus to import into (created if missing)"),
+			serviceFlag("service the tasks are for (see cortexq service add)"),
+			&cli.StringFlag{
+				Name:    "from-list",
+				Usage:   "read entries from `FILE`, one path a line, instead of walking PATHs",
+				EnvVars: envVars("IMPORT_FROM_LIST"),
+			},
+		},
+		Action: runImport,
+	}
+}
+
+func runImport(c *cli.Context) error {
+	paths, err := positional(c)
+	if err != nil {
+		return err
+	}
+	if err := required(c, flagCorpus, flagService); err != nil {
+		return err
+	}
+	list := c.String("from-list")
+	if len(paths) == 0 && list == "" {
+		return usagef(c, "want at least one PATH, or --from-list")
+	}
+	// Bad paths fail before anything touches the database.
+	roots := make([]string, len(paths))
+	for i, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err == nil {
+			_, err = os.Stat(abs)
+		}
+		if err != nil {
+			return fmt.Errorf("import: %s: %w", p, pathErr(err))
+		}
+		roots[i] = abs
+	}
+	var listFile *os.File
+	if list != "" {
+		f, err := os.Open(list)
+		if err != nil {
+			return fmt.Errorf("import: --from-list %s: %w", list, pathErr(err))
+		}
+		defer f.Close()
+		listFile = f
+	}
+
+	store, done, err := openStore(c, lease.Config{})
+	if err != nil {
+		return err
+	}
+	defer done()
+	services, err := store.Services(c.Context)
+	if err != nil {
+		return err
+	}
+	var serviceID int32
+	names := make(map[string]bool, len(services))
+	for _, s := range services {
+		names[s.Name] = true
+		if s.Name == c.String(flagService) {
+			serviceID = s.ID
+		}
+	}
+	if serviceID == 0 {
+		return fmt.Errorf("import: unknown service %s (add it with: cortexq service add %s)", c.String(flagService), c.String(flagService))
+	}
+	isSource := func(path string) bool { return isSourceArchive(filepath.Base(path), names) }
+
+	began := time.Now()
+	var entries []string
+	skipped := 0
+	for _, root := range roots {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() || !isFile(path, d) {
+				return nil
+			}
+			if isSource(path) {
+				entries = append(entries, path)
+			} else if strings.HasSuffix(path, ".zip") {
+				skipped++
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+	}
+	if listFile != nil {
+		cwd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		sc := bufio.NewScanner(listFile)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" {
+				continue
+			}
+			if !filepath.IsAbs(line) {
+				line = filepath.Join(cwd, line)
+			}
+			line = filepath.Clean(line)
+			if isSource(line) {
+				entries = append(entries, line)
+			} else {
+				skipped++
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("import: read %s: %w", list, err)
+		}
+	}
+	slog.Debug("entries found", "entries", len(entries), "skipped", skipped, "elapsed", time.Since(began))
+
+	corpusPath := ""
+	switch {
+	case len(roots) > 0:
+		corpusPath = roots[0]
+	case list != "":
+		if abs, err := filepath.Abs(list); err == nil {
+			corpusPath = filepath.Dir(abs)
+		}
+	}
+	sum, err := store.Import(c.Context, lease.ImportRequest{
+		Corpus: c.String(flagCorpus), CorpusPath: corpusPath, ServiceID: serviceID, Entries: entries,
+	})
+	if err != nil {
+		return err
+	}
+	created := ""
+	if sum.CorpusCreated {
+		created = " (created)"
+	}
+	run := ""
+	if sum.RunOpened {
+		run = "; opened a run"
+	}
+	fmt.Fprintf(c.App.Writer, "corpus %s%s, service %s: %d tasks added, %d already present, %d skipped (not source archives)%s, in %s\n",
+		c.String(flagCorpus), created, c.String(flagService), sum.Added, sum.Existing, skipped, run,
+		time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// isSourceArchive reports whether a file name is a source archive to import: a *.zip that is not
+// a result archive, <service>.zip or <service>.sandbox-<id>.zip, of one of services.
+func isSourceArchive(name string, services map[string]bool) bool {
+	stem, ok := strings.CutSuffix(name, ".zip")
+	if !ok || stem == "" {
+		return false
+	}
+	if services[stem] {
+		return false
+	}
+	if i := strings.LastIndex(stem, ".sandbox-"); i > 0 && services[stem[:i]] && isDigits(stem[i+len(".sandbox-"):]) {
+		return false
+	}
+	return true
+}
+
+// isFile reports whether a walked entry is a regular file, or a symbolic link to one.
+func isFile(path string, d fs.DirEntry) bool {
+	if d.Type().IsRegular() {
+		return true
+	}
+	if d.Type()&fs.ModeSymlink == 0 {
+		return false
+	}
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// pathErr drops the operation and path of an *fs.PathError: the caller names the path.
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

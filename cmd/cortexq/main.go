@@ -1,0 +1,370 @@
+// Command cortexq dispatches tasks to CorTeX workers, with every piece of dispatch state in
+// PostgreSQL. Each command lives in a file of its own that defines a xxxCommand function; add it
+// to commands() below. Commands reach the database through openStore (or databaseURL), which
+// honours --database-url and falls back to the embedded cluster in --home.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lmittmann/tint"
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/migrations"
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/pgembed"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newApp().RunContext(ctx, os.Args)
+	stop()
+	if err != nil && !errors.Is(err, errHelpShown) {
+		fmt.Fprintf(os.Stderr, "cortexq: %s\n", oneLine(err.Error()))
+		var u usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// commands lists the app's commands, one file each.
+func commands() []*cli.Command {
+	return []*cli.Command{
+		demoCommand(),
+		serveCommand(),
+		workerCommand(),
+		dbCommand(),
+		migrateCommand(),
+		serviceCommand(),
+		importCommand(),
+		rerunCommand(),
+		pauseCommand(),
+		resumeCommand(),
+		statusCommand(),
+		taskCommand(),
+	}
+}
+
+func newApp() *cli.App {
+	app := &cli.App{
+		Name:  "cortexq",
+		Usage: "dispatch tasks to CorTeX workers, with every piece of dispatch state in PostgreSQL",
+		Description: "Without --database-url (or $DATABASE_URL) every command uses the embedded PostgreSQL in --home,\n" +
+			"created, migrated and started on first use (see cortexq db --help).\n" +
+			"Global options go before the command: cortexq --log-level debug status.",
+		Flags:                globalFlags(),
+		Commands:             commands(),
+		Before:               setUp,
+		HideHelpCommand:      true,
+		EnableBashCompletion: false,
+		// Errors are printed once, on one line, by main; nothing exits from inside the app.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Action:         groupAction,
+	}
+	app.OnUsageError = onUsageError
+	var walk func([]*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			if cmd.OnUsageError == nil {
+				cmd.OnUsageError = onUsageError
+			}
+			if len(cmd.Subcommands) > 0 && cmd.Action == nil {
+				cmd.Action = groupAction
+			}
+			cmd.HideHelpCommand = true
+			walk(cmd.Subcommands)
+		}
+	}
+	walk(app.Commands)
+	return app
+}
+
+// envVars names a flag's environment variable: CORTEXQ_ and the suffix.
+func envVars(suffix string) []string { return []string{"CORTEXQ_" + suffix} }
+
+// Global flags.
+const (
+	flagDatabaseURL = "database-url"
+	flagHome        = "home"
+	flagPGBin       = "pg-bin"
+	flagLogLevel    = "log-level"
+	flagLogFormat   = "log-format"
+)
+
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{
+			Name:    flagDatabaseURL,
+			Usage:   "PostgreSQL connection string; empty: the embedded cluster in --home",
+			EnvVars: []string{"CORTEXQ_DATABASE_URL", "DATABASE_URL"},
+		},
+		&cli.StringFlag{
+			Name:    flagHome,
+			Usage:   "directory of the embedded PostgreSQL cluster, used without --database-url",
+			Value:   "./.cortexq",
+			EnvVars: envVars("HOME"),
+		},
+		&cli.StringFlag{
+			Name:    flagPGBin,
+			Usage:   "directory of the PostgreSQL binaries for the embedded cluster; empty: the newest /usr/lib/postgresql/*/bin, pg_config or PATH",
+			EnvVars: envVars("PG_BIN"),
+		},
+		&cli.StringFlag{
+			Name:    flagLogLevel,
+			Usage:   "log level: debug, info, warn or error",
+			Value:   "info",
+			EnvVars: envVars("LOG_LEVEL"),
+		},
+		&cli.StringFlag{
+			Name:    flagLogFormat,
+			Usage:   "log format on stderr: text or json",
+			Value:   "text",
+			EnvVars: envVars("LOG_FORMAT"),
+		},
+	}
+}
+
+// setUp configures slog from the global flags.
+func setUp(c *cli.Context) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String(flagLogLevel))); err != nil {
+		return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String(flagLogLevel)), "cortexq"}
+	}
+	var h slog.Handler
+	switch c.String(flagLogFormat) {
+	case "text":
+		h = tint.NewHandler(os.Stderr, &tint.Options{Level: level, TimeFormat: time.DateTime, NoColor: !isTerminal(os.Stderr)})
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	default:
+		return usageError{fmt.Errorf("--log-format %q: want text or json", c.String(flagLogFormat)), "cortexq"}
+	}
+	slog.SetDefault(slog.New(h))
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// usageError is a mistake in the command line: reported with a pointer to the help, exit code 2.
+type usageError struct {
+	err  error
+	help string // the command whose --help to read
+}
+
+func (e usageError) Error() string { return fmt.Sprintf("%v (see %s --help)", e.err, e.help) }
+func (e usageError) Unwrap() error { return e.err }
+
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	return usageError{err, helpName(c)}
+}
+
+// usagef reports a usage error of the command of c.
+func usagef(c *cli.Context, format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...), helpName(c)}
+}
+
+// helpName is the full name of c's command, "cortexq import" say.
+func helpName(c *cli.Context) string {
+	if c.Command != nil && c.Command.HelpName != "" {
+		return c.Command.HelpName
+	}
+	return c.App.Name
+}
+
+// groupAction runs for the app or a command group without a subcommand: help, or an error for an
+// unknown command.
+func groupAction(c *cli.Context) error {
+	if c.Args().Present() {
+		return usagef(c, "unknown command %q", c.Args().First())
+	}
+	return cli.ShowSubcommandHelp(c)
+}
+
+// positional returns the positional arguments of c's command, applying the flags given after the
+// first of them (cli v2 stops parsing flags there): `cortexq service add echo --lease-timeout 90s`.
+// Call it first in an action. A -h or --help among them shows the command's help and returns
+// errHelpShown.
+func positional(c *cli.Context) ([]string, error) {
+	var out []string
+	args := c.Args().Slice()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			out = append(out, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			out = append(out, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "h" || name == "help" {
+			if err := cli.ShowCommandHelp(c.Lineage()[1], c.Command.Name); err != nil {
+				return nil, err
+			}
+			return nil, errHelpShown
+		}
+		f := lookupFlag(c.Command.Flags, name)
+		if f == nil {
+			return nil, usagef(c, "flag provided but not defined: %s", a)
+		}
+		if !hasValue {
+			if v, ok := f.(interface{ TakesValue() bool }); ok && !v.TakesValue() {
+				value = "true"
+			} else {
+				if i+1 == len(args) {
+					return nil, usagef(c, "flag needs an argument: %s", a)
+				}
+				i++
+				value = args[i]
+			}
+		}
+		if err := c.Set(name, value); err != nil {
+			return nil, usagef(c, "invalid value %q for flag %s: %v", value, a, err)
+		}
+	}
+	return out, nil
+}
+
+// errHelpShown ends an action whose help positional printed.
+var errHelpShown = errors.New("help shown")
+
+func lookupFlag(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// noArgs is positional for commands that take none.
+func noArgs(c *cli.Context) error {
+	args, err := positional(c)
+	if err == nil && len(args) > 0 {
+		err = usagef(c, "unexpected argument %q", args[0])
+	}
+	return err
+}
+
+// required checks that flags are set (cli's Required flags dump the whole help on stdout).
+func required(c *cli.Context, names ...string) error {
+	for _, n := range names {
+		if c.String(n) == "" {
+			return usagef(c, "--%s is required", n)
+		}
+	}
+	return nil
+}
+
+// oneLine folds a message onto one line: its lines joined with "; ", leaving out lines that
+// repeat what is already said (pgx repeats a host's error for each connection attempt).
+func oneLine(s string) string {
+	var out string
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.Join(strings.Fields(line), " ")
+		switch {
+		case line == "" || strings.Contains(out, line):
+		case out == "":
+			out = line
+		case strings.HasSuffix(out, ":"):
+			out += " " + line
+		default:
+			out += "; " + line
+		}
+	}
+	return out
+}
+
+// embedded returns the embedded cluster of --home, which creates its database with the migrations.
+func embedded(c *cli.Context) (*pgembed.Cluster, error) {
+	return pgembed.New(pgembed.Config{
+		Dir:       c.String(flagHome),
+		BinDir:    c.String(flagPGBin),
+		SetupFunc: migrations.Up,
+		Logger:    slog.Default(),
+	})
+}
+
+// databaseURL returns --database-url, or the embedded cluster's, starting it (and creating and
+// migrating it on first use) if need be.
+func databaseURL(c *cli.Context) (string, error) {
+	if u := c.String(flagDatabaseURL); u != "" {
+		return u, nil
+	}
+	cl, err := embedded(c)
+	if err != nil {
+		return "", err
+	}
+	if _, err := cl.Start(c.Context); err != nil {
+		return "", err
+	}
+	slog.Debug("using the embedded PostgreSQL", "dir", cl.Dir())
+	return cl.DSN(), nil
+}
+
+// connect opens a pool on the database and checks that it answers.
+func connect(c *cli.Context) (*pgxpool.Pool, error) {
+	dsn, err := databaseURL(c)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(c.Context, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to the database: %w", err)
+	}
+	return pool, nil
+}
+
+// openStore connects and returns a lease store on the database; close closes its pool.
+func openStore(c *cli.Context, cfg lease.Config) (store *lease.Store, close func(), err error) {
+	pool, err := connect(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return lease.New(pool, cfg), pool.Close, nil
+}
+
+// scopeOf looks up the corpus and service named by --corpus and --service.
+func scopeOf(c *cli.Context, store *lease.Store) (lease.Scope, error) {
+	return store.LookupScope(c.Context, c.String(flagCorpus), c.String(flagService))
+}
+
+// Flags shared by commands.
+const (
+	flagCorpus  = "corpus"
+	flagService = "service"
+)
+
+func corpusFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: flagCorpus, Usage: usage, EnvVars: envVars("CORPUS")}
+}
+
+func serviceFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: flagService, Usage: usage, EnvVars: envVars("SERVICE")}
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/migrations"
+)
+
+func migrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "migrate",
+		Usage: "apply, roll back or list the schema migrations",
+		Subcommands: []*cli.Command{
+			{
+				Name:   "up",
+				Usage:  "apply every pending migration",
+				Action: migrateUp,
+			},
+			{
+				Name:      "down",
+				Usage:     "roll back the newest migration, or every migration after VERSION (0: all of them)",
+				ArgsUsage: "[VERSION]",
+				Action:    migrateDown,
+			},
+			{
+				Name:   "status",
+				Usage:  "list the migrations and whether each is applied",
+				Action: migrateStatus,
+			},
+		},
+	}
+}
+
+// withProvider runs fn with a goose provider on the database.
+func withProvider(c *cli.Context, fn func(ctx context.Context, p *goose.Provider) error) error {
+	dsn, err := databaseURL(c)
+	if err != nil {
+		return err
+	}
+	db, err := migrations.Open(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	err = db.PingContext(ctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("connect to the database: %w", err)
+	}
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	return fn(c.Context, p)
+}
+
+func printResults(c *cli.Context, verb string, results []*goose.MigrationResult) {
+	if len(results) == 0 {
+		fmt.Fprintf(c.App.Writer, "nothing to %s\n", verb)
+		return
+	}
+	for _, r := range results {
+		fmt.Fprintf(c.App.Writer, "%s %05d %s (%s)\n", r.Direction, r.Source.Version, migrationName(r.Source),
+			r.Duration.Round(time.Millisecond))
+	}
+}
+
+func migrationName(s *goose.Source) string {
+	if s.Path != "" {
+		return s.Path
+	}
+	return "go migration"
+}
+
+func migrateUp(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	return withProvider(c, func(ctx context.Context, p *goose.Provider) error {
+		results, err := p.Up(ctx)
+		printResults(c, "apply", results)
+		if err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		return nil
+	})
+}
+
+func migrateDown(c *cli.Context) error {
+	args, err := positional(c)
+	if err != nil {
+		return err
+	}
+	to := int64(-1)
+	switch len(args) {
+	case 0:
+	case 1:
+		v, err := strconv.ParseInt(args[0], 10, 64)
+		if err != nil || v < 0 {
+			return usagef(c, "VERSION %q: want a migration version, 0 for none", args[0])
+		}
+		to = v
+	default:
+		return usagef(c, "want at most one VERSION")
+	}
+	return withProvider(c, func(ctx context.Context, p *goose.Provider) error {
+		if to < 0 {
+			r, err := p.Down(ctx)
+			if errors.Is(err, goose.ErrNoNextVersion) {
+				printResults(c, "roll back", nil)
+				return nil
+			}
+			if r != nil {
+				printResults(c, "roll back", []*goose.MigrationResult{r})
+			}
+			if err != nil {
+				return fmt.Errorf("migrate down: %w", err)
+			}
+			return nil
+		}
+		results, err := p.DownTo(ctx, to)
+		printResults(c, "roll back", results)
+		if err != nil {
+			return fmt.Errorf("migrate down to %d: %w", to, err)
+		}
+		return nil
+	})
+}
+
+func migrateStatus(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	return withProvider(c, func(ctx context.Context, p *goose.Provider) error {
+		st, err := p.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate status: %w", err)
+		}
+		w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "VERSION\tSTATE\tAPPLIED AT\tMIGRATION")
+		for _, s := range st {
+			at := "-"
+			if !s.AppliedAt.IsZero() {
+				at = s.AppliedAt.Local().Format(time.DateTime)
+			}
+			fmt.Fprintf(w, "%05d\t%s\t%s\t%s\n", s.Source.Version, s.State, at, migrationName(s.Source))
+		}
+		return w.Flush()
+	})
+}

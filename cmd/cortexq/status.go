@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show the progress of every corpus and service",
+		Description: "One line per corpus and service: tasks; TODO; leases in flight; rows settling (held for late\n" +
+			"results); queued retries; dead letters (tasks whose current run gave up: a stand-in Fatal); each\n" +
+			"final status and blocked (paused); and replies over the last minute. With --watch, a progress bar\n" +
+			"each, refreshed every --interval until interrupted or nothing is left to lease or running.",
+		Flags: []cli.Flag{
+			corpusFlag("only this corpus"),
+			serviceFlag("only this service"),
+			&cli.BoolFlag{
+				Name:    "watch",
+				Usage:   "refresh with progress bars until interrupted or all done",
+				EnvVars: envVars("STATUS_WATCH"),
+			},
+			&cli.DurationFlag{
+				Name:    "interval",
+				Usage:   "refresh interval of --watch",
+				Value:   2 * time.Second,
+				EnvVars: envVars("STATUS_INTERVAL"),
+			},
+		},
+		Action: runStatus,
+	}
+}
+
+func runStatus(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	watch, interval := c.Bool("watch"), c.Duration("interval")
+	if interval <= 0 {
+		return usagef(c, "--interval: want a positive duration")
+	}
+	store, done, err := openStore(c, lease.Config{})
+	if err != nil {
+		return err
+	}
+	defer done()
+	clear := watch && isTerminal(os.Stdout)
+	for frame := 0; ; frame++ {
+		rows, err := store.Progress(c.Context, c.String(flagCorpus), c.String(flagService))
+		if err != nil {
+			if c.Context.Err() != nil {
+				return nil // interrupted
+			}
+			return err
+		}
+		switch {
+		case clear:
+			fmt.Fprint(c.App.Writer, "\x1b[H\x1b[2J")
+		case watch && frame > 0:
+			fmt.Fprintln(c.App.Writer)
+		}
+		if watch {
+			fmt.Fprintf(c.App.Writer, "%s (every %s, ^C to stop)\n", time.Now().Format(time.DateTime), interval)
+		}
+		if err := printProgress(c.App.Writer, rows, watch); err != nil {
+			return err
+		}
+		if !watch || allFinished(rows) {
+			return nil
+		}
+		select {
+		case <-c.Context.Done():
+			return nil
+		case <-time.After(interval):
+		}
+	}
+}
+
+func allFinished(rows []lease.Progress) bool {
+	for _, r := range rows {
+		if !r.Finished() {
+			return false
+		}
+	}
+	return true
+}
+
+func printProgress(out io.Writer, rows []lease.Progress, bars bool) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(out, "no tasks")
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "CORPUS\tSERVICE\tTASKS\tTODO\tIN_FLIGHT\tSETTLING\tQUEUED\tDEAD_LETTERS\t"+
+		"NO_PROBLEM\tWARNING\tERROR\tFATAL\tINVALID\tBLOCKED\tREPLIES/MIN\t")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+			r.Corpus, r.Service, r.Tasks, r.TODO, r.InFlight, r.Settling, r.Queued, r.DeadLetters,
+			r.NoProblem, r.Warning, r.Error, r.Fatal, r.Invalid, r.Blocked, r.RepliesLastMinute)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if !bars {
+		return nil
+	}
+	fmt.Fprintln(out)
+	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		state := ""
+		if r.Finished() {
+			state = "  done"
+		}
+		fmt.Fprintf(w, "%s/%s\t%s\t%d/%d%s\n", r.Corpus, r.Service, bar(r.Done(), r.Tasks, 40), r.Done(), r.Tasks, state)
+	}
+	return w.Flush()
+}
+
+// bar draws done out of total as a progress bar width characters wide, with its percentage.
+func bar(done, total int64, width int) string {
+	frac := 1.0
+	if total > 0 {
+		frac = float64(done) / float64(total)
+	}
+	n := int(frac * float64(width))
+	return fmt.Sprintf("[%s%s] %5.1f%%", strings.Repeat("#", n), strings.Repeat(".", width-n), 100*frac)
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+func taskCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "task",
+		Usage: "look at a task",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "show",
+				Usage:     "show a task, its dispatch rows, attempts (workers, times, outcomes) and messages",
+				ArgsUsage: "ID",
+				Action:    taskShow,
+			},
+		},
+	}
+}
+
+func taskShow(c *cli.Context) error {
+	args, err := positional(c)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return usagef(c, "want one task ID")
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || id <= 0 {
+		return usagef(c, "task ID %q: want a positive number", args[0])
+	}
+	store, done, err := openStore(c, lease.Config{})
+	if err != nil {
+		return err
+	}
+	defer done()
+	h, err := store.TaskHistory(c.Context, id)
+	if errors.Is(err, queue.ErrNotFound) {
+		return fmt.Errorf("task %d: no such task", id)
+	}
+	if err != nil {
+		return err
+	}
+	return printHistory(c.App.Writer, h)
+}
+
+func printHistory(out io.Writer, h lease.TaskHistory) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "task\t%d\n", h.ID)
+	fmt.Fprintf(w, "corpus\t%s (id %d)\n", h.Corpus, h.CorpusID)
+	fmt.Fprintf(w, "service\t%s (id %d)\n", h.Service, h.ServiceID)
+	fmt.Fprintf(w, "entry\t%s\n", h.Entry)
+	fmt.Fprintf(w, "status\t%s (%d)\n", h.Status, int16(h.Status))
+	fmt.Fprintf(w, "run\t%d\n", h.Run)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "\ndispatch rows (%d)\n", len(h.Rows))
+	if len(h.Rows) > 0 {
+		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "RUN\tSTATE\tWORKERS\tRETRIES\tQUEUED\tANSWERED\tDEAD_LETTERED\tFINISHED\tLEASE\tLEASED_AT\tDEADLINE\tFORGET_AT\tREPLICA\tLAST_CAUSE")
+		for _, d := range h.Rows {
+			finished := "-"
+			if d.FinishedAttempt != nil && d.FinishedStatus != nil {
+				finished = fmt.Sprintf("attempt %d: %s", *d.FinishedAttempt, *d.FinishedStatus)
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%t\t%t\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+				d.Run, d.State, strings.Join(d.Workers, ","), d.Retries, d.Queued, d.Answered, d.DeadLettered,
+				finished, d.LeaseTimeout, stamp(&d.LeasedAt), stamp(&d.Deadline), stamp(d.ForgetAt), d.Replica,
+				messagesText(d.LastCause))
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(out, "\nattempts (%d)\n", len(h.Attempts))
+	if len(h.Attempts) > 0 {
+		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "RUN\tATTEMPT\tWORKER\tREPLICA\tLEASED_AT\tANSWERED_AT\tSECONDS\tOUTCOME\tSTATUS")
+		for _, a := range h.Attempts {
+			outcome, status, secs := "running", "-", "-"
+			if a.Outcome != "" {
+				outcome = a.Outcome
+			}
+			if a.Status != nil {
+				status = a.Status.String()
+			}
+			if a.AnsweredAt != nil {
+				secs = strconv.FormatFloat(a.AnsweredAt.Sub(a.LeasedAt).Seconds(), 'f', 3, 64)
+			}
+			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Run, a.Attempt, a.Worker, a.Replica,
+				stamp(&a.LeasedAt), stamp(a.AnsweredAt), secs, outcome, status)
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(out, "\nmessages (%d)\n", len(h.Messages))
+	if len(h.Messages) > 0 {
+		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "RUN\tSEVERITY\tCATEGORY\tWHAT\tDETAILS")
+		for _, m := range h.Messages {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", m.Run, m.Severity, m.Category, m.What, oneLine(m.Details))
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stamp formats a database time for the operator: local time, to the millisecond.
+func stamp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05.000")
+}
+
+func messagesText(msgs []queue.Message) string {
+	if len(msgs) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(msgs))
+	for i, m := range msgs {
+		parts[i] = fmt.Sprintf("%s:%s:%s", m.Severity, m.Category, m.What)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,350 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+// This file holds the operator's transitions and reports, for cmd/cortexq: services, import,
+// pause and resume, progress and a task's history. Rerun is in rerun.go.
+
+// AddService creates a service. leaseTimeout overrides the replica's default lease for its tasks
+// (zero: the default); it is kept in whole seconds, rounded up. A taken name is queue.ErrDuplicate.
+func (s *Store) AddService(ctx context.Context, name string, leaseTimeout time.Duration) (Service, error) {
+	var secs *int32
+	if leaseTimeout > 0 {
+		n := int32((leaseTimeout + time.Second - 1) / time.Second)
+		secs = &n
+	}
+	row, err := dbsqlc.New(s.pool).ServiceCreate(ctx, name, secs)
+	if err != nil {
+		return Service{}, translate("add service "+name, err)
+	}
+	return serviceOf(row), nil
+}
+
+// Services lists the services by name.
+func (s *Store) Services(ctx context.Context) ([]Service, error) {
+	rows, err := dbsqlc.New(s.pool).ServiceList(ctx)
+	if err != nil {
+		return nil, translate("list services", err)
+	}
+	out := make([]Service, len(rows))
+	for i, r := range rows {
+		out[i] = serviceOf(r)
+	}
+	return out, nil
+}
+
+func serviceOf(row dbsqlc.Service) Service {
+	svc := Service{ID: row.ID, Name: row.Name}
+	if row.LeaseTimeoutSeconds != nil {
+		svc.LeaseTimeout = time.Duration(*row.LeaseTimeoutSeconds) * time.Second
+	}
+	return svc
+}
+
+// Scope names one corpus and one service.
+type Scope struct {
+	CorpusID  int32
+	ServiceID int32
+}
+
+// LookupScope finds a corpus and a service by name. Either one unknown is queue.ErrNotFound, with
+// its name in the message.
+func (s *Store) LookupScope(ctx context.Context, corpus, service string) (Scope, error) {
+	q := dbsqlc.New(s.pool)
+	c, err := q.CorpusByName(ctx, corpus)
+	if err != nil {
+		return Scope{}, translate("corpus "+corpus, err)
+	}
+	svc, err := q.ServiceByName(ctx, service)
+	if err != nil {
+		return Scope{}, translate("service "+service, err)
+	}
+	return Scope{CorpusID: c.ID, ServiceID: svc.ID}, nil
+}
+
+// ImportRequest adds tasks for source archives of one corpus and service.
+type ImportRequest struct {
+	// Corpus is created, with CorpusPath, if missing.
+	Corpus     string
+	CorpusPath string
+	ServiceID  int32
+	// Entries are the source archives' paths, one task each; empty ones are skipped.
+	Entries []string
+	// BatchSize is how many entries go into one statement (ImportBatchDefault when <= 0).
+	BatchSize int
+}
+
+// ImportBatchDefault is how many entries one insert statement of Import carries.
+const ImportBatchDefault = 20000
+
+// ImportSummary reports what an Import did.
+type ImportSummary struct {
+	CorpusID      int32
+	CorpusCreated bool
+	// Added tasks are new; Existing entries already had a task (or were repeated in the request).
+	Added    int
+	Existing int
+	// RunOpened is set when no run of the corpus and service was open and one was opened.
+	RunOpened bool
+}
+
+// Import adds a TODO task for each entry of a corpus and service that has none, in one
+// transaction: importing the same entries again adds nothing. The corpus is created if missing,
+// and a run is opened for the corpus and service if none is open.
+func (s *Store) Import(ctx context.Context, req ImportRequest) (ImportSummary, error) {
+	batch := req.BatchSize
+	if batch <= 0 {
+		batch = ImportBatchDefault
+	}
+	var sum ImportSummary
+	err := s.inTx(ctx, "import", false, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
+		sum = ImportSummary{}
+		c, err := q.CorpusCreateIfMissing(ctx, req.Corpus, req.CorpusPath)
+		switch {
+		case err == nil:
+			sum.CorpusCreated = true
+		case errors.Is(err, pgx.ErrNoRows):
+			if c, err = q.CorpusByName(ctx, req.Corpus); err != nil {
+				return fmt.Errorf("look up corpus %s: %w", req.Corpus, err)
+			}
+		default:
+			return fmt.Errorf("create corpus %s: %w", req.Corpus, err)
+		}
+		sum.CorpusID = c.ID
+		if err := q.ScopeLock(ctx, c.ID, req.ServiceID); err != nil {
+			return fmt.Errorf("lock corpus and service: %w", err)
+		}
+		entries := make([]string, 0, min(batch, len(req.Entries)))
+		flush := func() error {
+			n, err := q.TaskImport(ctx, c.ID, req.ServiceID, entries)
+			if err != nil {
+				return fmt.Errorf("insert tasks: %w", err)
+			}
+			sum.Added += int(n)
+			sum.Existing += len(entries) - int(n)
+			entries = entries[:0]
+			return nil
+		}
+		for _, e := range req.Entries {
+			if e == "" {
+				continue
+			}
+			entries = append(entries, e)
+			if len(entries) == batch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if len(entries) > 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		opened, err := q.RunOpenIfNone(ctx, c.ID, req.ServiceID, now, "import")
+		if err != nil {
+			return fmt.Errorf("open run: %w", err)
+		}
+		sum.RunOpened = opened > 0
+		return nil
+	})
+	return sum, err
+}
+
+// Pause blocks the TODO tasks of a scope (status -6): nothing more of it is leased, and leased
+// work finishes. It reports how many tasks it blocked.
+func (s *Store) Pause(ctx context.Context, scope Scope) (int, error) {
+	n, err := dbsqlc.New(s.pool).TaskPause(ctx, scope.CorpusID, scope.ServiceID)
+	return int(n), translate("pause", err)
+}
+
+// Resume puts the blocked tasks of a scope back to TODO. It reports how many.
+func (s *Store) Resume(ctx context.Context, scope Scope) (int, error) {
+	n, err := dbsqlc.New(s.pool).TaskResume(ctx, scope.CorpusID, scope.ServiceID)
+	return int(n), translate("resume", err)
+}
+
+// Progress is the state of one corpus and service.
+type Progress struct {
+	Corpus    string
+	Service   string
+	CorpusID  int32
+	ServiceID int32
+	// Tasks by status.
+	Tasks, TODO, Dispatched                            int64
+	NoProblem, Warning, Error, Fatal, Invalid, Blocked int64
+	// Dispatch rows: leases out, rows held for late results, retries waiting for a worker.
+	InFlight, Settling, Queued int64
+	// DeadLetters are tasks whose current run gave up and still stand as a stand-in Fatal.
+	DeadLetters int64
+	// RepliesLastMinute counts the attempts answered over the last minute.
+	RepliesLastMinute int64
+}
+
+// Done counts the tasks with a final status.
+func (p Progress) Done() int64 { return p.NoProblem + p.Warning + p.Error + p.Fatal + p.Invalid }
+
+// Finished reports whether nothing of the scope is left to lease or waiting for a worker.
+func (p Progress) Finished() bool { return p.TODO == 0 && p.Dispatched == 0 }
+
+// Progress tallies every corpus and service with tasks, or only those named (empty: any).
+func (s *Store) Progress(ctx context.Context, corpus, service string) ([]Progress, error) {
+	var c, svc *string
+	if corpus != "" {
+		c = &corpus
+	}
+	if service != "" {
+		svc = &service
+	}
+	rows, err := dbsqlc.New(s.pool).TaskProgress(ctx, c, svc)
+	if err != nil {
+		return nil, translate("progress", err)
+	}
+	out := make([]Progress, len(rows))
+	for i, r := range rows {
+		out[i] = Progress{
+			Corpus: r.Corpus, Service: r.Service, CorpusID: r.CorpusID, ServiceID: r.ServiceID,
+			Tasks: r.Tasks, TODO: r.Todo, Dispatched: r.Dispatched,
+			NoProblem: r.NoProblem, Warning: r.Warning, Error: r.Error, Fatal: r.Fatal,
+			Invalid: r.Invalid, Blocked: r.Blocked,
+			InFlight: r.InFlight, Settling: r.Settling, Queued: r.Queued,
+			DeadLetters: r.DeadLetters, RepliesLastMinute: r.RepliesLastMinute,
+		}
+	}
+	return out, nil
+}
+
+// TaskHistory is everything on record about one task.
+type TaskHistory struct {
+	ID        int64
+	Corpus    string
+	CorpusID  int32
+	Service   string
+	ServiceID int32
+	Entry     string
+	Status    queue.Status
+	Run       int32
+	// Rows are the task's dispatch rows, oldest run first.
+	Rows []DispatchRow
+	// Attempts are its dispatch attempts, by run and attempt.
+	Attempts []Attempt
+	// Messages are its log messages, by run.
+	Messages []RunMessage
+}
+
+// DispatchRow is a dispatch row as operators see it.
+type DispatchRow struct {
+	Run          int32
+	State        string
+	Workers      []string // the worker of each attempt of the run
+	Retries      int32
+	Queued       bool
+	Answered     bool
+	DeadLettered bool
+	// FinishedAttempt and FinishedStatus are the result that stands, if any.
+	FinishedAttempt *int32
+	FinishedStatus  *queue.Status
+	LeaseTimeout    time.Duration
+	LeasedAt        time.Time
+	Deadline        time.Time
+	ForgetAt        *time.Time
+	ReceivedAt      *time.Time
+	Replica         string
+	LastCause       []queue.Message
+}
+
+// Attempt is one dispatch attempt from the attempts trail.
+type Attempt struct {
+	Run        int32
+	Attempt    int32
+	Worker     string
+	Replica    string
+	LeasedAt   time.Time
+	AnsweredAt *time.Time
+	Outcome    string // empty while the attempt runs
+	Status     *queue.Status
+}
+
+// RunMessage is a log message of one run of a task.
+type RunMessage struct {
+	Run int32
+	queue.Message
+}
+
+// TaskHistory reads a task, its dispatch rows, attempts and messages in one snapshot. An unknown
+// task is queue.ErrNotFound.
+func (s *Store) TaskHistory(ctx context.Context, id int64) (TaskHistory, error) {
+	var h TaskHistory
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		t, err := q.TaskDetail(ctx, id)
+		if err != nil {
+			return err
+		}
+		h = TaskHistory{
+			ID: t.ID, Corpus: t.Corpus, CorpusID: t.CorpusID, Service: t.Service, ServiceID: t.ServiceID,
+			Entry: t.Entry, Status: queue.Status(t.Status), Run: t.Run,
+		}
+		rows, err := q.DispatchListForTask(ctx, id)
+		if err != nil {
+			return fmt.Errorf("dispatch rows: %w", err)
+		}
+		for _, d := range rows {
+			h.Rows = append(h.Rows, DispatchRow{
+				Run: d.Run, State: d.State, Workers: d.AttemptWorkers, Retries: d.Retries,
+				Queued: d.Queued, Answered: d.Answered, DeadLettered: d.DeadLettered,
+				FinishedAttempt: d.FinishedAttempt, FinishedStatus: statusPtr(d.FinishedStatus),
+				LeaseTimeout: time.Duration(d.LeaseTimeoutSeconds) * time.Second,
+				LeasedAt:     d.LeasedAt, Deadline: d.Deadline, ForgetAt: d.ForgetAt,
+				ReceivedAt: d.ReceivedAt, Replica: d.Replica, LastCause: decodeCause(d.LastCause),
+			})
+		}
+		attempts, err := q.AttemptListForTask(ctx, id)
+		if err != nil {
+			return fmt.Errorf("attempts: %w", err)
+		}
+		for _, a := range attempts {
+			at := Attempt{
+				Run: a.Run, Attempt: a.Attempt, Worker: a.Worker, Replica: a.Replica,
+				LeasedAt: a.LeasedAt, AnsweredAt: a.AnsweredAt, Status: statusPtr(a.Status),
+			}
+			if a.Outcome != nil {
+				at.Outcome = *a.Outcome
+			}
+			h.Attempts = append(h.Attempts, at)
+		}
+		msgs, err := q.MessageListForTask(ctx, id)
+		if err != nil {
+			return fmt.Errorf("messages: %w", err)
+		}
+		for _, m := range msgs {
+			h.Messages = append(h.Messages, RunMessage{Run: m.Run, Message: queue.Message{
+				Severity: queue.Severity(m.Severity), Category: m.Category, What: m.What, Details: m.Details,
+			}})
+		}
+		return nil
+	})
+	if err != nil {
+		return TaskHistory{}, translate(fmt.Sprintf("task %d", id), err)
+	}
+	return h, nil
+}
+
+func statusPtr(st *int16) *queue.Status {
+	if st == nil {
+		return nil
+	}
+	s := queue.Status(*st)
+	return &s
+}

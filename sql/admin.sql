@@ -1,0 +1,123 @@
+-- Queries of the operator commands (cmd/cortexq through queue/lease/admin.go): services, import,
+-- pause and resume, progress and a task's history.
+
+-- name: ServiceList :many
+SELECT * FROM services ORDER BY name;
+
+-- name: CorpusCreateIfMissing :one
+-- CorpusCreateIfMissing creates a corpus; no row comes back when one of that name exists.
+INSERT INTO corpora (name, path)
+VALUES (@name, @path)
+ON CONFLICT (name) DO NOTHING
+RETURNING *;
+
+-- name: ScopeLock :exec
+-- ScopeLock serializes imports into one corpus and service until the transaction ends.
+SELECT pg_advisory_xact_lock(@corpus_id::int, @service_id::int);
+
+-- name: TaskImport :execrows
+-- TaskImport adds TODO tasks for the entries not yet known for the corpus and service; entries
+-- already there (the unique corpus, service, entry constraint) are skipped.
+INSERT INTO tasks (corpus_id, service_id, entry)
+SELECT @corpus_id::int, @service_id::int, e
+FROM unnest(@entries::text[]) AS e
+ON CONFLICT (corpus_id, service_id, entry) DO NOTHING;
+
+-- name: RunOpenIfNone :execrows
+-- RunOpenIfNone opens a run row for a corpus and service that has none open.
+INSERT INTO runs (corpus_id, service_id, started_at, note)
+SELECT @corpus_id::int, @service_id::int, @started_at::timestamptz, @note::text
+WHERE NOT EXISTS (
+    SELECT 1 FROM runs
+    WHERE corpus_id = @corpus_id::int AND service_id = @service_id::int AND ended_at IS NULL
+);
+
+-- name: TaskPause :execrows
+-- TaskPause blocks the TODO tasks of a corpus and service; leased work goes on.
+UPDATE tasks
+SET status = -6
+WHERE corpus_id = @corpus_id AND service_id = @service_id AND status = 0;
+
+-- name: TaskResume :execrows
+-- TaskResume puts the blocked tasks of a corpus and service back to TODO.
+UPDATE tasks
+SET status = 0
+WHERE corpus_id = @corpus_id AND service_id = @service_id AND status = -6;
+
+-- name: TaskProgress :many
+-- TaskProgress tallies every corpus and service (or the one named): tasks by status, dispatch
+-- rows by state, dead letters of the current runs, and replies over the last minute.
+WITH tally AS (
+    SELECT corpus_id, service_id,
+           count(*) AS tasks,
+           count(*) FILTER (WHERE status = 0) AS todo,
+           count(*) FILTER (WHERE status = 1) AS dispatched,
+           count(*) FILTER (WHERE status = -1) AS no_problem,
+           count(*) FILTER (WHERE status = -2) AS warning,
+           count(*) FILTER (WHERE status = -3) AS error,
+           count(*) FILTER (WHERE status = -4) AS fatal,
+           count(*) FILTER (WHERE status = -5) AS invalid,
+           count(*) FILTER (WHERE status <= -6) AS blocked
+    FROM tasks
+    GROUP BY corpus_id, service_id
+), rows AS (
+    SELECT t.corpus_id, t.service_id,
+           count(*) FILTER (WHERE d.state = 'in_flight') AS in_flight,
+           count(*) FILTER (WHERE d.state = 'settling' AND NOT d.queued) AS settling,
+           count(*) FILTER (WHERE d.queued) AS queued
+    FROM dispatch d
+    JOIN tasks t ON t.id = d.task_id
+    GROUP BY t.corpus_id, t.service_id
+), dead AS (
+    SELECT t.corpus_id, t.service_id, count(*) AS dead_letters
+    FROM tasks t
+    WHERE t.status = -4
+      AND EXISTS (SELECT 1 FROM attempts x
+                  WHERE x.task_id = t.id AND x.run = t.run
+                    AND (x.outcome = 'dead_lettered' OR (x.outcome = 'retryable' AND x.status = -4)))
+      AND NOT EXISTS (SELECT 1 FROM attempts x
+                      WHERE x.task_id = t.id AND x.run = t.run AND x.outcome = 'accepted')
+    GROUP BY t.corpus_id, t.service_id
+), recent AS (
+    SELECT t.corpus_id, t.service_id, count(*) AS replies
+    FROM attempts a
+    JOIN tasks t ON t.id = a.task_id
+    WHERE a.answered_at > now() - interval '1 minute'
+    GROUP BY t.corpus_id, t.service_id
+)
+SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
+       tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
+       tally.dispatched::bigint AS dispatched,
+       coalesce(rows.in_flight, 0)::bigint AS in_flight,
+       coalesce(rows.settling, 0)::bigint AS settling,
+       coalesce(rows.queued, 0)::bigint AS queued,
+       coalesce(dead.dead_letters, 0)::bigint AS dead_letters,
+       tally.no_problem::bigint AS no_problem, tally.warning::bigint AS warning,
+       tally.error::bigint AS error, tally.fatal::bigint AS fatal,
+       tally.invalid::bigint AS invalid, tally.blocked::bigint AS blocked,
+       coalesce(recent.replies, 0)::bigint AS replies_last_minute
+FROM tally
+JOIN corpora c ON c.id = tally.corpus_id
+JOIN services s ON s.id = tally.service_id
+LEFT JOIN rows ON rows.corpus_id = tally.corpus_id AND rows.service_id = tally.service_id
+LEFT JOIN dead ON dead.corpus_id = tally.corpus_id AND dead.service_id = tally.service_id
+LEFT JOIN recent ON recent.corpus_id = tally.corpus_id AND recent.service_id = tally.service_id
+WHERE (sqlc.narg('corpus')::text IS NULL OR c.name = sqlc.narg('corpus')::text)
+  AND (sqlc.narg('service')::text IS NULL OR s.name = sqlc.narg('service')::text)
+ORDER BY c.name, s.name;
+
+-- name: TaskDetail :one
+SELECT t.id, t.entry, t.status, t.run, t.corpus_id, c.name AS corpus, t.service_id, s.name AS service
+FROM tasks t
+JOIN corpora c ON c.id = t.corpus_id
+JOIN services s ON s.id = t.service_id
+WHERE t.id = @id;
+
+-- name: DispatchListForTask :many
+SELECT * FROM dispatch WHERE task_id = @task_id ORDER BY run;
+
+-- name: AttemptListForTask :many
+SELECT * FROM attempts WHERE task_id = @task_id ORDER BY run, attempt;
+
+-- name: MessageListForTask :many
+SELECT * FROM task_messages WHERE task_id = @task_id ORDER BY run, id;
