@@ -42,6 +42,7 @@ func main() {
 func commands() []*cli.Command {
 	return []*cli.Command{
 		demoCommand(),
+		benchCommand(),
 		serveCommand(),
 		workerCommand(),
 		dbCommand(),
@@ -53,6 +54,7 @@ func commands() []*cli.Command {
 		resumeCommand(),
 		statusCommand(),
 		taskCommand(),
+		healthcheckCommand(),
 	}
 }
 

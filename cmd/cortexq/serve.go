@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -59,6 +60,17 @@ func serve(c *cli.Context) error {
 		return usagef(c, "unexpected argument %q", c.Args().First())
 	}
 	logger := slog.Default().With("replica", c.String("replica"))
+	if path := os.Getenv("CORTEXQ_CPUPROFILE"); path != "" { // for cortexq bench --cpuprofile
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	dsn, err := databaseURL(c)
 	if err != nil {
 		return err

@@ -148,3 +148,14 @@ func (s *Store) DispatchCounts(ctx context.Context) (DispatchCounts, error) {
 	}
 	return DispatchCounts{InFlight: r.InFlight, Settling: r.Settling, Queued: r.Queued, DeadLettered: r.DeadLettered}, nil
 }
+
+// Latency reports the median and 99th percentile of the time from lease to recorded result of
+// a corpus's accepted results.
+func (s *Store) Latency(ctx context.Context, corpusID int32) (p50, p99 time.Duration, err error) {
+	r, err := dbsqlc.New(s.pool).AttemptLatency(ctx, corpusID)
+	if err != nil {
+		return 0, 0, translate("latency", err)
+	}
+	sec := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+	return sec(r.P50), sec(r.P99), nil
+}
