@@ -38,7 +38,8 @@ type Config struct {
 	// write result archives.
 	Claimers int
 	Writers  int
-	// SyncArchives fsyncs each result archive before it is published.
+	// SyncArchives makes each claim batch's published archives durable (one syncfs per file
+	// system) before the claim commits.
 	SyncArchives bool
 	// TCPKeepaliveIdle is the keepalive idle time in seconds on worker-facing sockets (interval
 	// 30 s, 4 probes); ≤ 0 disables keepalive.

@@ -102,6 +102,22 @@ type claimTask struct {
 // unusable reply. publish, if not nil, is called for each accepted result and stand-in before
 // the commit. Decisions come back in the order of results.
 func (s *Store) Claim(ctx context.Context, results []Result, publish PublishFunc) ([]Decision, error) {
+	return s.ClaimWithHooks(ctx, results, ClaimHooks{Publish: publish})
+}
+
+// ClaimHooks are the caller's steps inside a claim transaction.
+type ClaimHooks struct {
+	// Publish is called for each accepted result and stand-in (see PublishFunc).
+	Publish PublishFunc
+	// BeforeCommit, if set, runs after every result was decided and published, before the
+	// transaction commits: the place to make the published archives durable. An error rolls
+	// the claim back.
+	BeforeCommit func() error
+}
+
+// ClaimWithHooks is Claim with a BeforeCommit step.
+func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks ClaimHooks) ([]Decision, error) {
+	publish := hooks.Publish
 	if len(results) == 0 {
 		return nil, nil
 	}
@@ -164,6 +180,11 @@ func (s *Store) Claim(ctx context.Context, results []Result, publish PublishFunc
 				continue
 			}
 			w.results[workerKey{results[i].Worker, decisions[i].ServiceID}]++
+		}
+		if hooks.BeforeCommit != nil {
+			if err := hooks.BeforeCommit(); err != nil {
+				return fmt.Errorf("before commit: %w", err)
+			}
 		}
 		return w.flush(ctx, q, now)
 	})
