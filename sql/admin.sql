@@ -121,3 +121,7 @@ SELECT * FROM attempts WHERE task_id = @task_id ORDER BY run, attempt;
 
 -- name: MessageListForTask :many
 SELECT * FROM task_messages WHERE task_id = @task_id ORDER BY run, id;
+
+-- name: TasksAnalyze :exec
+-- TasksAnalyze refreshes the planner's statistics of tasks after a large import.
+ANALYZE tasks;

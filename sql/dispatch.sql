@@ -16,12 +16,6 @@ ORDER BY d.task_id
 LIMIT @max_rows
 FOR UPDATE OF d, t SKIP LOCKED;
 
--- name: DispatchWorkersOfTasks :many
--- DispatchWorkersOfTasks lists the kept rows of tasks about to be leased afresh.
-SELECT task_id, run, attempt_workers
-FROM dispatch
-WHERE task_id = ANY(@task_ids::bigint[]);
-
 -- name: DispatchLockForTasks :many
 -- DispatchLockForTasks locks every kept row of the given tasks, for claims. Call after
 -- TaskLockForClaim: tasks are always locked before their dispatch rows.
@@ -65,11 +59,6 @@ ON CONFLICT (task_id, run) DO UPDATE SET
     last_cause = excluded.last_cause,
     forget_at = excluded.forget_at,
     received_at = excluded.received_at;
-
--- name: DispatchDelete :exec
-DELETE FROM dispatch d
-USING (SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@runs::int[]) AS run) AS k
-WHERE d.task_id = k.task_id AND d.run = k.run;
 
 -- name: DispatchMarkReceived :execrows
 -- DispatchMarkReceived holds the reaper off in-flight rows whose result is being written.

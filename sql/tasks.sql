@@ -1,11 +1,14 @@
 -- name: TaskLockTodo :many
--- TaskLockTodo takes TODO tasks of a service for a fresh lease, lowest id first.
-SELECT id, corpus_id, entry, run
-FROM tasks
-WHERE service_id = @service_id AND status = 0
-ORDER BY id
+-- TaskLockTodo takes TODO tasks of a service for a fresh lease, lowest id first, with the
+-- workers and newest run of any rows of theirs still kept (a rerun's earlier runs).
+SELECT t.id, t.corpus_id, t.entry, t.run,
+       ARRAY(SELECT unnest(d.attempt_workers) FROM dispatch d WHERE d.task_id = t.id)::text[] AS kept_workers,
+       (SELECT coalesce(max(d.run), 0) FROM dispatch d WHERE d.task_id = t.id)::int AS kept_max_run
+FROM tasks t
+WHERE t.service_id = @service_id AND t.status = 0
+ORDER BY t.id
 LIMIT @max_rows
-FOR UPDATE SKIP LOCKED;
+FOR UPDATE OF t SKIP LOCKED;
 
 -- name: TaskLockForClaim :many
 -- TaskLockForClaim locks the tasks results arrived for, in id order.
@@ -14,12 +17,6 @@ FROM tasks
 WHERE id = ANY(@ids::bigint[])
 ORDER BY id
 FOR NO KEY UPDATE;
-
--- name: TaskSetStatus :exec
-UPDATE tasks t
-SET status = k.status, run = k.run
-FROM (SELECT unnest(@ids::bigint[]) AS id, unnest(@statuses::smallint[]) AS status, unnest(@runs::int[]) AS run) AS k
-WHERE t.id = k.id;
 
 -- name: TaskRerun :many
 -- TaskRerun moves the tasks of a scope to TODO in a new run. Optional filters: statuses, and a

@@ -375,6 +375,7 @@ func (l *loop) socket(t zmq.Type, endpoint string, setup func(*zmq.Socket) error
 			}
 			return setup(s)
 		},
+		func() error { return l.cfg.Curve.apply(s) },
 		// Queue only to connected dispatchers: a request never waits on a replica that is down.
 		func() error { return s.SetImmediate(true) },
 		func() error {

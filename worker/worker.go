@@ -69,6 +69,9 @@ type Config struct {
 	TempDir string
 	// Stats, if set, is updated as Run works.
 	Stats *Stats
+	// Curve, if set, makes both sockets CURVE clients (authenticated and encrypted), for a
+	// dispatcher that runs with CURVE on.
+	Curve *Curve
 }
 
 // Stats counts what Run's loops did. Read the fields with Load while Run works.

@@ -225,11 +225,13 @@ func TestMigrate(t *testing.T) {
 	require.Regexp(t, `(?m)^00001\s+applied\s+.*00001_schema.sql$`, out)
 	require.Regexp(t, `(?m)^00003\s+applied\s+.*00003_audit_views.sql$`, out)
 	require.Contains(t, d.ok("migrate", "up"), "nothing to apply")
-	require.Contains(t, d.ok("migrate", "down"), "down 00003 00003_audit_views.sql")
+	// Down to River's tables (version 2) and up again, whatever migrations follow the views.
+	require.Contains(t, d.ok("migrate", "down", "2"), "down 00003 00003_audit_views.sql")
 	require.Equal(t, 0, d.count(`SELECT count(*) FROM pg_views WHERE viewname LIKE 'audit_%'`))
 	require.Regexp(t, `(?m)^00003\s+pending\s+-\s+00003_audit_views.sql$`, d.ok("migrate", "status"))
 	require.Contains(t, d.ok("migrate", "up"), "up 00003 00003_audit_views.sql")
 	require.Equal(t, 6, d.count(`SELECT count(*) FROM pg_views WHERE viewname LIKE 'audit_%'`))
+	require.Contains(t, d.ok("migrate", "up"), "nothing to apply")
 }
 
 func TestBadInputFailsWithOneLine(t *testing.T) {
@@ -280,6 +282,9 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 		require.GreaterOrEqual(t, i, 0, "%v --help lists options:\n%s", path, out.stdout)
 		options := out.stdout[i:]
 		for _, f := range flags {
+			if v, ok := f.(cli.VisibleFlag); ok && !v.IsVisible() {
+				continue // hidden on purpose (serve --clock-skew, for fault tests)
+			}
 			doc, ok := f.(cli.DocGenerationFlag)
 			require.True(t, ok)
 			name := f.Names()[0]

@@ -44,6 +44,7 @@ func dbCommand() *cli.Command {
 				SkipFlagParsing: true,
 				Action:          dbPsql,
 			},
+			grantAuditCommand(),
 		},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -107,7 +108,11 @@ func runDemo(c *cli.Context) error {
 		}, worker.Echo{})
 	}()
 
+	// On a terminal the bar is redrawn in place; elsewhere (a log, CI) it is a line every few
+	// seconds.
+	tty := isTerminal(os.Stderr)
 	var p lease.Progress
+	var shown time.Time
 	for {
 		ps, err := store.Progress(ctx, name, "echo")
 		if err != nil {
@@ -116,13 +121,22 @@ func runDemo(c *cli.Context) error {
 		if len(ps) == 1 {
 			p = ps[0]
 		}
-		fmt.Fprintf(os.Stderr, "\r%s  %d/%d", bar(p.Done(), p.Tasks, 40), p.Done(), p.Tasks)
+		switch {
+		case tty:
+			fmt.Fprintf(os.Stderr, "\r%s  %d/%d", bar(p.Done(), p.Tasks, 40), p.Done(), p.Tasks)
+		case p.Finished() || time.Since(shown) >= demoProgressEvery:
+			fmt.Fprintf(os.Stderr, "%s  %d/%d  %s\n", bar(p.Done(), p.Tasks, 40), p.Done(), p.Tasks,
+				time.Since(start).Round(time.Second))
+			shown = time.Now()
+		}
 		if p.Finished() {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(os.Stderr)
+			if tty {
+				fmt.Fprintln(os.Stderr)
+			}
 			return fmt.Errorf("interrupted with %d of %d tasks done", p.Done(), p.Tasks)
 		case err := <-srvDone:
 			return fmt.Errorf("replica stopped: %v", err)
@@ -130,7 +144,9 @@ func runDemo(c *cli.Context) error {
 		}
 	}
 	took := time.Since(start)
-	fmt.Fprintln(os.Stderr)
+	if tty {
+		fmt.Fprintln(os.Stderr)
+	}
 	stop()
 	<-wDone
 	if err := <-srvDone; err != nil {
@@ -142,14 +158,32 @@ func runDemo(c *cli.Context) error {
 		float64(p.Done())/took.Seconds(), mb/took.Seconds())
 	fmt.Fprintf(out, "  no_problem %d  warning %d  error %d  fatal %d  invalid %d\n", p.NoProblem, p.Warning, p.Error, p.Fatal, p.Invalid)
 	fmt.Fprintf(out, "  result archives identical to their sources: %d of %d\n", len(entries)-bad, len(entries))
+	self := selfCommand(c)
 	fmt.Fprintf(out, "\nAudit it with psql:\n")
-	fmt.Fprintf(out, "  cortexq db psql -c \"SELECT status, count(*) FROM tasks t JOIN corpora c ON c.id = t.corpus_id WHERE c.name = '%s' GROUP BY status\"\n", name)
-	fmt.Fprintf(out, "  cortexq db psql -c \"SELECT * FROM audit_worker_activity\"\n")
-	fmt.Fprintf(out, "  cortexq task show %d\n", firstTask(ctx, store, sum.CorpusID))
+	fmt.Fprintf(out, "  %s db psql -c \"SELECT task_status_name(status), count(*) FROM tasks t JOIN corpora c ON c.id = t.corpus_id WHERE c.name = '%s' GROUP BY 1\"\n", self, name)
+	fmt.Fprintf(out, "  %s db psql -c \"SELECT * FROM audit_worker_activity\"\n", self)
+	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, store, sum.CorpusID))
 	if p.NoProblem != int64(len(entries)) || bad > 0 {
 		return fmt.Errorf("demo: %d of %d tasks NoProblem, %d results differ (%v)", p.NoProblem, len(entries), bad, firstBad)
 	}
 	return nil
+}
+
+// demoProgressEvery is how often the demo prints a progress line when stderr is not a terminal.
+const demoProgressEvery = 3 * time.Second
+
+// selfCommand is how to run this binary again on the same embedded database, for the audit
+// hints: the path it was started by, and --home when it was given on the command line. (A
+// --database-url is not repeated: it may hold a password.)
+func selfCommand(c *cli.Context) string {
+	self := "cortexq"
+	if strings.ContainsRune(os.Args[0], '/') {
+		self = os.Args[0]
+	}
+	if c.IsSet(flagHome) && os.Getenv("CORTEXQ_HOME") == "" && c.String(flagDatabaseURL) == "" {
+		self += " --home " + c.String(flagHome)
+	}
+	return self
 }
 
 // firstTask returns the lowest task id of a corpus, for the audit hint.

@@ -55,6 +55,7 @@ func commands() []*cli.Command {
 		statusCommand(),
 		taskCommand(),
 		healthcheckCommand(),
+		keysCommand(),
 	}
 }
 

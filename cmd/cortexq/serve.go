@@ -48,8 +48,11 @@ func serveCommand() *cli.Command {
 			&cli.Int64Flag{Name: "max-result-bytes", Usage: "results larger than this are recorded Invalid (cortex/result_too_large)", Value: dispatch.MaxResultBytesDefault, EnvVars: envVars("MAX_RESULT_BYTES")},
 			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes", Value: dispatch.ConfigDefault().MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
 			&cli.IntFlag{Name: "tcp-keepalive-idle", Usage: "TCP keepalive idle seconds on worker sockets (interval 30 s, 4 probes); <= 0 disables", Value: dispatch.TCPKeepaliveIdleDefault, EnvVars: envVars("TCP_KEEPALIVE_IDLE")},
-			&cli.BoolFlag{Name: "sync-archives", Usage: "fsync each result archive before it is published", Value: true, EnvVars: envVars("SYNC_ARCHIVES")},
+			&cli.BoolFlag{Name: "sync-archives", Usage: "make result archives durable before their claim commits (one syncfs per claim batch)", Value: true, EnvVars: envVars("SYNC_ARCHIVES")},
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
+			clockSkewFlag(),
+			curveSecretKeyFileFlag(),
+			keysRefreshFlag(),
 		},
 		Action: serve,
 	}
@@ -59,7 +62,14 @@ func serve(c *cli.Context) error {
 	if c.Args().Present() {
 		return usagef(c, "unexpected argument %q", c.Args().First())
 	}
+	skew := c.Duration("clock-skew")
+	if skew != 0 {
+		slog.SetDefault(slog.New(skewedHandler{slog.Default().Handler(), skew}))
+	}
 	logger := slog.Default().With("replica", c.String("replica"))
+	if skew != 0 {
+		logger.Warn("testing: local clock readings moved by --clock-skew", "clock_skew", skew)
+	}
 	if path := os.Getenv("CORTEXQ_CPUPROFILE"); path != "" { // for cortexq bench --cpuprofile
 		f, err := os.Create(path)
 		if err != nil {
@@ -108,8 +118,12 @@ func serve(c *cli.Context) error {
 	if budget <= 0 {
 		budget = -1
 	}
+	security, err := serveSecurity(c)
+	if err != nil {
+		return err
+	}
 	srv, err := dispatch.New(store, dispatch.Config{
-		VentilatorAddr: c.String("ventilator"), SinkAddr: c.String("sink"),
+		VentilatorAddr: c.String("ventilator"), SinkAddr: c.String("sink"), Security: security,
 		MaxInFlight: c.Int("max-in-flight"), MessageSize: c.Int("message-size"),
 		MaxResultBytes: c.Int64("max-result-bytes"), TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
 		SyncArchives: c.Bool("sync-archives"), OutageBudget: budget,
@@ -119,7 +133,7 @@ func serve(c *cli.Context) error {
 		return usagef(c, "%v", err)
 	}
 	reaped := newReapMetrics(reg, store)
-	river, err := reaper.New(pool, store, reaper.Config{Interval: c.Duration("reap-interval"), Logger: logger, OnPass: reaped.observe})
+	river, err := reaper.New(pool, store, reaper.Config{Interval: c.Duration("reap-interval"), Logger: logger, OnPass: reaped.observe, NowFunc: skewedClock(skew)})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,8 @@ func workerCommand() *cli.Command {
 			&cli.StringFlag{Name: "identity", Usage: "worker identity; empty: <host>:<service>:<pid>", EnvVars: envVars("WORKER_IDENTITY")},
 			&cli.DurationFlag{Name: "throttle", Usage: "pause after a 'no work' reply", Value: worker.ThrottleDefault, EnvVars: envVars("WORKER_THROTTLE")},
 			&cli.DurationFlag{Name: "io-timeout", Usage: "send and receive timeout; the request socket is rebuilt after one", Value: worker.IOTimeoutDefault, EnvVars: envVars("WORKER_IO_TIMEOUT")},
+			serverKeyFlag(),
+			keyFileFlag(),
 		}
 	}
 	return &cli.Command{
@@ -74,8 +76,12 @@ func runWorker(c *cli.Context, h worker.Handler) error {
 		return usagef(c, "--concurrency must be at least 1")
 	}
 	stats := &worker.Stats{}
-	err := worker.Run(c.Context, worker.Config{
-		Ventilator: c.String("ventilator"), Sink: c.String("sink"), Service: c.String("service"),
+	curve, err := workerCurve(c)
+	if err != nil {
+		return err
+	}
+	err = worker.Run(c.Context, worker.Config{
+		Ventilator: c.String("ventilator"), Sink: c.String("sink"), Service: c.String("service"), Curve: curve,
 		Identity: c.String("identity"), Concurrency: c.Int("concurrency"), Count: c.Int("count"),
 		Throttle: c.Duration("throttle"), IOTimeout: c.Duration("io-timeout"),
 		Logger: slog.Default(), Stats: stats,

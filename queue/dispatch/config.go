@@ -50,6 +50,8 @@ type Config struct {
 	// with an error (durable state means nothing is lost; a restart finishes the work).
 	// Zero takes the default; negative never gives up.
 	OutageBudget time.Duration
+	// Security turns CURVE on and bounds what hostile peers can cost (curve.go).
+	Security Security
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 	// Registerer receives the server's metrics; nil keeps them private.

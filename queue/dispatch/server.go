@@ -27,6 +27,7 @@ type Server struct {
 	logger  *slog.Logger
 	metrics *metrics
 	health  *health
+	sec     *security // CURVE allow-list, bogus-result budgets (curve.go, guard.go)
 
 	stopLeasing atomic.Bool
 	unknown     *xsync.Map[string, time.Time] // service names recently not found
@@ -61,6 +62,11 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		health:  newHealth(cfg.OutageBudget),
 	}
 	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) })
+	sec, err := newSecurity(cfg.Security, cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s.sec = sec
 	return s, nil
 }
 
@@ -136,6 +142,11 @@ func (s *Server) Run(ctx context.Context) error {
 			return fmt.Errorf("sink socket options: %w", err)
 		}
 	}
+	stopSecurity, err := s.secure(ctx, zctx, v.router, pull)
+	if err != nil {
+		return err
+	}
+	defer stopSecurity()
 	if err := bindRetry(ctx, v.router, s.cfg.VentilatorAddr, s.cfg.BindRetry); err != nil {
 		return fmt.Errorf("ventilator: %w", err)
 	}
@@ -236,7 +247,10 @@ func (s *Server) service(ctx context.Context, name string) (lease.Service, error
 			s.unknown.Clear()
 		}
 		s.unknown.Store(name, time.Now())
-	} else {
+	} else if err != nil {
+		// Only a failure is news about the database: the catalog answers a known service from
+		// its cache, and counting that as a success would hide an outage from the budget for
+		// as long as workers keep asking.
 		s.health.record(err)
 	}
 	return svc, err

@@ -21,7 +21,8 @@ import (
 
 // inbound is a parsed result message.
 type inbound struct {
-	res wire.Result
+	res  wire.Result
+	from peer
 }
 
 // item is a result ready to be claimed: its reply for the lease state machine and what
@@ -33,6 +34,7 @@ type item struct {
 	removeOld bool // publish removes target (a result too large to keep)
 	published bool
 	size      int64
+	from      peer
 }
 
 // receiver owns the PULL socket: it parses result messages and hands them to the writers.
@@ -40,7 +42,7 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 	defer close(inbox)
 	limiter := wire.NewRateLimiter(5 * time.Second)
 	for ctx.Err() == nil {
-		msg, err := pull.RecvMessageBytes(0)
+		msg, from, err := s.recvFrom(pull, 0, "sink")
 		if err != nil {
 			if isAgain(err) {
 				continue
@@ -60,7 +62,7 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 			continue
 		}
 		select {
-		case inbox <- inbound{res: res}:
+		case inbox <- inbound{res: res, from: from}:
 		case <-ctx.Done():
 			return nil
 		}
@@ -74,8 +76,10 @@ func (s *Server) writer(ctx context.Context, inbox <-chan inbound, out chan<- *i
 	limiter := wire.NewRateLimiter(5 * time.Second)
 	writeLimiter := wire.NewRateLimiter(5 * time.Second)
 	for in := range inbox {
-		it, reason, err := s.prepare(ctx, in.res)
+		it, reason, err := s.prepare(withPeer(ctx, in.from), in.res)
 		if it != nil {
+			in.from.stamp(&it.result)
+			it.from = in.from
 			out <- it
 			continue
 		}
@@ -104,6 +108,9 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		return nil, "db_error", err
 	}
 	task, err := s.taskOf(ctx, res.TaskID)
+	if errors.Is(err, errBogusBudget) {
+		return nil, "unknown_task_rate_limited", err
+	}
 	if err != nil {
 		if errors.Is(err, queue.ErrNotFound) {
 			return nil, "unknown_task", err
@@ -155,16 +162,7 @@ func (s *Server) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
 		}
 		return lease.TaskInfo{ID: t.ID, ServiceID: t.ServiceID, CorpusID: t.CorpusID, SandboxID: sandbox, Entry: t.Entry, Run: t.Run}, nil
 	}
-	infos, err := s.store.TaskInfos(ctx, []int64{id})
-	s.health.record(err)
-	if err != nil {
-		return lease.TaskInfo{}, err
-	}
-	t, ok := infos[id]
-	if !ok {
-		return lease.TaskInfo{}, fmt.Errorf("task %d: %w", id, queue.ErrNotFound)
-	}
-	return t, nil
+	return s.coldTask(ctx, id) // bounded for bogus ids: guard.go
 }
 
 // resultPath is where a task's result archive goes: <entry dir>/<service>.zip, or
@@ -302,6 +300,7 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 		d := &decisions[i]
 		it := index[d.Result]
 		s.metrics.claims.WithLabelValues(string(d.Outcome)).Inc()
+		s.chargeOutcome(it.from, d.Outcome)
 		switch d.Outcome {
 		case lease.OutcomeAccepted, lease.OutcomeFinal, lease.OutcomeDeferred, lease.OutcomeUnusable:
 			s.hot.Delete(d.TaskID)

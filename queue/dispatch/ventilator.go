@@ -165,14 +165,14 @@ func (v *ventilator) run(ctx context.Context) error {
 			}
 		}
 		for range 4096 {
-			msg, err := v.router.RecvMessageBytes(zmq.DONTWAIT)
+			msg, from, err := v.s.recvFrom(v.router, zmq.DONTWAIT, "ventilator")
 			if err != nil {
 				if !isAgain(err) && !isClosed(err) {
 					v.s.logger.Warn("ventilator receive failed", "error", err)
 				}
 				break
 			}
-			v.handle(ctx, msg, stopping)
+			v.handle(ctx, msg, from, stopping)
 		}
 	deliver:
 		for {
@@ -204,7 +204,7 @@ func (v *ventilator) run(ctx context.Context) error {
 }
 
 // handle takes one request off the socket.
-func (v *ventilator) handle(ctx context.Context, msg [][]byte, stopping bool) {
+func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stopping bool) {
 	identity, service, err := wire.ParseRequest(msg)
 	if err != nil {
 		v.s.metrics.discards.WithLabelValues("ventilator", wire.ReasonOf(err)).Inc()
@@ -246,7 +246,7 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, stopping bool) {
 		v.pending[svc.ID] = p
 		v.order = append(v.order, svc.ID)
 	}
-	p.reqs = append(p.reqs, request{identity: identity, worker: wire.WorkerName(identity)})
+	p.reqs = append(p.reqs, request{identity: identity, worker: from.worker(wire.WorkerName(identity))})
 	v.waiting[string(identity)] = true
 	v.queued++
 }

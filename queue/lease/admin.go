@@ -158,6 +158,12 @@ func (s *Store) Import(ctx context.Context, req ImportRequest) (ImportSummary, e
 		sum.RunOpened = opened > 0
 		return nil
 	})
+	if err == nil && sum.Added >= 10000 {
+		// Fresh statistics keep the lease path on the tasks_todo index from the first lease on.
+		if aerr := dbsqlc.New(s.pool).TasksAnalyze(ctx); aerr != nil {
+			s.logger.Warn("analyze tasks after import", "error", aerr)
+		}
+	}
 	return sum, err
 }
 

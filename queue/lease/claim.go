@@ -31,6 +31,10 @@ const (
 type Result struct {
 	TaskID int64
 	Worker string
+	// Key, when set, is the name of the CURVE key the reply was authenticated with: the reply is
+	// then attributed only to an attempt of a worker of that key (KeyedWorker), and dropped as
+	// OutcomeNotHolder when the key held none. Empty: the reference's rule.
+	Key string
 	// ServiceID is the service the worker named; a result for another service than the task's is
 	// dropped (OutcomeWrongService). Zero skips the check.
 	ServiceID int32
@@ -176,7 +180,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 			}
 		}
 		for i := range results {
-			if decisions[i].Outcome == OutcomeUnknown || decisions[i].Outcome == OutcomeWrongService {
+			if decisions[i].Outcome == OutcomeUnknown || decisions[i].Outcome == OutcomeWrongService || decisions[i].Outcome == OutcomeNotHolder {
 				continue
 			}
 			w.results[workerKey{results[i].Worker, decisions[i].ServiceID}]++
@@ -186,7 +190,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 				return fmt.Errorf("before commit: %w", err)
 			}
 		}
-		return w.flush(ctx, q, now)
+		return w.flush(ctx, q, now, s.cfg.Replica)
 	})
 	if err != nil {
 		return nil, err
@@ -197,11 +201,14 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 // decide settles one result against its task's locked rows, updating them in place when the
 // decision stands (and publish succeeded).
 func (s *Store) decide(ct *claimTask, r *Result, d *Decision, now time.Time, w *writes, publish PublishFunc) {
-	row, attempt := locate(ct.rows, ct.task.Run, r.Worker)
+	row, attempt := locateResult(ct.rows, ct.task.Run, r)
 	if row == nil {
 		d.Outcome, d.Reason = OutcomeUnknown, "the task is not in flight or held"
 		if r.Kind == KindRetryable {
 			d.Outcome = OutcomeDropped
+		}
+		if r.Key != "" && len(ct.rows) > 0 {
+			d.Outcome, d.Reason = OutcomeNotHolder, "key "+r.Key+" held no attempt of the task"
 		}
 		return
 	}

@@ -81,31 +81,17 @@ func (s *Store) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
 				return fmt.Errorf("lock todo tasks: %w", err)
 			}
 			if len(todo) > 0 {
-				ids := make([]int64, len(todo))
-				for i, t := range todo {
-					ids[i] = t.ID
-				}
-				kept, err := q.DispatchWorkersOfTasks(ctx, ids)
-				if err != nil {
-					return fmt.Errorf("read kept rows: %w", err)
-				}
-				earlier := map[int64][]string{}
-				maxRun := map[int64]int32{}
-				for _, k := range kept {
-					earlier[k.TaskID] = append(earlier[k.TaskID], k.AttemptWorkers...)
-					maxRun[k.TaskID] = max(maxRun[k.TaskID], k.Run)
-				}
 				for _, t := range todo {
-					i := slices.IndexFunc(workers, func(wk string) bool { return !slices.Contains(earlier[t.ID], wk) })
+					i := slices.IndexFunc(workers, func(wk string) bool { return !slices.Contains(t.KeptWorkers, wk) })
 					if i < 0 {
 						continue // every worker left worked an earlier run of it: another worker will
 					}
 					worker := workers[i]
 					workers = slices.Delete(workers, i, i+1)
 					run := t.Run
-					if maxRun[t.ID] >= run {
+					if t.KeptMaxRun >= run {
 						// A TODO task with a kept row of its own run (set to TODO by hand): open a new run.
-						run = maxRun[t.ID] + 1
+						run = t.KeptMaxRun + 1
 					}
 					d := &dbsqlc.Dispatch{
 						TaskID: t.ID, Run: run, State: StateInFlight,
@@ -126,28 +112,13 @@ func (s *Store) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
 		if len(leases) == 0 {
 			return nil
 		}
-		counts := map[string]int64{}
+		w.dispatchService = req.ServiceID
 		for _, l := range leases {
-			w.attempts = append(w.attempts, dbsqlc.AttemptInsertParams{
-				TaskID: l.TaskID, Run: l.Run, Attempt: int32(l.Attempt), Worker: l.Worker,
-				Replica: s.cfg.Replica, LeasedAt: now,
-			})
-			counts[l.Worker]++
+			w.attempts = append(w.attempts, newAttempt{TaskID: l.TaskID, Run: l.Run, Attempt: int32(l.Attempt), Worker: l.Worker})
+			w.dispatched[l.Worker]++
 		}
-		if err := w.flush(ctx, q, now); err != nil {
+		if err := w.flush(ctx, q, now, s.cfg.Replica); err != nil {
 			return err
-		}
-		names := make([]string, 0, len(counts))
-		for n := range counts {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		nums := make([]int64, len(names))
-		for i, n := range names {
-			nums[i] = counts[n]
-		}
-		if err := q.WorkerNoteDispatched(ctx, req.ServiceID, now, names, nums); err != nil {
-			return fmt.Errorf("note dispatched: %w", err)
 		}
 		return nil
 	})
@@ -209,6 +180,7 @@ func (s *Store) Return(ctx context.Context, leases []Lease) (int, error) {
 			w.dropAttempt[attemptKey{l.TaskID, l.Run, int32(l.Attempt)}] = true
 			if l.Attempt == 0 {
 				w.del(d)
+				delete(byKey, rowKey{l.TaskID, l.Run}) // gone: a repeat of this lease is not counted again
 				w.setTask(l.TaskID, queue.StatusTODO, taskRun[l.TaskID])
 				continue
 			}
@@ -217,7 +189,7 @@ func (s *Store) Return(ctx context.Context, leases []Lease) (int, error) {
 			d.ForgetAt = ptrTime(now.Add(s.cfg.LateResultWindow))
 			w.put(d)
 		}
-		return w.flush(ctx, q, now)
+		return w.flush(ctx, q, now, s.cfg.Replica)
 	})
 	return returned, err
 }

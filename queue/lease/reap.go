@@ -75,7 +75,7 @@ func (s *Store) Reap(ctx context.Context, max int) (ReapSummary, error) {
 			d.Retries++
 			w.put(d)
 		}
-		return w.flush(ctx, q, now)
+		return w.flush(ctx, q, now, s.cfg.Replica)
 	})
 	return sum, err
 }

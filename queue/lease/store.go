@@ -92,6 +92,13 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return dbsqlc.New(s.pool).ClockNow(ctx, s.injectedNow())
 }
 
+// DatabaseNow reports the database server's clock, ignoring NowFunc: the clock River's local
+// readings are corrected to (queue/reaper).
+func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
+	now, err := dbsqlc.New(s.pool).ClockNow(ctx, nil)
+	return now, translate("read the database clock", err)
+}
+
 func (s *Store) injectedNow() *time.Time {
 	if s.cfg.NowFunc == nil {
 		return nil

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,15 +36,24 @@ type workerKey struct {
 
 // writes collects one transaction's changes so each table is written with one statement.
 type writes struct {
-	upserts     map[rowKey]*dbsqlc.Dispatch
-	deletes     map[rowKey]bool
-	tasks       map[int64]taskState
-	attempts    []dbsqlc.AttemptInsertParams
-	outcomes    map[attemptKey]outcomeWrite
-	dropAttempt map[attemptKey]bool
-	messages    map[rowKey][]queue.Message // replaces the run's messages
-	dispatched  map[string]int64
-	results     map[workerKey]int64
+	upserts         map[rowKey]*dbsqlc.Dispatch
+	deletes         map[rowKey]bool
+	tasks           map[int64]taskState
+	attempts        []newAttempt
+	outcomes        map[attemptKey]outcomeWrite
+	dropAttempt     map[attemptKey]bool
+	messages        map[rowKey][]queue.Message // replaces the run's messages
+	dispatched      map[string]int64           // leases per worker, of dispatchService
+	dispatchService int32
+	results         map[workerKey]int64
+}
+
+// newAttempt is an attempts row a lease adds.
+type newAttempt struct {
+	TaskID  int64
+	Run     int32
+	Attempt int32
+	Worker  string
 }
 
 type outcomeWrite struct {
@@ -93,15 +103,12 @@ func (w *writes) outcome(task int64, run int32, attempt int, outcome string, sta
 	w.outcomes[k] = outcomeWrite{outcome, status}
 }
 
-func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time) error {
-	if len(w.deletes) > 0 {
-		ids, runs := make([]int64, 0, len(w.deletes)), make([]int32, 0, len(w.deletes))
-		for k := range w.deletes {
-			ids, runs = append(ids, k.task), append(runs, k.run)
-		}
-		if err := q.DispatchDelete(ctx, ids, runs); err != nil {
-			return fmt.Errorf("delete dispatch rows: %w", err)
-		}
+// flush writes everything collected in one statement (sql/apply.sql): one round trip, however
+// many rows and tables a transaction touched.
+func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, replica string) error {
+	p := dbsqlc.ApplyParams{Now: now, Replica: replica, DispatchServiceID: w.dispatchService}
+	for k := range w.deletes {
+		p.DelTaskIds, p.DelRuns = append(p.DelTaskIds, k.task), append(p.DelRuns, k.run)
 	}
 	if len(w.upserts) > 0 {
 		rows := make([]*dbsqlc.Dispatch, 0, len(w.upserts))
@@ -114,100 +121,69 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time) er
 				return -strings.Compare(a.State, b.State) // settling before in_flight
 			}
 			if a.TaskID != b.TaskID {
-				return int(a.TaskID - b.TaskID)
+				return cmp.Compare(a.TaskID, b.TaskID)
 			}
-			return int(a.Run - b.Run)
+			return cmp.Compare(a.Run, b.Run)
 		})
 		doc, err := json.Marshal(rows)
 		if err != nil {
 			return fmt.Errorf("encode dispatch rows: %w", err)
 		}
-		if err := q.DispatchUpsert(ctx, doc); err != nil {
-			return fmt.Errorf("write dispatch rows: %w", err)
+		p.Upserts = doc
+	}
+	ids := make([]int64, 0, len(w.tasks))
+	for id := range w.tasks {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // tasks are locked in id order everywhere
+	for _, id := range ids {
+		p.TaskIds = append(p.TaskIds, id)
+		p.TaskStatuses = append(p.TaskStatuses, int16(w.tasks[id].status))
+		p.TaskRuns = append(p.TaskRuns, w.tasks[id].run)
+	}
+	for k := range w.dropAttempt {
+		p.DropTaskIds, p.DropRuns, p.DropAttempts = append(p.DropTaskIds, k.task), append(p.DropRuns, k.run), append(p.DropAttempts, k.attempt)
+	}
+	for _, a := range w.attempts {
+		p.NewTaskIds, p.NewRuns = append(p.NewTaskIds, a.TaskID), append(p.NewRuns, a.Run)
+		p.NewAttempts, p.NewWorkers = append(p.NewAttempts, a.Attempt), append(p.NewWorkers, a.Worker)
+	}
+	for k, o := range w.outcomes {
+		p.OutTaskIds, p.OutRuns, p.OutAttempts = append(p.OutTaskIds, k.task), append(p.OutRuns, k.run), append(p.OutAttempts, k.attempt)
+		p.OutOutcomes, p.OutStatuses = append(p.OutOutcomes, o.outcome), append(p.OutStatuses, int16(o.status))
+	}
+	for k, msgs := range w.messages {
+		p.MsgRunTaskIds, p.MsgRunRuns = append(p.MsgRunTaskIds, k.task), append(p.MsgRunRuns, k.run)
+		for _, m := range msgs {
+			p.MsgTaskIds, p.MsgRuns = append(p.MsgTaskIds, k.task), append(p.MsgRuns, k.run)
+			p.MsgSeverities, p.MsgCategories = append(p.MsgSeverities, string(m.Severity)), append(p.MsgCategories, m.Category)
+			p.MsgWhats, p.MsgDetails = append(p.MsgWhats, m.What), append(p.MsgDetails, m.Details)
 		}
 	}
-	if len(w.tasks) > 0 {
-		ids := make([]int64, 0, len(w.tasks))
-		for id := range w.tasks {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		statuses, runs := make([]int16, len(ids)), make([]int32, len(ids))
-		for i, id := range ids {
-			statuses[i], runs[i] = int16(w.tasks[id].status), w.tasks[id].run
-		}
-		if err := q.TaskSetStatus(ctx, ids, statuses, runs); err != nil {
-			return fmt.Errorf("set task statuses: %w", err)
-		}
+	names := make([]string, 0, len(w.dispatched))
+	for n := range w.dispatched {
+		names = append(names, n)
 	}
-	if len(w.dropAttempt) > 0 {
-		var ids []int64
-		var runs, atts []int32
-		for k := range w.dropAttempt {
-			ids, runs, atts = append(ids, k.task), append(runs, k.run), append(atts, k.attempt)
-		}
-		if err := q.AttemptDelete(ctx, ids, runs, atts); err != nil {
-			return fmt.Errorf("delete attempts: %w", err)
-		}
+	slices.Sort(names) // worker rows in one order everywhere: no deadlocks
+	for _, n := range names {
+		p.DispatchNames, p.DispatchCounts = append(p.DispatchNames, n), append(p.DispatchCounts, w.dispatched[n])
 	}
-	if len(w.attempts) > 0 {
-		if _, err := q.AttemptInsert(ctx, w.attempts); err != nil {
-			return fmt.Errorf("insert attempts: %w", err)
-		}
+	keys := make([]workerKey, 0, len(w.results))
+	for k := range w.results {
+		keys = append(keys, k)
 	}
-	if len(w.outcomes) > 0 {
-		p := dbsqlc.AttemptFinishParams{Now: now}
-		for k, o := range w.outcomes {
-			p.TaskIds = append(p.TaskIds, k.task)
-			p.Runs = append(p.Runs, k.run)
-			p.Attempts = append(p.Attempts, k.attempt)
-			p.Outcomes = append(p.Outcomes, o.outcome)
-			p.Statuses = append(p.Statuses, int16(o.status))
+	slices.SortFunc(keys, func(a, b workerKey) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
 		}
-		if err := q.AttemptFinish(ctx, p); err != nil {
-			return fmt.Errorf("record attempt outcomes: %w", err)
-		}
+		return cmp.Compare(a.service, b.service)
+	})
+	for _, k := range keys {
+		p.ResultNames, p.ResultServiceIds = append(p.ResultNames, k.name), append(p.ResultServiceIds, k.service)
+		p.ResultCounts = append(p.ResultCounts, w.results[k])
 	}
-	if len(w.messages) > 0 {
-		var ids []int64
-		var runs []int32
-		var rows []dbsqlc.MessageInsertParams
-		for k, msgs := range w.messages {
-			ids, runs = append(ids, k.task), append(runs, k.run)
-			for _, m := range msgs {
-				rows = append(rows, dbsqlc.MessageInsertParams{
-					TaskID: k.task, Run: k.run, Severity: string(m.Severity),
-					Category: m.Category, What: m.What, Details: m.Details,
-				})
-			}
-		}
-		if err := q.MessageDeleteForRuns(ctx, ids, runs); err != nil {
-			return fmt.Errorf("delete messages: %w", err)
-		}
-		if len(rows) > 0 {
-			if _, err := q.MessageInsert(ctx, rows); err != nil {
-				return fmt.Errorf("insert messages: %w", err)
-			}
-		}
-	}
-	if len(w.results) > 0 {
-		keys := make([]workerKey, 0, len(w.results))
-		for k := range w.results {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, func(a, b workerKey) int {
-			if c := strings.Compare(a.name, b.name); c != 0 {
-				return c
-			}
-			return int(a.service - b.service)
-		})
-		names, services, counts := make([]string, len(keys)), make([]int32, len(keys)), make([]int64, len(keys))
-		for i, k := range keys {
-			names[i], services[i], counts[i] = k.name, k.service, w.results[k]
-		}
-		if err := q.WorkerNoteResults(ctx, now, names, services, counts); err != nil {
-			return fmt.Errorf("note worker results: %w", err)
-		}
+	if err := q.Apply(ctx, p); err != nil {
+		return fmt.Errorf("write changes: %w", err)
 	}
 	return nil
 }

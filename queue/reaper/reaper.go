@@ -35,6 +35,9 @@ type Config struct {
 	Logger *slog.Logger
 	// OnPass, if set, is called with what each pass did (for metrics).
 	OnPass func(lease.ReapSummary)
+	// NowFunc, if set, replaces the local clock (time.Now) River reads; tests inject a skewed
+	// clock with it. Either way River's readings are corrected to the database clock.
+	NowFunc func() time.Time
 }
 
 // IntervalDefault is the default time between reap passes.
@@ -43,12 +46,16 @@ const IntervalDefault = 10 * time.Second
 type reapWorker struct {
 	river.WorkerDefaults[Args]
 	store  *lease.Store
+	clock  *dbClock
 	logger *slog.Logger
 	onPass func(lease.ReapSummary)
 }
 
-// Work runs one reap pass.
+// Work runs one reap pass, and measures River's clock against the database's again.
 func (w *reapWorker) Work(ctx context.Context, job *river.Job[Args]) error {
+	if err := w.clock.sync(ctx); err != nil {
+		w.logger.Warn("read the database clock", "error", err)
+	}
 	sum, err := w.store.ReapAll(ctx)
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)
@@ -74,8 +81,15 @@ func New(pool *pgxpool.Pool, store *lease.Store, cfg Config) (*river.Client[pgx.
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	clock := newDBClock(store, cfg.NowFunc, logger.With("component", "reaper"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := clock.sync(ctx)
+	cancel()
+	if err != nil {
+		logger.Warn("read the database clock; River uses the local clock until the first reap pass", "error", err)
+	}
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &reapWorker{store: store, logger: logger.With("component", "reaper"), onPass: cfg.OnPass}); err != nil {
+	if err := river.AddWorkerSafely(workers, &reapWorker{store: store, clock: clock, logger: logger.With("component", "reaper"), onPass: cfg.OnPass}); err != nil {
 		return nil, fmt.Errorf("reaper worker: %w", err)
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
@@ -89,6 +103,9 @@ func New(pool *pgxpool.Pool, store *lease.Store, cfg Config) (*river.Client[pgx.
 		Logger:            logger.With("component", "river"),
 		FetchCooldown:     50 * time.Millisecond,
 		FetchPollInterval: min(cfg.Interval, time.Second),
+		// River's wall-clock readings, corrected to the database clock (see dbClock); its
+		// queries still use now().
+		Test: river.TestConfig{Time: clock},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

@@ -409,3 +409,13 @@ func (q *Queries) TaskResume(ctx context.Context, corpusID int32, serviceID int3
 	}
 	return result.RowsAffected(), nil
 }
+
+const tasksAnalyze = `-- name: TasksAnalyze :exec
+ANALYZE tasks
+`
+
+// TasksAnalyze refreshes the planner's statistics of tasks after a large import.
+func (q *Queries) TasksAnalyze(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, tasksAnalyze)
+	return err
+}

@@ -27,17 +27,6 @@ func (q *Queries) ClockNow(ctx context.Context, now *time.Time) (time.Time, erro
 	return now_2, err
 }
 
-const dispatchDelete = `-- name: DispatchDelete :exec
-DELETE FROM dispatch d
-USING (SELECT unnest($1::bigint[]) AS task_id, unnest($2::int[]) AS run) AS k
-WHERE d.task_id = k.task_id AND d.run = k.run
-`
-
-func (q *Queries) DispatchDelete(ctx context.Context, taskIds []int64, runs []int32) error {
-	_, err := q.db.Exec(ctx, dispatchDelete, taskIds, runs)
-	return err
-}
-
 const dispatchForget = `-- name: DispatchForget :execrows
 DELETE FROM dispatch
 WHERE (task_id, run) IN (
@@ -284,39 +273,6 @@ ON CONFLICT (task_id, run) DO UPDATE SET
 func (q *Queries) DispatchUpsert(ctx context.Context, rows json.RawMessage) error {
 	_, err := q.db.Exec(ctx, dispatchUpsert, rows)
 	return err
-}
-
-const dispatchWorkersOfTasks = `-- name: DispatchWorkersOfTasks :many
-SELECT task_id, run, attempt_workers
-FROM dispatch
-WHERE task_id = ANY($1::bigint[])
-`
-
-type DispatchWorkersOfTasksRow struct {
-	TaskID         int64    `json:"task_id"`
-	Run            int32    `json:"run"`
-	AttemptWorkers []string `json:"attempt_workers"`
-}
-
-// DispatchWorkersOfTasks lists the kept rows of tasks about to be leased afresh.
-func (q *Queries) DispatchWorkersOfTasks(ctx context.Context, taskIds []int64) ([]DispatchWorkersOfTasksRow, error) {
-	rows, err := q.db.Query(ctx, dispatchWorkersOfTasks, taskIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []DispatchWorkersOfTasksRow
-	for rows.Next() {
-		var i DispatchWorkersOfTasksRow
-		if err := rows.Scan(&i.TaskID, &i.Run, &i.AttemptWorkers); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const reaperPassInsert = `-- name: ReaperPassInsert :exec

@@ -19,23 +19,3 @@ func (q *Queries) MessageDeleteEarlierRuns(ctx context.Context, taskIds []int64,
 	_, err := q.db.Exec(ctx, messageDeleteEarlierRuns, taskIds, runs)
 	return err
 }
-
-const messageDeleteForRuns = `-- name: MessageDeleteForRuns :exec
-DELETE FROM task_messages m
-USING (SELECT unnest($1::bigint[]) AS task_id, unnest($2::int[]) AS run) AS k
-WHERE m.task_id = k.task_id AND m.run = k.run
-`
-
-func (q *Queries) MessageDeleteForRuns(ctx context.Context, taskIds []int64, runs []int32) error {
-	_, err := q.db.Exec(ctx, messageDeleteForRuns, taskIds, runs)
-	return err
-}
-
-type MessageInsertParams struct {
-	TaskID   int64  `json:"task_id"`
-	Run      int32  `json:"run"`
-	Severity string `json:"severity"`
-	Category string `json:"category"`
-	What     string `json:"what"`
-	Details  string `json:"details"`
-}

@@ -217,3 +217,11 @@ type Worker struct {
 	Dispatched  int64      `json:"dispatched"`
 	Results     int64      `json:"results"`
 }
+
+// CURVE public keys of the workers allowed in (revoked_at IS NULL), polled by every replica.
+type WorkerKey struct {
+	PublicKey string     `json:"public_key"`
+	Name      string     `json:"name"`
+	AddedAt   time.Time  `json:"added_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}

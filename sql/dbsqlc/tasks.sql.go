@@ -149,22 +149,27 @@ func (q *Queries) TaskLockForClaim(ctx context.Context, ids []int64) ([]Task, er
 }
 
 const taskLockTodo = `-- name: TaskLockTodo :many
-SELECT id, corpus_id, entry, run
-FROM tasks
-WHERE service_id = $1 AND status = 0
-ORDER BY id
+SELECT t.id, t.corpus_id, t.entry, t.run,
+       ARRAY(SELECT unnest(d.attempt_workers) FROM dispatch d WHERE d.task_id = t.id)::text[] AS kept_workers,
+       (SELECT coalesce(max(d.run), 0) FROM dispatch d WHERE d.task_id = t.id)::int AS kept_max_run
+FROM tasks t
+WHERE t.service_id = $1 AND t.status = 0
+ORDER BY t.id
 LIMIT $2
-FOR UPDATE SKIP LOCKED
+FOR UPDATE OF t SKIP LOCKED
 `
 
 type TaskLockTodoRow struct {
-	ID       int64  `json:"id"`
-	CorpusID int32  `json:"corpus_id"`
-	Entry    string `json:"entry"`
-	Run      int32  `json:"run"`
+	ID          int64    `json:"id"`
+	CorpusID    int32    `json:"corpus_id"`
+	Entry       string   `json:"entry"`
+	Run         int32    `json:"run"`
+	KeptWorkers []string `json:"kept_workers"`
+	KeptMaxRun  int32    `json:"kept_max_run"`
 }
 
-// TaskLockTodo takes TODO tasks of a service for a fresh lease, lowest id first.
+// TaskLockTodo takes TODO tasks of a service for a fresh lease, lowest id first, with the
+// workers and newest run of any rows of theirs still kept (a rerun's earlier runs).
 func (q *Queries) TaskLockTodo(ctx context.Context, serviceID int32, maxRows int32) ([]TaskLockTodoRow, error) {
 	rows, err := q.db.Query(ctx, taskLockTodo, serviceID, maxRows)
 	if err != nil {
@@ -179,6 +184,8 @@ func (q *Queries) TaskLockTodo(ctx context.Context, serviceID int32, maxRows int
 			&i.CorpusID,
 			&i.Entry,
 			&i.Run,
+			&i.KeptWorkers,
+			&i.KeptMaxRun,
 		); err != nil {
 			return nil, err
 		}
@@ -255,18 +262,6 @@ func (q *Queries) TaskRerun(ctx context.Context, arg TaskRerunParams) ([]TaskRer
 		return nil, err
 	}
 	return items, nil
-}
-
-const taskSetStatus = `-- name: TaskSetStatus :exec
-UPDATE tasks t
-SET status = k.status, run = k.run
-FROM (SELECT unnest($1::bigint[]) AS id, unnest($2::smallint[]) AS status, unnest($3::int[]) AS run) AS k
-WHERE t.id = k.id
-`
-
-func (q *Queries) TaskSetStatus(ctx context.Context, ids []int64, statuses []int16, runs []int32) error {
-	_, err := q.db.Exec(ctx, taskSetStatus, ids, statuses, runs)
-	return err
 }
 
 const taskTally = `-- name: TaskTally :one

@@ -1,0 +1,427 @@
+package dispatch
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	zmq "github.com/pebbe/zmq4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+// Hostile peers: each input leaves the replica up and every real task correct.
+
+func withSecurity(f func(*Security)) envOption {
+	return func(_ *lease.Config, d *Config) { f(&d.Security) }
+}
+
+// tcpAddr is the host:port of a tcp:// endpoint.
+func tcpAddr(t *testing.T, endpoint string) string {
+	t.Helper()
+	addr, ok := strings.CutPrefix(endpoint, "tcp://")
+	require.True(t, ok, endpoint)
+	return addr
+}
+
+// greeting is a ZMTP 3.0 greeting announcing mechanism, as a client sends it.
+func greeting(mechanism string) []byte {
+	g := make([]byte, 64)
+	g[0], g[9], g[10], g[11] = 0xff, 0x7f, 3, 0
+	copy(g[12:32], mechanism)
+	return g
+}
+
+func TestHostile(t *testing.T) {
+	t.Run("SlowLorisConnectionsAreCutAndBlockNoOne", func(t *testing.T) {
+		for _, curve := range []bool{false, true} {
+			t.Run(map[bool]string{false: "Plain", true: "Curve"}[curve], func(t *testing.T) {
+				t.Parallel()
+				short := withSecurity(func(s *Security) { s.HandshakeTimeout = 500 * time.Millisecond })
+				var e *env
+				var server, alice keyPair
+				mechanism := "NULL"
+				if curve {
+					e, server = curveEnv(t, short)
+					alice = newKeyPair(t)
+					e.allow(alice, "alice")
+					mechanism = "CURVE"
+				} else {
+					e = newEnv(t, short)
+				}
+				// 40 connections that stall: half after a few bytes of the signature, half after a
+				// whole greeting, on both sockets.
+				var conns []net.Conn
+				for i := range 40 {
+					ep := e.vent
+					if i%2 == 1 {
+						ep = e.sink
+					}
+					c, err := net.Dial("tcp", tcpAddr(t, ep))
+					require.NoError(t, err)
+					t.Cleanup(func() { c.Close() })
+					if i%4 < 2 {
+						_, err = c.Write([]byte{0xff, 0, 0})
+					} else {
+						_, err = c.Write(greeting(mechanism))
+					}
+					require.NoError(t, err)
+					conns = append(conns, c)
+				}
+				ids := e.stage(30, 20_000)
+				var stop func()
+				if curve {
+					_, stop = e.curveWorkers(3, server, alice)
+				} else {
+					_, stop = e.workers(3)
+				}
+				e.waitTerminal(60*time.Second, false)
+				stop()
+				e.requireEchoed(ids)
+				// Each stalled connection was closed by the replica after the handshake timeout.
+				for _, c := range conns {
+					require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+					_, err := io.Copy(io.Discard, c) // the replica's greeting, then EOF
+					if err != nil {
+						require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "a stalled connection is still open")
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("OversizedFramesCutTheConnectionOnly", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, withMaxResult(16<<10)) // the sink takes messages up to 64 KiB
+		ids := e.stage(20, 1000)
+		// A request over the ventilator's 64 KiB: no reply, no lease.
+		big := newRawPeer(t, e, "big")
+		_, err := big.dealer.SendMessage("echo", bytes.Repeat([]byte("x"), 1<<20))
+		require.NoError(t, err)
+		require.NoError(t, big.dealer.SetRcvtimeo(time.Second))
+		_, err = big.dealer.RecvMessageBytes(0)
+		require.Error(t, err, "an oversized request gets nothing")
+		require.Equal(t, 20, e.counts()[queue.StatusTODO])
+
+		// A result over the sink's limit, for a leased task: dropped with its connection.
+		holder := newRawPeer(t, e, "holder")
+		id, payload := holder.lease("echo")
+		require.NotZero(t, id)
+		holder.result("echo", id, bytes.Repeat([]byte("y"), 1<<20))
+		time.Sleep(500 * time.Millisecond)
+		require.Equal(t, queue.StatusDispatched, e.status(id))
+		// The worker pushes again on a new socket: taken.
+		again := newRawPeer(t, e, "holder")
+		again.result("echo", id, payload)
+		e.waitStatus(id, queue.StatusNoProblem)
+
+		_, stop := e.workers(3)
+		e.waitTerminal(60*time.Second, false)
+		stop()
+		e.requireEchoed(ids)
+	})
+
+	t.Run("BogusTaskIDSpamIsBoundedAndRealTasksFinish", func(t *testing.T) {
+		t.Parallel()
+		const rate, burst = 50.0, 100
+		e := newEnv(t, withSecurity(func(s *Security) {
+			s.PeerBogusRate, s.PeerBogusBurst = rate, burst
+			s.BogusRate, s.BogusBurst = 4*rate, 4*burst
+		}))
+		ids := e.stage(60, 5000)
+		_, stop := e.workers(4)
+
+		const spam = 20_000
+		push, err := zmq.NewSocket(zmq.PUSH)
+		require.NoError(t, err)
+		defer push.Close()
+		require.NoError(t, push.SetLinger(0))
+		require.NoError(t, push.Connect(e.sink))
+		start := time.Now()
+		for i := range spam {
+			id := 900_000_000 + i // a new bogus id each time…
+			if i%2 == 1 {
+				id = 899_999_999 // …or the same one again
+			}
+			_, err := push.SendMessage("spammer", "echo", strconv.Itoa(id), "PK junk")
+			require.NoError(t, err)
+		}
+		dropped := func() float64 {
+			return e.discarded("sink", "unknown_task") + e.discarded("sink", "unknown_task_rate_limited")
+		}
+		require.Eventually(t, func() bool { return dropped() == spam }, 60*time.Second, 20*time.Millisecond,
+			"every bogus result is counted as dropped")
+		elapsed := time.Since(start).Seconds()
+		lookups := e.server.sec.coldLookups.Load()
+		bound := int64(burst+rate*elapsed) + int64(e.server.cfg.Writers)
+		t.Logf("%d bogus results in %.2fs: %d database lookups (bound %d), %.0f dropped unlooked-at",
+			spam, elapsed, lookups, bound, e.discarded("sink", "unknown_task_rate_limited"))
+		require.LessOrEqual(t, lookups, bound, "lookups within burst + rate × time")
+		require.Positive(t, e.discarded("sink", "unknown_task_rate_limited"))
+
+		e.waitTerminal(60*time.Second, false)
+		stop()
+		e.requireEchoed(ids)
+
+		// The budget refills: a real result for a task this replica does not mirror (leased by
+		// another replica) is looked up and taken.
+		other := lease.New(e.pool, lease.Config{Replica: "r2", LeaseTimeout: time.Minute})
+		more := e.stage(1, 100)
+		leases, err := other.Lease(e.ctx, lease.LeaseRequest{ServiceID: e.svc, Workers: []string{"elsewhere"}})
+		require.NoError(t, err)
+		require.Len(t, leases, 1)
+		require.Equal(t, more[0], leases[0].TaskID)
+		src, err := os.ReadFile(e.entry(more[0]))
+		require.NoError(t, err)
+		time.Sleep(100 * time.Millisecond)
+		p := newRawPeer(t, e, "elsewhere")
+		p.result("echo", more[0], src)
+		e.waitStatus(more[0], queue.StatusNoProblem)
+	})
+
+	t.Run("ASpammingKeySpendsOnlyItsOwnBudget", func(t *testing.T) {
+		t.Parallel()
+		e, server := curveEnv(t, withSecurity(func(s *Security) {
+			s.PeerBogusRate, s.PeerBogusBurst = 1, 10
+			s.BogusRate, s.BogusBurst = 1000, 1000
+		}))
+		alice, mallory := newKeyPair(t), newKeyPair(t)
+		e.allow(alice, "alice")
+		e.allow(mallory, "mallory")
+		spammer := newCurvePeer(t, e, "spam", server, &mallory)
+		for i := range 2000 {
+			spammer.pushResult("echo", int64(700_000_000+i), []byte("junk"))
+		}
+		require.Eventually(t, func() bool {
+			return e.discarded("sink", "unknown_task")+e.discarded("sink", "unknown_task_rate_limited") == 2000
+		}, 30*time.Second, 20*time.Millisecond)
+		require.LessOrEqual(t, e.server.sec.coldLookups.Load(), int64(10+30+e.server.cfg.Writers))
+
+		// alice's result for a task leased through another replica is looked up at once.
+		other := lease.New(e.pool, lease.Config{Replica: "r2", LeaseTimeout: time.Minute})
+		ids := e.stage(1, 100)
+		_, err := other.Lease(e.ctx, lease.LeaseRequest{ServiceID: e.svc, Workers: []string{lease.KeyedWorker("alice", "w1")}})
+		require.NoError(t, err)
+		src, err := os.ReadFile(e.entry(ids[0]))
+		require.NoError(t, err)
+		newCurvePeer(t, e, "w1", server, &alice).result("echo", ids[0], src)
+		e.waitStatus(ids[0], queue.StatusNoProblem)
+	})
+
+	t.Run("CraftedArchivesAreReadSafely", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		type craft struct {
+			name    string
+			archive []byte
+			// status is the recorded status; 0 means the reply is unusable (task left in flight).
+			status queue.Status
+			what   string // a message the report must carry
+		}
+		crafts := []craft{
+			{"ZipBomb", zipOf(t, zm{"cortex.log", "Status:conversion:0\n" + strings.Repeat(strings.Repeat("a", 1<<20)+"\n", 100), true}),
+				queue.StatusNoProblem, "log_truncated"},
+			{"HugeDeclaredMemberCount", zip64End(1 << 40), 0, ""},
+			{"PathTricksBesideTheRealLog", zipOf(t,
+				zm{"../cortex.log", "Status:conversion:4\n", false},
+				zm{"/cortex.log", "Status:conversion:4\n", false},
+				zm{"sub/cortex.log", "Status:conversion:4\n", false},
+				zm{"..\\cortex.log", "Status:conversion:4\n", false},
+				zm{"cortex.log", "Warning:tex:undefined\nStatus:conversion:1\n", false}),
+				queue.StatusWarning, "undefined"},
+			{"OnlyPathTricks", zipOf(t, zm{"../cortex.log", "Status:conversion:0\n", false}, zm{"a/../cortex.log", "Status:conversion:0\n", false}), 0, ""},
+			{"SymlinkNamedCortexLog", symlinkZip(t, "cortex.log", "/etc/passwd"), queue.StatusFatal, ""},
+			{"NotAZip", []byte("PK\x03\x04 this is not really a zip"), 0, ""},
+			{"Empty", nil, 0, ""},
+		}
+		ids := e.stage(len(crafts), 100)
+		p := newRawPeer(t, e, "crafter")
+		for range crafts {
+			id, _ := p.lease("echo")
+			require.NotZero(t, id)
+		}
+		for i, c := range crafts {
+			p.result("echo", ids[i], c.archive)
+		}
+		for i, c := range crafts {
+			if c.status == 0 {
+				e.waitOutcome(ids[i], 1, 0, "unusable")
+				require.Equal(t, queue.StatusDispatched, e.status(ids[i]), "%s: left for the reaper", c.name)
+				continue
+			}
+			e.waitStatus(ids[i], c.status)
+			var msgs string
+			require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT coalesce(string_agg(what || ' ' || details, E'\n'), '') FROM task_messages WHERE task_id = $1`, ids[i]).Scan(&msgs))
+			require.Contains(t, msgs, c.what, c.name)
+			require.NotContains(t, msgs, "root:", "%s: nothing outside the archive is read", c.name)
+		}
+		// Nothing was extracted anywhere: the only files are the sources and published archives.
+		err := filepath.WalkDir(filepath.Dir(e.dir), func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				base := filepath.Base(path)
+				require.True(t, base == "source.zip" || base == "echo.zip", "unexpected file %s", path)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		// Still serving.
+		more := e.stage(1, 100)
+		_, stop := e.workers(1)
+		e.waitStatus(more[0], queue.StatusNoProblem)
+		stop()
+	})
+
+	t.Run("ServiceNamesWithPathCharacters", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		ids := e.stage(1, 1000)
+		holder := newRawPeer(t, e, "holder")
+		id, payload := holder.lease("echo")
+		require.Equal(t, ids[0], id)
+		bad := []string{"../echo", "echo/..", "..", ".", "a\\b", "/etc/passwd", "echo\x00", "..%2f..", "echo/../../x", "\u2215etc"}
+		p := newRawPeer(t, e, "pathy")
+		for _, svc := range bad {
+			gotID, _ := p.lease(svc)
+			require.Zero(t, gotID, "%q gets a no-work reply", svc)
+			p.result(svc, id, sourceZip(t, 3, 10, 0))
+		}
+		time.Sleep(300 * time.Millisecond)
+		require.Equal(t, queue.StatusDispatched, e.status(id), "no result under a bad service name was taken")
+		holder.result("echo", id, payload)
+		e.waitStatus(id, queue.StatusNoProblem)
+		e.requireEchoed(ids)
+		err := filepath.WalkDir(filepath.Dir(e.dir), func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				require.Contains(t, []string{"source.zip", "echo.zip"}, filepath.Base(path))
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	})
+
+	t.Run("FloodsUnderCurveLeaveRealTasksCorrect", func(t *testing.T) {
+		t.Parallel()
+		clock := &testClock{}
+		e, server := curveEnv(t, withClock(clock))
+		alice, mallory := newKeyPair(t), newKeyPair(t)
+		e.allow(alice, "alice")
+		ids := e.stage(50, 20_000)
+		_, stop := e.curveWorkers(3, server, alice)
+		var wg sync.WaitGroup
+		for _, k := range []*keyPair{&alice, &mallory, nil} {
+			wg.Go(func() {
+				p := newCurvePeer(t, e, "flood", server, k)
+				for i := range 5000 {
+					// DONTWAIT: a refused peer has no connection to queue on.
+					_, _ = p.dealer.SendMessageDontwait("echo", "extra", strconv.Itoa(i))
+					_, _ = p.push.SendMessageDontwait("flood", "echo", strconv.Itoa(800_000_000+i), "x")
+					if i%500 == 0 {
+						for {
+							if _, err := p.dealer.RecvMessageBytes(zmq.DONTWAIT); err != nil {
+								break
+							}
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		deadline := time.Now().Add(60 * time.Second)
+		for c := e.counts(); c[queue.StatusTODO]+c[queue.StatusDispatched] > 0; c = e.counts() {
+			require.True(t, time.Now().Before(deadline), "tasks left: %v", c)
+			// Tasks the flooding peer of alice's key took and never answered expire and are retried.
+			clock.Advance(2 * time.Minute)
+			e.reap()
+			time.Sleep(200 * time.Millisecond)
+		}
+		stop()
+		// Tasks the flooding alice peer took and never answered were retried by the reaper.
+		for _, id := range ids {
+			require.Equal(t, queue.StatusNoProblem, e.status(id))
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+		defer cancel()
+		require.NoError(t, e.server.ReloadKeys(ctx), "the replica still answers")
+	})
+}
+
+// zm is a member of a test archive.
+type zm struct {
+	name, body string
+	deflate    bool
+}
+
+func zipOf(t *testing.T, members ...zm) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := zip.NewWriter(&buf)
+	for _, m := range members {
+		method := zip.Store
+		if m.deflate {
+			method = zip.Deflate
+		}
+		f, err := w.CreateHeader(&zip.FileHeader{Name: m.name, Method: method})
+		require.NoError(t, err)
+		_, err = io.WriteString(f, m.body)
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+	return buf.Bytes()
+}
+
+// symlinkZip is an archive whose member name is a symbolic link to target.
+func symlinkZip(t *testing.T, name, target string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := zip.NewWriter(&buf)
+	h := &zip.FileHeader{Name: name, Method: zip.Store}
+	h.SetMode(os.ModeSymlink | 0o777)
+	f, err := w.CreateHeader(h)
+	require.NoError(t, err)
+	_, err = io.WriteString(f, target)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	return buf.Bytes()
+}
+
+// zip64End is an archive made only of end records whose zip64 record declares n members.
+func zip64End(n uint64) []byte {
+	le := binary.LittleEndian
+	var b []byte
+	b = le.AppendUint32(b, 0x06064b50) // zip64 end of central directory, at offset 0
+	b = le.AppendUint64(b, 44)
+	b = le.AppendUint16(b, 45)
+	b = le.AppendUint16(b, 45)
+	b = le.AppendUint32(b, 0)
+	b = le.AppendUint32(b, 0)
+	b = le.AppendUint64(b, n)
+	b = le.AppendUint64(b, n)
+	b = le.AppendUint64(b, 0)
+	b = le.AppendUint64(b, 0)
+	b = le.AppendUint32(b, 0x07064b50) // zip64 locator
+	b = le.AppendUint32(b, 0)
+	b = le.AppendUint64(b, 0)
+	b = le.AppendUint32(b, 1)
+	b = le.AppendUint32(b, 0x06054b50) // end of central directory, pointing at zip64
+	b = le.AppendUint16(b, 0)
+	b = le.AppendUint16(b, 0)
+	b = le.AppendUint16(b, 0xffff)
+	b = le.AppendUint16(b, 0xffff)
+	b = le.AppendUint32(b, 0xffffffff)
+	b = le.AppendUint32(b, 0xffffffff)
+	b = le.AppendUint16(b, 0)
+	return b
+}

@@ -1,0 +1,140 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/queuetest"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+// benchStore is a store on a fresh database with one corpus and service.
+func benchStore(b *testing.B) (*Store, int32, int32) {
+	b.Helper()
+	ctx := context.Background()
+	pool := queuetest.NewPool(b)
+	q := dbsqlc.New(pool)
+	corpus, err := q.CorpusCreate(ctx, "corpus", "/corpus", nil)
+	require.NoError(b, err)
+	svc, err := q.ServiceCreate(ctx, "echo", nil)
+	require.NoError(b, err)
+	return New(pool, Config{Replica: "bench"}), corpus.ID, svc.ID
+}
+
+// analyzeEvery is how many batches pass between the benchmarks' VACUUM ANALYZE runs.
+const analyzeEvery = 200
+
+// vacuumAnalyze does autovacuum's part, off the clock (a benchmark is shorter than its naptime).
+// Statistics taken when every task was TODO and dispatch empty make the planner walk the primary
+// key past the leased tasks instead of tasks_todo, and seq-scan dispatch; fresh ones make it use
+// the indexes, as it does in a long-running deployment.
+func vacuumAnalyze(b *testing.B, store *Store) {
+	b.Helper()
+	_, err := store.Pool().Exec(context.Background(), `VACUUM ANALYZE tasks, dispatch, attempts, task_messages, workers`)
+	require.NoError(b, err)
+}
+
+// BenchmarkLeaseBatch leases 64 workers' tasks per transaction from a large TODO pool.
+func BenchmarkLeaseBatch(b *testing.B) {
+	const batch = 64
+	ctx := context.Background()
+	store, corpus, svc := benchStore(b)
+	_, err := store.Pool().Exec(ctx, `INSERT INTO tasks (service_id, corpus_id, entry)
+		SELECT $1, $2, '/corpus/' || g || '/source.zip' FROM generate_series(1, $3::int) AS g`,
+		svc, corpus, max(100_000, (b.N+analyzeEvery+1)*batch))
+	require.NoError(b, err)
+	vacuumAnalyze(b, store)
+	workers := make([]string, batch)
+	for i := range workers {
+		workers[i] = fmt.Sprintf("w%02d", i)
+	}
+	req := LeaseRequest{ServiceID: svc, Workers: workers}
+	// Warm up off the clock, so the statistics show a pool being leased.
+	for range analyzeEvery {
+		_, err := store.Lease(ctx, req)
+		require.NoError(b, err)
+	}
+	vacuumAnalyze(b, store)
+	b.ResetTimer()
+	for i := range b.N {
+		if i > 0 && i%analyzeEvery == 0 {
+			b.StopTimer()
+			vacuumAnalyze(b, store)
+			b.StartTimer()
+		}
+		leases, err := store.Lease(ctx, req)
+		if err != nil || len(leases) != batch {
+			b.Fatalf("lease: %d leases, %v", len(leases), err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// BenchmarkClaimBatch claims 128 results, each with a few messages, per transaction.
+func BenchmarkClaimBatch(b *testing.B) {
+	const batch = 128
+	ctx := context.Background()
+	store, corpus, svc := benchStore(b)
+	pool := store.Pool()
+	// b.N batches of tasks in flight, leased to w0…w127 (the setup leases in bulk SQL: Lease
+	// has its own benchmark).
+	_, err := pool.Exec(ctx, `
+		WITH t AS (
+			INSERT INTO tasks (service_id, corpus_id, entry, status)
+			SELECT $1, $2, '/corpus/' || g || '/source.zip', 1 FROM generate_series(1, $3::int) AS g
+			RETURNING id
+		), d AS (
+			INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, replica, service_id, lease_timeout_seconds, leased_at)
+			SELECT id, 1, 'in_flight', ARRAY['w' || (id % $4)], now() + interval '1 hour', 'bench', $1, 3600, now() FROM t
+		)
+		INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at)
+		SELECT id, 1, 0, 'w' || (id % $4), 'bench', now() FROM t`,
+		svc, corpus, b.N*batch, batch)
+	require.NoError(b, err)
+	vacuumAnalyze(b, store)
+	rows, err := pool.Query(ctx, `SELECT id FROM tasks ORDER BY id`)
+	require.NoError(b, err)
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		require.NoError(b, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(b, rows.Err())
+	require.Len(b, ids, b.N*batch)
+	msgs := []queue.Message{
+		{Severity: queue.SeverityWarning, Category: "latexml", What: "missing_file", Details: "figure.png"},
+		{Severity: queue.SeverityInfo, Category: "latexml", What: "math", Details: "42 formulae"},
+		{Severity: queue.SeverityInfo, Category: "conversion", What: "1", Details: "status 1"},
+	}
+	results := make([]Result, batch)
+	b.ResetTimer()
+	for i := range b.N {
+		if i > 0 && i%analyzeEvery == 0 {
+			b.StopTimer()
+			vacuumAnalyze(b, store)
+			b.StartTimer()
+		}
+		for j := range results {
+			id := ids[i*batch+j]
+			results[j] = Result{TaskID: id, Worker: fmt.Sprintf("w%d", id%batch), ServiceID: svc,
+				Kind: KindReport, Status: queue.StatusWarning, Messages: msgs}
+		}
+		ds, err := store.Claim(ctx, results, nil)
+		if err != nil {
+			b.Fatalf("claim: %v", err)
+		}
+		for _, d := range ds {
+			if d.Outcome != OutcomeAccepted {
+				b.Fatalf("task %d: %s (%s)", d.TaskID, d.Outcome, d.Reason)
+			}
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "results/s")
+}

@@ -1,0 +1,74 @@
+-- name: Apply :exec
+-- Apply writes one transaction's decided changes in a single statement: dispatch rows deleted
+-- and upserted (a JSON array of whole rows), task statuses, attempts dropped, added and
+-- finished, a run's messages replaced, and worker counters. Each part is a no-op when its arrays
+-- are empty. The parts touch distinct rows (queue/lease guarantees it), as one statement must.
+WITH dispatch_deleted AS (
+    DELETE FROM dispatch d
+    USING (SELECT unnest(@del_task_ids::bigint[]) AS task_id, unnest(@del_runs::int[]) AS run) AS k
+    WHERE d.task_id = k.task_id AND d.run = k.run
+), dispatch_written AS (
+    INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, answered, finished_attempt,
+                          finished_status, queued, replica, service_id, retries, lease_timeout_seconds,
+                          leased_at, dead_lettered, last_cause, forget_at, received_at)
+    SELECT r.task_id, r.run, r.state, r.attempt_workers, r.deadline, r.answered, r.finished_attempt,
+           r.finished_status, r.queued, r.replica, r.service_id, r.retries, r.lease_timeout_seconds,
+           r.leased_at, r.dead_lettered, r.last_cause, r.forget_at, r.received_at
+    FROM jsonb_populate_recordset(NULL::dispatch, @upserts::jsonb) AS r
+    ON CONFLICT (task_id, run) DO UPDATE SET
+        state = excluded.state, attempt_workers = excluded.attempt_workers,
+        deadline = excluded.deadline, answered = excluded.answered,
+        finished_attempt = excluded.finished_attempt, finished_status = excluded.finished_status,
+        queued = excluded.queued, replica = excluded.replica, retries = excluded.retries,
+        lease_timeout_seconds = excluded.lease_timeout_seconds, leased_at = excluded.leased_at,
+        dead_lettered = excluded.dead_lettered, last_cause = excluded.last_cause,
+        forget_at = excluded.forget_at, received_at = excluded.received_at
+), tasks_set AS (
+    UPDATE tasks t
+    SET status = k.status, run = k.run
+    FROM (SELECT unnest(@task_ids::bigint[]) AS id, unnest(@task_statuses::smallint[]) AS status,
+                 unnest(@task_runs::int[]) AS run) AS k
+    WHERE t.id = k.id
+), attempts_dropped AS (
+    DELETE FROM attempts a
+    USING (SELECT unnest(@drop_task_ids::bigint[]) AS task_id, unnest(@drop_runs::int[]) AS run,
+                  unnest(@drop_attempts::int[]) AS attempt) AS k
+    WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
+), attempts_added AS (
+    INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at)
+    SELECT unnest(@new_task_ids::bigint[]), unnest(@new_runs::int[]), unnest(@new_attempts::int[]),
+           unnest(@new_workers::text[]), @replica::text, @now::timestamptz
+), attempts_finished AS (
+    UPDATE attempts a
+    SET outcome = CASE WHEN a.outcome = 'accepted' AND k.outcome IN ('superseded', 'stale')
+                       THEN a.outcome ELSE k.outcome END,
+        status = CASE WHEN k.status = 0 THEN a.status ELSE k.status END,
+        answered_at = CASE WHEN k.outcome IN ('expired', 'dead_lettered', 'replaced')
+                           THEN a.answered_at ELSE coalesce(a.answered_at, @now::timestamptz) END
+    FROM (SELECT unnest(@out_task_ids::bigint[]) AS task_id, unnest(@out_runs::int[]) AS run,
+                 unnest(@out_attempts::int[]) AS attempt, unnest(@out_outcomes::text[]) AS outcome,
+                 unnest(@out_statuses::smallint[]) AS status) AS k
+    WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
+), messages_deleted AS (
+    DELETE FROM task_messages m
+    USING (SELECT unnest(@msg_run_task_ids::bigint[]) AS task_id, unnest(@msg_run_runs::int[]) AS run) AS k
+    WHERE m.task_id = k.task_id AND m.run = k.run
+), messages_added AS (
+    INSERT INTO task_messages (task_id, run, severity, category, what, details)
+    SELECT unnest(@msg_task_ids::bigint[]), unnest(@msg_runs::int[]), unnest(@msg_severities::text[]),
+           unnest(@msg_categories::text[]), unnest(@msg_whats::text[]), unnest(@msg_details::text[])
+), workers_dispatched AS (
+    INSERT INTO workers AS w (name, service_id, first_seen, last_request, dispatched)
+    SELECT k.name, @dispatch_service_id::int, @now::timestamptz, @now::timestamptz, k.n
+    FROM (SELECT unnest(@dispatch_names::text[]) AS name, unnest(@dispatch_counts::bigint[]) AS n) AS k
+    ON CONFLICT (name, service_id) DO UPDATE
+    SET last_request = excluded.last_request, dispatched = w.dispatched + excluded.dispatched
+), workers_answered AS (
+    INSERT INTO workers AS w (name, service_id, first_seen, last_result, results)
+    SELECT k.name, k.service_id, @now::timestamptz, @now::timestamptz, k.n
+    FROM (SELECT unnest(@result_names::text[]) AS name, unnest(@result_service_ids::int[]) AS service_id,
+                 unnest(@result_counts::bigint[]) AS n) AS k
+    ON CONFLICT (name, service_id) DO UPDATE
+    SET last_result = excluded.last_result, results = w.results + excluded.results
+)
+SELECT 1;
