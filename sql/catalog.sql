@@ -47,3 +47,7 @@ SELECT count(*) FILTER (WHERE state = 'in_flight')::bigint AS in_flight,
        count(*) FILTER (WHERE queued)::bigint AS queued,
        count(*) FILTER (WHERE dead_lettered AND finished_attempt IS NULL)::bigint AS dead_lettered
 FROM dispatch;
+
+-- name: ReaperLastPass :one
+-- ReaperLastPass is when any replica last recorded a reaper pass (NULL: never).
+SELECT count(*)::bigint AS passes, coalesce(max(at), 'epoch')::timestamptz AS at FROM reaper_passes;

@@ -321,3 +321,17 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 	}
 	walk(nil, commands())
 }
+
+func TestStatusReportsBrokenInvariantsLoudly(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("service", "add", "echo")
+	d.importList("c", "echo", entries("a", 3)...)
+	require.Contains(t, d.ok("status"), "echo", "a sound state passes quietly")
+	// A dispatched task without any dispatch row: stranded, as no transition ever leaves it.
+	_, err := d.pool.Exec(d.ctx, `UPDATE tasks SET status = 1 WHERE id = (SELECT min(id) FROM tasks)`)
+	require.NoError(t, err)
+	r := cortexq(t, d.env, "status")
+	require.NotEqual(t, 0, r.code)
+	require.Contains(t, r.stderr, "INVARIANT VIOLATED")
+	require.Contains(t, r.stderr, "DispatchedTaskHasOneActiveRow: 1 rows")
+}

@@ -20,8 +20,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/dispatch"
 	"github.com/cortexq/cortexq/queue/queuetest"
 )
+
+// skipShortFault skips a fault test under go test -short: they take minutes (scripts/test runs
+// them).
+func skipShortFault(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("fault test: slow; skipped with -short")
+	}
+}
 
 // Sizes of TestFaultKillNineReplicas, as the issue asks.
 const (
@@ -47,6 +57,7 @@ const (
 // attempts audit agrees), the invariants hold throughout, and no dispatched task sits past its
 // lease for longer than the reaper's failover allows.
 func TestFaultKillNineReplicas(t *testing.T) {
+	skipShortFault(t)
 	rig := newFaultRig(t, queuetest.ConnString(t))
 	rig.stage("kill9", "", faultKillTasks, faultKillPayload)
 	for i := range faultKillReplicas {
@@ -111,6 +122,7 @@ func TestFaultKillNineReplicas(t *testing.T) {
 // TestFaultPostgresRestart restarts PostgreSQL (pg_ctl restart -m fast) while two replicas
 // convert a corpus: the replicas stay up, reconnect and finish with nothing lost.
 func TestFaultPostgresRestart(t *testing.T) {
+	skipShortFault(t)
 	const tasks = 4000
 	cluster := queuetest.NewCluster(t)
 	rig := newFaultRig(t, cluster.NewDB(t))
@@ -157,6 +169,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 // exits non-zero with a clear message, and started again once the database is back, finishes
 // the work with nothing lost.
 func TestFaultPostgresOutageBudget(t *testing.T) {
+	skipShortFault(t)
 	const (
 		tasks  = 2000
 		budget = 3 * time.Second
@@ -206,6 +219,7 @@ func TestFaultPostgresOutageBudget(t *testing.T) {
 // TestFaultSIGTERMDrains sends SIGTERM to one of three replicas mid-run: it stops leasing, drains
 // and exits 0 within --drain-timeout, and the other replicas finish the work.
 func TestFaultSIGTERMDrains(t *testing.T) {
+	skipShortFault(t)
 	const (
 		tasks        = 6000
 		drainTimeout = 20 * time.Second
@@ -263,6 +277,7 @@ func TestFaultSIGTERMDrains(t *testing.T) {
 // leased_at + the lease, nothing is reaped early, the black hole's tasks are reaped once their
 // leases end, and every task finishes.
 func TestFaultClockSkew(t *testing.T) {
+	skipShortFault(t)
 	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(fmt.Sprintf("Skew%s", skew), func(t *testing.T) {
 			const (
@@ -344,6 +359,7 @@ func TestFaultClockSkew(t *testing.T) {
 // rate-limited and counts it in cortexq_result_write_errors_total; once the directory is writable
 // again the retried tasks finish.
 func TestFaultResultsUnwritable(t *testing.T) {
+	skipShortFault(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: mount -t tmpfs and chattr +i")
 	}
@@ -381,7 +397,7 @@ func TestFaultResultsUnwritable(t *testing.T) {
 		logged := faultCountLines(rp.log(), "result archive not written")
 		// Each of the replica's writers logs its first failure at once, then at most one line
 		// per 5 s.
-		writers := 4
+		writers := dispatch.WritersDefault
 		require.Positive(t, logged)
 		require.LessOrEqual(t, logged, writers*(int(elapsed/(5*time.Second))+1), "rate-limited")
 		require.Less(t, float64(logged), errs, "rate-limited: fewer lines than failures")

@@ -131,18 +131,18 @@ func grantAudit(ctx context.Context, pool *pgxpool.Pool, role string, login bool
 			return fmt.Errorf("list audit tables: %w", err)
 		}
 		type rel struct {
-			name string
-			view bool
+			Name string
+			View bool
 		}
 		rels, err := pgx.CollectRows(rows, pgx.RowToStructByPos[rel])
 		if err != nil {
 			return fmt.Errorf("list audit tables: %w", err)
 		}
 		for _, r := range rels {
-			if err := exec("GRANT SELECT ON %I.%I TO %I", res.schema, r.name, role); err != nil {
-				return fmt.Errorf("grant select on %s: %w", r.name, err)
+			if err := exec("GRANT SELECT ON %I.%I TO %I", res.schema, r.Name, role); err != nil {
+				return fmt.Errorf("grant select on %s: %w", r.Name, err)
 			}
-			if r.view {
+			if r.View {
 				res.views++
 			} else {
 				res.tables++

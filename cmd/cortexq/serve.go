@@ -143,6 +143,8 @@ func serve(c *cli.Context) error {
 	if err := river.Start(runCtx); err != nil {
 		return fmt.Errorf("start the reaper: %w", err)
 	}
+	// Should the elected leader die, any replica reaps once passes stop being recorded.
+	go reaper.Fallback(runCtx, store, c.Duration("reap-interval"), logger, reaped.observe)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

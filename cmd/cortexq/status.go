@@ -74,6 +74,9 @@ func runStatus(c *cli.Context) error {
 		if err := printProgress(c.App.Writer, rows, watch); err != nil {
 			return err
 		}
+		if err := checkInvariants(c, store); err != nil {
+			return err
+		}
 		if !watch || allFinished(rows) {
 			return nil
 		}
@@ -133,4 +136,24 @@ func bar(done, total int64, width int) string {
 	}
 	n := int(frac * float64(width))
 	return fmt.Sprintf("[%s%s] %5.1f%%", strings.Repeat("#", n), strings.Repeat(".", width-n), 100*frac)
+}
+
+// checkInvariants runs the invariant queries of sql/audit/invariants.sql and reports any broken
+// rule loudly on stderr, failing the command: a broken invariant is a bug to report, never a
+// state to operate in.
+func checkInvariants(c *cli.Context, store *lease.Store) error {
+	violations, err := store.CheckInvariants(c.Context)
+	if err != nil {
+		return err
+	}
+	if len(violations) == 0 {
+		return nil
+	}
+	w := c.App.ErrWriter
+	fmt.Fprintln(w, "!!! INVARIANT VIOLATED: the dispatch state breaks rules it must keep (sql/audit/invariants.sql)")
+	for _, v := range violations {
+		fmt.Fprintf(w, "!!!   %s\n", v)
+	}
+	fmt.Fprintln(w, "!!! Run the named queries of sql/audit/invariants.sql in psql to see the rows, and report a bug.")
+	return fmt.Errorf("%d invariant(s) violated: %s", len(violations), violations[0].Rule)
 }

@@ -159,3 +159,21 @@ func (s *Store) Latency(ctx context.Context, corpusID int32) (p50, p99 time.Dura
 	sec := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 	return sec(r.P50), sec(r.P99), nil
 }
+
+// LastReapAge reports how long ago, by the store's clock, any replica recorded a reaper pass;
+// ok is false when none ever did.
+func (s *Store) LastReapAge(ctx context.Context) (age time.Duration, ok bool, err error) {
+	q := dbsqlc.New(s.pool)
+	now, err := q.ClockNow(ctx, s.injectedNow())
+	if err != nil {
+		return 0, false, translate("read the clock", err)
+	}
+	last, err := q.ReaperLastPass(ctx)
+	if err != nil {
+		return 0, false, translate("last reaper pass", err)
+	}
+	if last.Passes == 0 {
+		return 0, false, nil
+	}
+	return now.Sub(last.At), true, nil
+}

@@ -33,6 +33,9 @@ func newDBClock(store *lease.Store, local func() time.Time, logger *slog.Logger)
 	if local == nil {
 		local = time.Now
 	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	return &dbClock{local: local, store: store, logger: logger}
 }
 

@@ -114,3 +114,23 @@ func TestReaper(t *testing.T) {
 		mu.Unlock()
 	})
 }
+
+func TestFallback(t *testing.T) {
+	t.Run("ReapsWhenNoPassIsRecordedLately", func(t *testing.T) {
+		t.Parallel()
+		pool := queuetest.NewPool(t)
+		now := expiredLeases(t, pool, 5)
+		ctx := context.Background()
+		store := lease.New(pool, lease.Config{Replica: "standby", NowFunc: now})
+		interval := time.Second
+		require.False(t, fallbackOnce(ctx, store, interval, 0, nil, nil), "just started: the leader gets its chance")
+		require.True(t, fallbackOnce(ctx, store, interval, time.Hour, nil, nil), "no pass ever, up for long: reap")
+		var queued int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM dispatch WHERE queued`).Scan(&queued))
+		require.Equal(t, 5, queued)
+		require.False(t, fallbackOnce(ctx, store, interval, time.Hour, nil, nil), "a pass was just recorded: the leader's job")
+		_, err := pool.Exec(ctx, `UPDATE reaper_passes SET at = at - interval '1 hour'`)
+		require.NoError(t, err)
+		require.True(t, fallbackOnce(ctx, store, interval, time.Hour, nil, nil), "the last pass is stale: reap")
+	})
+}

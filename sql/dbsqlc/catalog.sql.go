@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 )
 
 const corpusByID = `-- name: CorpusByID :one
@@ -142,6 +143,23 @@ func (q *Queries) DispatchInFlightOfReplica(ctx context.Context, replica string)
 		return nil, err
 	}
 	return items, nil
+}
+
+const reaperLastPass = `-- name: ReaperLastPass :one
+SELECT count(*)::bigint AS passes, coalesce(max(at), 'epoch')::timestamptz AS at FROM reaper_passes
+`
+
+type ReaperLastPassRow struct {
+	Passes int64     `json:"passes"`
+	At     time.Time `json:"at"`
+}
+
+// ReaperLastPass is when any replica last recorded a reaper pass (NULL: never).
+func (q *Queries) ReaperLastPass(ctx context.Context) (ReaperLastPassRow, error) {
+	row := q.db.QueryRow(ctx, reaperLastPass)
+	var i ReaperLastPassRow
+	err := row.Scan(&i.Passes, &i.At)
+	return i, err
 }
 
 const serviceByID = `-- name: ServiceByID :one
