@@ -222,6 +222,7 @@ func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) err
 				return err
 			}
 		case <-tick.C:
+			since := s.hot.Generation()
 			rows, err := s.store.InFlightRows(ctx)
 			s.health.record(err)
 			if err != nil {
@@ -231,7 +232,7 @@ func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) err
 			for i, r := range rows {
 				tasks[i] = hot.Task{ID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry}
 			}
-			s.hot.Reset(tasks, nil)
+			s.hot.Reset(tasks, since)
 		}
 	}
 }

@@ -16,12 +16,15 @@ type Task struct {
 	ServiceID int32
 	CorpusID  int32
 	Entry     string
+	// gen is the mirror's generation when the task was put (see Generation).
+	gen uint64
 }
 
 // Map is the mirror. The zero value is not usable; call New.
 type Map struct {
 	tasks *xsync.Map[int64, Task]
 	n     atomic.Int64
+	gen   atomic.Uint64
 }
 
 // New returns an empty Map.
@@ -32,6 +35,7 @@ func (m *Map) Len() int { return int(m.n.Load()) }
 
 // Put mirrors t, replacing any entry of the same task without counting it twice.
 func (m *Map) Put(t Task) {
+	t.gen = m.gen.Add(1)
 	if _, loaded := m.tasks.LoadAndStore(t.ID, t); !loaded {
 		m.n.Add(1)
 	}
@@ -47,21 +51,26 @@ func (m *Map) Delete(id int64) {
 	}
 }
 
+// Generation reports a mark to pass to Reset: tasks put after it survive that Reset.
+func (m *Map) Generation() uint64 { return m.gen.Load() }
+
 // Reset replaces the mirror's content with tasks (the database's view of this replica's
-// in-flight rows), keeping entries that were added since the snapshot was taken when keep
-// reports true for them.
-func (m *Map) Reset(tasks []Task, keep func(Task) bool) {
+// in-flight rows, read after Generation returned since), keeping the entries put after since:
+// the snapshot could not see those.
+func (m *Map) Reset(tasks []Task, since uint64) {
 	want := make(map[int64]Task, len(tasks))
 	for _, t := range tasks {
 		want[t.ID] = t
 	}
 	m.tasks.Range(func(id int64, t Task) bool {
-		if _, ok := want[id]; !ok && (keep == nil || !keep(t)) {
+		if _, ok := want[id]; !ok && t.gen <= since {
 			m.Delete(id)
 		}
 		return true
 	})
 	for _, t := range tasks {
-		m.Put(t)
+		if _, ok := m.tasks.Load(t.ID); !ok {
+			m.Put(t)
+		}
 	}
 }

@@ -21,11 +21,13 @@ func TestMap(t *testing.T) {
 		{"ResetReplaces", func(m *Map) {
 			m.Put(Task{ID: 1})
 			m.Put(Task{ID: 2})
-			m.Reset([]Task{{ID: 2}, {ID: 3}, {ID: 4}}, nil)
+			m.Reset([]Task{{ID: 2}, {ID: 3}, {ID: 4}}, m.Generation())
 		}, 3},
-		{"ResetKeepsNewer", func(m *Map) {
-			m.Put(Task{ID: 1, Run: 9})
-			m.Reset(nil, func(t Task) bool { return t.Run == 9 })
+		{"ResetKeepsTasksPutAfterTheSnapshot", func(m *Map) {
+			m.Put(Task{ID: 1})
+			since := m.Generation()
+			m.Put(Task{ID: 2}) // leased while the snapshot was read
+			m.Reset(nil, since)
 		}, 1},
 	}
 	for _, tt := range tests {
