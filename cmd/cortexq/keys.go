@@ -50,7 +50,9 @@ func keysCommand() *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "name", Usage: "the key's name (required): 1-64 letters, digits, '.', '_' or '-'", EnvVars: envVars("KEYS_NAME")},
 				},
-				Action: keysAllow,
+				// A Z85 key may begin with '-': the action parses the arguments (see positional).
+				SkipFlagParsing: true,
+				Action:          keysAllow,
 			},
 			{
 				Name:      "revoke",
@@ -59,7 +61,8 @@ func keysCommand() *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "name", Usage: "revoke every allowed key of this name instead", EnvVars: envVars("KEYS_NAME")},
 				},
-				Action: keysRevoke,
+				SkipFlagParsing: true,
+				Action:          keysRevoke,
 			},
 			{
 				Name:   "list",

@@ -42,6 +42,9 @@ func TestKeys(t *testing.T) {
 	d.ok("keys", "allow", bob, "--name", "bob")
 	r = cortexq(t, d.env, "keys", "allow", bob, "--name", "../bob")
 	require.Equal(t, 2, r.code, r.stderr)
+	dashed := "-N%6X&)jX5Pe#5kY5yr(=2{-6j7$Vth9lDsY0v.+" // Z85 keys may begin with '-'
+	require.Contains(t, d.ok("keys", "allow", dashed, "--name", "dash"), "allowed key "+dashed+" as dash")
+	require.Contains(t, d.ok("keys", "revoke", dashed), dashed)
 	r = cortexq(t, d.env, "keys", "allow", "not-a-key", "--name", "x")
 	require.Equal(t, 2, r.code, r.stderr)
 	r = cortexq(t, d.env, "keys", "allow", bob)
@@ -53,7 +56,7 @@ func TestKeys(t *testing.T) {
 	require.Contains(t, d.ok("keys", "revoke", "--name", "alice"), "revoked key "+public)
 	oneLineFailure(t, cortexq(t, d.env, "keys", "revoke", public), "no allowed key")
 	require.Contains(t, d.ok("keys", "revoke", bob), "revoked key "+bob)
-	require.Equal(t, 2, d.count(`SELECT count(*) FROM worker_keys WHERE revoked_at IS NOT NULL`))
+	require.Equal(t, 3, d.count(`SELECT count(*) FROM worker_keys WHERE revoked_at IS NOT NULL`), "alice, bob and the dashed key")
 }
 
 // writeKeyPair makes a key pair file in dir and returns its path.

@@ -222,6 +222,10 @@ func positional(c *cli.Context) ([]string, error) {
 			return nil, errHelpShown
 		}
 		f := lookupFlag(c.Command.Flags, name)
+		if f == nil && len(a) == z85KeyLen {
+			out = append(out, a) // a Z85 public key may begin with '-'
+			continue
+		}
 		if f == nil {
 			return nil, usagef(c, "flag provided but not defined: %s", a)
 		}
@@ -242,6 +246,9 @@ func positional(c *cli.Context) ([]string, error) {
 	}
 	return out, nil
 }
+
+// z85KeyLen is the length of a CURVE key in Z85 text.
+const z85KeyLen = 40
 
 // errHelpShown ends an action whose help positional printed.
 var errHelpShown = errors.New("help shown")
