@@ -65,7 +65,7 @@ const (
 	MaxInFlightDefault      = 5000
 	MaxResultBytesDefault   = int64(2) << 30
 	LeaseBatchDefault       = 256
-	LeasersDefault          = 2
+	LeasersDefault          = 1
 	ClaimBatchDefault       = 256
 	ClaimFlushDefault       = 2 * time.Millisecond
 	ClaimersDefault         = 2
