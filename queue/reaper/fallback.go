@@ -44,7 +44,8 @@ func Fallback(ctx context.Context, store *lease.Store, interval time.Duration, l
 func fallbackOnce(ctx context.Context, store *lease.Store, interval, up time.Duration, logger *slog.Logger, onPass func(lease.ReapSummary)) bool {
 	stale := fallbackFactor * interval
 	age, ok, err := store.LastReapAge(ctx)
-	if err != nil || (ok && age < stale) || (!ok && up < stale) {
+	// A replica that just started gives the leader election its chance first.
+	if err != nil || up < stale || (ok && age < stale) {
 		return false
 	}
 	sum, err := store.ReapAll(ctx)

@@ -124,12 +124,15 @@ func TestFallback(t *testing.T) {
 		store := lease.New(pool, lease.Config{Replica: "standby", NowFunc: now})
 		interval := time.Second
 		require.False(t, fallbackOnce(ctx, store, interval, 0, nil, nil), "just started: the leader gets its chance")
+		_, err := pool.Exec(ctx, `INSERT INTO reaper_passes (replica, at, requeued, dead_lettered, forgotten) VALUES ('gone', now() - interval '1 day', 0, 0, 0)`)
+		require.NoError(t, err)
+		require.False(t, fallbackOnce(ctx, store, interval, 0, nil, nil), "just started, even after a long silence")
 		require.True(t, fallbackOnce(ctx, store, interval, time.Hour, nil, nil), "no pass ever, up for long: reap")
 		var queued int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM dispatch WHERE queued`).Scan(&queued))
 		require.Equal(t, 5, queued)
 		require.False(t, fallbackOnce(ctx, store, interval, time.Hour, nil, nil), "a pass was just recorded: the leader's job")
-		_, err := pool.Exec(ctx, `UPDATE reaper_passes SET at = at - interval '1 hour'`)
+		_, err = pool.Exec(ctx, `UPDATE reaper_passes SET at = at - interval '1 hour'`)
 		require.NoError(t, err)
 		require.True(t, fallbackOnce(ctx, store, interval, time.Hour, nil, nil), "the last pass is stale: reap")
 	})
