@@ -46,6 +46,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "payload-kb", Usage: "payload size of each source archive", Value: 8, EnvVars: envVars("BENCH_PAYLOAD_KB")},
 			&cli.Float64Flag{Name: "rate", Usage: "hold the workers to this many tasks/s in all (0: as fast as they go)", EnvVars: envVars("BENCH_RATE")},
 			&cli.IntFlag{Name: "chaos", Usage: "a saboteur leases this many tasks and dies (the reaper must recover them)", EnvVars: envVars("BENCH_CHAOS")},
+			&cli.DurationFlag{Name: "lease-timeout", Usage: "the replicas' --lease-timeout; 0: 5s with --chaos (recovered quickly), else the serve default", EnvVars: envVars("BENCH_LEASE_TIMEOUT")},
 			&cli.BoolFlag{Name: "vs-river", Usage: "also run --tasks no-op River jobs on the same database and print the ratio", EnvVars: envVars("BENCH_VS_RIVER")},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON line", EnvVars: envVars("BENCH_JSON")},
 			&cli.StringFlag{Name: "dir", Usage: "where to stage the archives; empty: a temp dir, removed afterwards", EnvVars: envVars("BENCH_DIR")},
@@ -127,9 +128,12 @@ func runBench(c *cli.Context) error {
 	// Replicas: subprocesses, so their memory is theirs alone.
 	var vents, sinks []string
 	var procs []*exec.Cmd
-	leaseTimeout := "240s"
+	leaseTimeout := lease.LeaseTimeoutDefault.String()
 	if c.Int("chaos") > 0 {
 		leaseTimeout = "5s"
+	}
+	if d := c.Duration("lease-timeout"); d > 0 {
+		leaseTimeout = d.String()
 	}
 	self, err := os.Executable()
 	if err != nil {
