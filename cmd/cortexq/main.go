@@ -360,6 +360,27 @@ func openStore(c *cli.Context, cfg lease.Config) (store *lease.Store, close func
 	return lease.New(pool, cfg), pool.Close, nil
 }
 
+// onScope runs fn for the corpus and service named by the required --corpus and --service, on
+// a store of the database the commands use.
+func onScope(c *cli.Context, fn func(*lease.Store, lease.Scope) error) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if err := required(c, flagCorpus, flagService); err != nil {
+		return err
+	}
+	store, done, err := openStore(c, lease.Config{})
+	if err != nil {
+		return err
+	}
+	defer done()
+	scope, err := scopeOf(c, store)
+	if err != nil {
+		return err
+	}
+	return fn(store, scope)
+}
+
 // scopeOf looks up the corpus and service named by --corpus and --service.
 func scopeOf(c *cli.Context, store *lease.Store) (lease.Scope, error) {
 	return store.LookupScope(c.Context, c.String(flagCorpus), c.String(flagService))

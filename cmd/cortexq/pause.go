@@ -23,26 +23,13 @@ func pauseCommand() *cli.Command {
 }
 
 func runPause(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	if err := required(c, flagCorpus, flagService); err != nil {
-		return err
-	}
-	store, done, err := openStore(c, lease.Config{})
-	if err != nil {
-		return err
-	}
-	defer done()
-	scope, err := scopeOf(c, store)
-	if err != nil {
-		return err
-	}
-	n, err := store.Pause(c.Context, scope)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "corpus %s, service %s: paused, %d TODO tasks blocked\n",
-		c.String(flagCorpus), c.String(flagService), n)
-	return nil
+	return onScope(c, func(store *lease.Store, scope lease.Scope) error {
+		n, err := store.Pause(c.Context, scope)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "corpus %s, service %s: paused, %d TODO tasks blocked\n",
+			c.String(flagCorpus), c.String(flagService), n)
+		return nil
+	})
 }

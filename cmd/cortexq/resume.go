@@ -22,26 +22,13 @@ func resumeCommand() *cli.Command {
 }
 
 func runResume(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	if err := required(c, flagCorpus, flagService); err != nil {
-		return err
-	}
-	store, done, err := openStore(c, lease.Config{})
-	if err != nil {
-		return err
-	}
-	defer done()
-	scope, err := scopeOf(c, store)
-	if err != nil {
-		return err
-	}
-	n, err := store.Resume(c.Context, scope)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "corpus %s, service %s: resumed, %d tasks back to TODO\n",
-		c.String(flagCorpus), c.String(flagService), n)
-	return nil
+	return onScope(c, func(store *lease.Store, scope lease.Scope) error {
+		n, err := store.Resume(c.Context, scope)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "corpus %s, service %s: resumed, %d tasks back to TODO\n",
+			c.String(flagCorpus), c.String(flagService), n)
+		return nil
+	})
 }
