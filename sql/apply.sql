@@ -1,7 +1,7 @@
 -- name: Apply :exec
 -- Apply writes one transaction's decided changes in a single statement: dispatch rows deleted
 -- and upserted (a JSON array of whole rows), task statuses, attempts dropped, added and
--- finished, a run's messages replaced, and worker counters. Each part is a no-op when its arrays
+-- finished, and a run's messages replaced. Each part is a no-op when its arrays
 -- are empty. The parts touch distinct rows (queue/lease guarantees it), as one statement must.
 WITH dispatch_deleted AS (
     DELETE FROM dispatch d
@@ -57,18 +57,26 @@ WITH dispatch_deleted AS (
     INSERT INTO task_messages (task_id, run, severity, category, what, details)
     SELECT unnest(@msg_task_ids::bigint[]), unnest(@msg_runs::int[]), unnest(@msg_severities::text[]),
            unnest(@msg_categories::text[]), unnest(@msg_whats::text[]), unnest(@msg_details::text[])
-), workers_dispatched AS (
-    INSERT INTO workers AS w (name, service_id, first_seen, last_request, dispatched)
-    SELECT k.name, @dispatch_service_id::int, @now::timestamptz, @now::timestamptz, k.n
-    FROM (SELECT unnest(@dispatch_names::text[]) AS name, unnest(@dispatch_counts::bigint[]) AS n) AS k
-    ON CONFLICT (name, service_id) DO UPDATE
-    SET last_request = excluded.last_request, dispatched = w.dispatched + excluded.dispatched
-), workers_answered AS (
-    INSERT INTO workers AS w (name, service_id, first_seen, last_result, results)
-    SELECT k.name, k.service_id, @now::timestamptz, @now::timestamptz, k.n
-    FROM (SELECT unnest(@result_names::text[]) AS name, unnest(@result_service_ids::int[]) AS service_id,
-                 unnest(@result_counts::bigint[]) AS n) AS k
-    ON CONFLICT (name, service_id) DO UPDATE
-    SET last_result = excluded.last_result, results = w.results + excluded.results
 )
 SELECT 1;
+
+-- name: WorkersTally :exec
+-- WorkersTally adds a replica's worker counters of the last second, kept out of the lease and
+-- claim transactions: every one of those would otherwise update (and lock) the worker's row.
+-- A zero time (0001-01-01) stands for none.
+INSERT INTO workers AS w (name, service_id, first_seen, last_request, last_result, dispatched, results)
+SELECT k.name, k.service_id, k.first_seen,
+       nullif(k.last_request, '0001-01-01 00:00:00+00'), nullif(k.last_result, '0001-01-01 00:00:00+00'),
+       k.dispatched, k.results
+FROM (SELECT unnest(@names::text[]) AS name, unnest(@service_ids::int[]) AS service_id,
+             unnest(@first_seens::timestamptz[]) AS first_seen,
+             unnest(@last_requests::timestamptz[]) AS last_request,
+             unnest(@last_results::timestamptz[]) AS last_result,
+             unnest(@dispatched::bigint[]) AS dispatched, unnest(@results::bigint[]) AS results) AS k
+ORDER BY k.name, k.service_id
+ON CONFLICT (name, service_id) DO UPDATE
+SET first_seen = least(w.first_seen, excluded.first_seen),
+    last_request = greatest(w.last_request, excluded.last_request),
+    last_result = greatest(w.last_result, excluded.last_result),
+    dispatched = w.dispatched + excluded.dispatched,
+    results = w.results + excluded.results;

@@ -200,27 +200,24 @@ func runBench(c *cli.Context) error {
 	var peak atomic.Int64
 	var rssPeak float64
 	deadline := time.Now().Add(c.Duration("deadline"))
-	var p lease.Progress
 	lastLog := time.Now()
 	for {
-		ps, err := store.Progress(ctx, name, svc.Name)
+		// Polled often, so a cheap count; the full tally (Progress) is read once at the end.
+		open, inFlight, err := store.Open(ctx, imp.CorpusID, svc.ID)
 		if err != nil {
 			return err
 		}
-		if len(ps) == 1 {
-			p = ps[0]
-		}
-		if p.InFlight > peak.Load() {
-			peak.Store(p.InFlight)
+		if inFlight > peak.Load() {
+			peak.Store(inFlight)
 		}
 		for _, pr := range procs {
 			rssPeak = max(rssPeak, peakRSSMB(pr.Process.Pid))
 		}
-		if p.Finished() || time.Now().After(deadline) || ctx.Err() != nil {
+		if open == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		if time.Since(lastLog) > 5*time.Second {
-			logf("  %d/%d done, %d in flight", p.Done(), p.Tasks, p.InFlight)
+			logf("  %d/%d done, %d in flight", int64(n)-open, n, inFlight)
 			lastLog = time.Now()
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -232,6 +229,12 @@ func runBench(c *cli.Context) error {
 	stopWorkers()
 	<-wDone
 	stopReplicas()
+	var p lease.Progress
+	if ps, err := store.Progress(ctx, name, svc.Name); err != nil {
+		return err
+	} else if len(ps) == 1 {
+		p = ps[0]
+	}
 
 	rep := benchReport{Tasks: n, Workers: workers, Replicas: replicas, PayloadKB: c.Int("payload-kb"),
 		Rate: c.Float64("rate"), Chaos: c.Int("chaos"), Seconds: took.Seconds(),

@@ -144,6 +144,10 @@ func TestCurve(t *testing.T) {
 		var plain int
 		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM attempts WHERE worker NOT LIKE 'key:alice/echo-%'`).Scan(&plain))
 		require.Zero(t, plain, "every attempt is recorded under the authenticated key")
+		require.NoError(t, e.store.FlushWorkers(e.ctx))
+		var results int64
+		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT coalesce(sum(results), 0)::bigint FROM workers WHERE name LIKE 'key:alice/%'`).Scan(&results))
+		require.Equal(t, int64(40), results, "the workers table counts every result under its key")
 		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM workers WHERE name NOT LIKE 'key:alice/%'`).Scan(&plain))
 		require.Zero(t, plain)
 	})

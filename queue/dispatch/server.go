@@ -165,6 +165,12 @@ func (s *Server) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(runCtx)
 	_ = gctx
 
+	// Worker counters are written once a second, outside the lease and claim transactions, and
+	// once more after the last claim.
+	flushCtx, stopFlush := context.WithCancel(context.WithoutCancel(ctx))
+	var flusher sync.WaitGroup
+	flusher.Go(func() { s.store.RunWorkerFlusher(flushCtx, time.Second) })
+
 	// Sink: receiver → writers → claimers.
 	inbox := make(chan inbound, 256)
 	s.claimIn = make(chan *item, s.cfg.ClaimBatch*2)
@@ -194,6 +200,8 @@ func (s *Server) Run(ctx context.Context) error {
 	writers.Wait()
 	close(s.claimIn)
 	claimers.Wait()
+	stopFlush()
+	flusher.Wait()
 	if cause := context.Cause(runCtx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause
 	}

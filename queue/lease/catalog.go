@@ -177,3 +177,13 @@ func (s *Store) LastReapAge(ctx context.Context) (age time.Duration, ok bool, er
 	}
 	return now.Sub(last.At), true, nil
 }
+
+// Open reports how many tasks of a corpus and service are not yet terminal, and how many of the
+// service's leases are in flight: a drain check cheap enough to poll, unlike Progress.
+func (s *Store) Open(ctx context.Context, corpusID, serviceID int32) (open, inFlight int64, err error) {
+	r, err := dbsqlc.New(s.pool).BenchOpen(ctx, corpusID, serviceID)
+	if err != nil {
+		return 0, 0, translate("open tasks", err)
+	}
+	return r.Open, r.InFlight, nil
+}

@@ -134,6 +134,8 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	decisions := make([]Decision, len(results))
+	var w *writes
+	var at time.Time
 	err := s.inTx(ctx, "claim", false, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
 		tasks, err := q.TaskLockForClaim(ctx, ids)
 		if err != nil {
@@ -152,7 +154,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 				ct.rows = append(ct.rows, &rows[i])
 			}
 		}
-		w := newWrites()
+		w, at = newWrites(), now
 		for i := range results {
 			r := &results[i]
 			d := &decisions[i]
@@ -195,6 +197,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	if err != nil {
 		return nil, err
 	}
+	s.tally.committed(w, at)
 	return decisions, nil
 }
 

@@ -44,13 +44,18 @@ func TestKeyedClaim(t *testing.T) {
 		var outcome *string
 		require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT outcome FROM attempts WHERE task_id = $1`, id).Scan(&outcome))
 		require.Nil(t, outcome, "the holder's attempt has no outcome yet")
+		require.NoError(t, f.store.FlushWorkers(f.ctx))
 		var n int
 		require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM workers WHERE name LIKE 'key:mallory/%' OR name = 'w1'`).Scan(&n))
 		require.Zero(t, n, "a non-holder is not counted as a worker with results")
 
-		// The holder still answers.
+		// The holder still answers, and is counted.
 		d := f.keyed(id, "alice", "w1", KindReport, queue.StatusWarning)
 		require.Equal(t, OutcomeAccepted, d.Outcome, d.Reason)
+		require.NoError(t, f.store.FlushWorkers(f.ctx))
+		var results int64
+		require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT results FROM workers WHERE name = 'key:alice/w1'`).Scan(&results))
+		require.Equal(t, int64(1), results)
 	})
 
 	t.Run("OtherProcessOfTheKeyGoesToTheKeysNewestAttempt", func(t *testing.T) {

@@ -52,9 +52,11 @@ func (s *Store) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
 		timeout = s.cfg.LeaseTimeout
 	}
 	var leases []Lease
+	var w *writes
+	var at time.Time
 	err := s.inTx(ctx, "lease", true, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
 		leases = leases[:0]
-		w := newWrites()
+		w, at = newWrites(), now
 		workers := slices.Clone(req.Workers)
 
 		queued, err := q.DispatchLockQueued(ctx, req.ServiceID, int32(len(workers)))
@@ -125,6 +127,7 @@ func (s *Store) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.tally.committed(w, at)
 	return leases, nil
 }
 

@@ -54,6 +54,7 @@ type Store struct {
 	pool   *pgxpool.Pool
 	cfg    Config
 	logger *slog.Logger
+	tally  tallies // worker counters waiting for FlushWorkers
 }
 
 // New returns a Store on pool. Zero fields of cfg take their defaults, except

@@ -106,7 +106,7 @@ func (w *writes) outcome(task int64, run int32, attempt int, outcome string, sta
 // flush writes everything collected in one statement (sql/apply.sql): one round trip, however
 // many rows and tables a transaction touched.
 func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, replica string) error {
-	p := dbsqlc.ApplyParams{Now: now, Replica: replica, DispatchServiceID: w.dispatchService}
+	p := dbsqlc.ApplyParams{Now: now, Replica: replica}
 	for k := range w.deletes {
 		p.DelTaskIds, p.DelRuns = append(p.DelTaskIds, k.task), append(p.DelRuns, k.run)
 	}
@@ -159,28 +159,6 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 			p.MsgSeverities, p.MsgCategories = append(p.MsgSeverities, string(m.Severity)), append(p.MsgCategories, m.Category)
 			p.MsgWhats, p.MsgDetails = append(p.MsgWhats, m.What), append(p.MsgDetails, m.Details)
 		}
-	}
-	names := make([]string, 0, len(w.dispatched))
-	for n := range w.dispatched {
-		names = append(names, n)
-	}
-	slices.Sort(names) // worker rows in one order everywhere: no deadlocks
-	for _, n := range names {
-		p.DispatchNames, p.DispatchCounts = append(p.DispatchNames, n), append(p.DispatchCounts, w.dispatched[n])
-	}
-	keys := make([]workerKey, 0, len(w.results))
-	for k := range w.results {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b workerKey) int {
-		if c := strings.Compare(a.name, b.name); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.service, b.service)
-	})
-	for _, k := range keys {
-		p.ResultNames, p.ResultServiceIds = append(p.ResultNames, k.name), append(p.ResultServiceIds, k.service)
-		p.ResultCounts = append(p.ResultCounts, w.results[k])
 	}
 	if err := q.Apply(ctx, p); err != nil {
 		return fmt.Errorf("write changes: %w", err)

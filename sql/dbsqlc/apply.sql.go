@@ -66,63 +66,44 @@ WITH dispatch_deleted AS (
     INSERT INTO task_messages (task_id, run, severity, category, what, details)
     SELECT unnest($23::bigint[]), unnest($24::int[]), unnest($25::text[]),
            unnest($26::text[]), unnest($27::text[]), unnest($28::text[])
-), workers_dispatched AS (
-    INSERT INTO workers AS w (name, service_id, first_seen, last_request, dispatched)
-    SELECT k.name, $29::int, $15::timestamptz, $15::timestamptz, k.n
-    FROM (SELECT unnest($30::text[]) AS name, unnest($31::bigint[]) AS n) AS k
-    ON CONFLICT (name, service_id) DO UPDATE
-    SET last_request = excluded.last_request, dispatched = w.dispatched + excluded.dispatched
-), workers_answered AS (
-    INSERT INTO workers AS w (name, service_id, first_seen, last_result, results)
-    SELECT k.name, k.service_id, $15::timestamptz, $15::timestamptz, k.n
-    FROM (SELECT unnest($32::text[]) AS name, unnest($33::int[]) AS service_id,
-                 unnest($34::bigint[]) AS n) AS k
-    ON CONFLICT (name, service_id) DO UPDATE
-    SET last_result = excluded.last_result, results = w.results + excluded.results
 )
 SELECT 1
 `
 
 type ApplyParams struct {
-	DelTaskIds        []int64         `json:"del_task_ids"`
-	DelRuns           []int32         `json:"del_runs"`
-	Upserts           json.RawMessage `json:"upserts"`
-	TaskIds           []int64         `json:"task_ids"`
-	TaskStatuses      []int16         `json:"task_statuses"`
-	TaskRuns          []int32         `json:"task_runs"`
-	DropTaskIds       []int64         `json:"drop_task_ids"`
-	DropRuns          []int32         `json:"drop_runs"`
-	DropAttempts      []int32         `json:"drop_attempts"`
-	NewTaskIds        []int64         `json:"new_task_ids"`
-	NewRuns           []int32         `json:"new_runs"`
-	NewAttempts       []int32         `json:"new_attempts"`
-	NewWorkers        []string        `json:"new_workers"`
-	Replica           string          `json:"replica"`
-	Now               time.Time       `json:"now"`
-	OutTaskIds        []int64         `json:"out_task_ids"`
-	OutRuns           []int32         `json:"out_runs"`
-	OutAttempts       []int32         `json:"out_attempts"`
-	OutOutcomes       []string        `json:"out_outcomes"`
-	OutStatuses       []int16         `json:"out_statuses"`
-	MsgRunTaskIds     []int64         `json:"msg_run_task_ids"`
-	MsgRunRuns        []int32         `json:"msg_run_runs"`
-	MsgTaskIds        []int64         `json:"msg_task_ids"`
-	MsgRuns           []int32         `json:"msg_runs"`
-	MsgSeverities     []string        `json:"msg_severities"`
-	MsgCategories     []string        `json:"msg_categories"`
-	MsgWhats          []string        `json:"msg_whats"`
-	MsgDetails        []string        `json:"msg_details"`
-	DispatchServiceID int32           `json:"dispatch_service_id"`
-	DispatchNames     []string        `json:"dispatch_names"`
-	DispatchCounts    []int64         `json:"dispatch_counts"`
-	ResultNames       []string        `json:"result_names"`
-	ResultServiceIds  []int32         `json:"result_service_ids"`
-	ResultCounts      []int64         `json:"result_counts"`
+	DelTaskIds    []int64         `json:"del_task_ids"`
+	DelRuns       []int32         `json:"del_runs"`
+	Upserts       json.RawMessage `json:"upserts"`
+	TaskIds       []int64         `json:"task_ids"`
+	TaskStatuses  []int16         `json:"task_statuses"`
+	TaskRuns      []int32         `json:"task_runs"`
+	DropTaskIds   []int64         `json:"drop_task_ids"`
+	DropRuns      []int32         `json:"drop_runs"`
+	DropAttempts  []int32         `json:"drop_attempts"`
+	NewTaskIds    []int64         `json:"new_task_ids"`
+	NewRuns       []int32         `json:"new_runs"`
+	NewAttempts   []int32         `json:"new_attempts"`
+	NewWorkers    []string        `json:"new_workers"`
+	Replica       string          `json:"replica"`
+	Now           time.Time       `json:"now"`
+	OutTaskIds    []int64         `json:"out_task_ids"`
+	OutRuns       []int32         `json:"out_runs"`
+	OutAttempts   []int32         `json:"out_attempts"`
+	OutOutcomes   []string        `json:"out_outcomes"`
+	OutStatuses   []int16         `json:"out_statuses"`
+	MsgRunTaskIds []int64         `json:"msg_run_task_ids"`
+	MsgRunRuns    []int32         `json:"msg_run_runs"`
+	MsgTaskIds    []int64         `json:"msg_task_ids"`
+	MsgRuns       []int32         `json:"msg_runs"`
+	MsgSeverities []string        `json:"msg_severities"`
+	MsgCategories []string        `json:"msg_categories"`
+	MsgWhats      []string        `json:"msg_whats"`
+	MsgDetails    []string        `json:"msg_details"`
 }
 
 // Apply writes one transaction's decided changes in a single statement: dispatch rows deleted
 // and upserted (a JSON array of whole rows), task statuses, attempts dropped, added and
-// finished, a run's messages replaced, and worker counters. Each part is a no-op when its arrays
+// finished, and a run's messages replaced. Each part is a no-op when its arrays
 // are empty. The parts touch distinct rows (queue/lease guarantees it), as one statement must.
 func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 	_, err := q.db.Exec(ctx, apply,
@@ -154,12 +135,51 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 		arg.MsgCategories,
 		arg.MsgWhats,
 		arg.MsgDetails,
-		arg.DispatchServiceID,
-		arg.DispatchNames,
-		arg.DispatchCounts,
-		arg.ResultNames,
-		arg.ResultServiceIds,
-		arg.ResultCounts,
+	)
+	return err
+}
+
+const workersTally = `-- name: WorkersTally :exec
+INSERT INTO workers AS w (name, service_id, first_seen, last_request, last_result, dispatched, results)
+SELECT k.name, k.service_id, k.first_seen,
+       nullif(k.last_request, '0001-01-01 00:00:00+00'), nullif(k.last_result, '0001-01-01 00:00:00+00'),
+       k.dispatched, k.results
+FROM (SELECT unnest($1::text[]) AS name, unnest($2::int[]) AS service_id,
+             unnest($3::timestamptz[]) AS first_seen,
+             unnest($4::timestamptz[]) AS last_request,
+             unnest($5::timestamptz[]) AS last_result,
+             unnest($6::bigint[]) AS dispatched, unnest($7::bigint[]) AS results) AS k
+ORDER BY k.name, k.service_id
+ON CONFLICT (name, service_id) DO UPDATE
+SET first_seen = least(w.first_seen, excluded.first_seen),
+    last_request = greatest(w.last_request, excluded.last_request),
+    last_result = greatest(w.last_result, excluded.last_result),
+    dispatched = w.dispatched + excluded.dispatched,
+    results = w.results + excluded.results
+`
+
+type WorkersTallyParams struct {
+	Names        []string    `json:"names"`
+	ServiceIds   []int32     `json:"service_ids"`
+	FirstSeens   []time.Time `json:"first_seens"`
+	LastRequests []time.Time `json:"last_requests"`
+	LastResults  []time.Time `json:"last_results"`
+	Dispatched   []int64     `json:"dispatched"`
+	Results      []int64     `json:"results"`
+}
+
+// WorkersTally adds a replica's worker counters of the last second, kept out of the lease and
+// claim transactions: every one of those would otherwise update (and lock) the worker's row.
+// A zero time (0001-01-01) stands for none.
+func (q *Queries) WorkersTally(ctx context.Context, arg WorkersTallyParams) error {
+	_, err := q.db.Exec(ctx, workersTally,
+		arg.Names,
+		arg.ServiceIds,
+		arg.FirstSeens,
+		arg.LastRequests,
+		arg.LastResults,
+		arg.Dispatched,
+		arg.Results,
 	)
 	return err
 }

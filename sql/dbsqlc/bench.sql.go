@@ -30,3 +30,24 @@ func (q *Queries) AttemptLatency(ctx context.Context, corpusID int32) (AttemptLa
 	err := row.Scan(&i.P50, &i.P99)
 	return i, err
 }
+
+const benchOpen = `-- name: BenchOpen :one
+SELECT (SELECT count(*) FROM tasks t
+        WHERE t.corpus_id = $1::int AND t.service_id = $2::int AND t.status IN (0, 1))::bigint AS open,
+       (SELECT count(*) FROM dispatch d
+        WHERE d.service_id = $2::int AND d.state = 'in_flight')::bigint AS in_flight
+`
+
+type BenchOpenRow struct {
+	Open     int64 `json:"open"`
+	InFlight int64 `json:"in_flight"`
+}
+
+// BenchOpen is the bench's cheap drain check: tasks of a corpus and service not yet terminal
+// (through tasks_corpus_service_status) and this service's leases in flight (dispatch is small).
+func (q *Queries) BenchOpen(ctx context.Context, corpusID int32, serviceID int32) (BenchOpenRow, error) {
+	row := q.db.QueryRow(ctx, benchOpen, corpusID, serviceID)
+	var i BenchOpenRow
+	err := row.Scan(&i.Open, &i.InFlight)
+	return i, err
+}
