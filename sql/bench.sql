@@ -8,9 +8,11 @@ JOIN tasks t ON t.id = a.task_id
 WHERE t.corpus_id = @corpus_id AND a.outcome = 'accepted';
 
 -- name: BenchOpen :one
--- BenchOpen is the bench's cheap drain check: tasks of a corpus and service not yet terminal
--- (through tasks_corpus_service_status) and this service's leases in flight (dispatch is small).
-SELECT (SELECT count(*) FROM tasks t
-        WHERE t.corpus_id = @corpus_id::int AND t.service_id = @service_id::int AND t.status IN (0, 1))::bigint AS open,
+-- BenchOpen is the bench's drain check, cheap enough to poll: whether a TODO task of the
+-- service is left (through tasks_todo), and the service's dispatch rows still in flight or
+-- queued (dispatch is small). A dispatched task always has one of those rows.
+SELECT EXISTS (SELECT 1 FROM tasks t WHERE t.service_id = @service_id::int AND t.status = 0) AS todo,
+       (SELECT count(*) FROM dispatch d
+        WHERE d.service_id = @service_id::int AND (d.state = 'in_flight' OR d.queued))::bigint AS active,
        (SELECT count(*) FROM dispatch d
         WHERE d.service_id = @service_id::int AND d.state = 'in_flight')::bigint AS in_flight;

@@ -27,8 +27,25 @@ type HandlerFunc func(ctx context.Context, in, out string) error
 // Convert calls f.
 func (f HandlerFunc) Convert(ctx context.Context, in, out string) error { return f(ctx, in, out) }
 
+// MemoryHandler is a Handler that can also convert a payload held in memory, sparing the
+// scratch files. The loop uses ConvertBytes for payloads of at most Config.MemoryPayloadMax bytes
+// and Convert for larger ones. The result follows Convert's rules (an empty result or an error sends
+// an empty result); ConvertBytes may return in itself, and must not keep it.
+type MemoryHandler interface {
+	Handler
+	ConvertBytes(ctx context.Context, in []byte) ([]byte, error)
+}
+
+// MemoryPayloadMax is the default of Config.MemoryPayloadMax.
+const MemoryPayloadMax = 16 << 20
+
 // Echo is a Handler whose result is a byte-for-byte copy of its input.
 type Echo struct{}
+
+// ConvertBytes returns the payload as the result.
+func (Echo) ConvertBytes(ctx context.Context, in []byte) ([]byte, error) {
+	return in, ctx.Err()
+}
 
 // Convert copies in to out.
 func (Echo) Convert(ctx context.Context, in, out string) error {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -124,6 +125,25 @@ func (l *loop) task(ctx context.Context, taskID int64, idFrame []byte, more bool
 	log := l.log.With("task_id", taskID)
 	start := time.Now()
 
+	var spill [][]byte // a payload received in memory that turned out too large for it
+	if mh, ok := l.h.(MemoryHandler); ok {
+		frames, size, err := l.receiveFrames(ctx, more)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.cfg.Stats.Failed.Add(1)
+				l.pushEmpty(ctx, log, idFrame)
+			}
+			l.transportError(ctx, "task payload", err)
+			return
+		}
+		more = len(frames) > 0 && frames[len(frames)-1] == nil
+		if !more {
+			l.convertInMemory(ctx, log, mh, idFrame, frames, size, start)
+			return
+		}
+		spill = frames[:len(frames)-1]
+	}
+
 	dir, err := os.MkdirTemp(l.cfg.TempDir, "cortex_task*")
 	if err != nil {
 		if derr := l.drain(ctx, more); derr != nil {
@@ -145,7 +165,7 @@ func (l *loop) task(ctx context.Context, taskID int64, idFrame []byte, more bool
 	name := string(idFrame)
 	in := filepath.Join(dir, name+".zip")
 	out := filepath.Join(dir, name+".result.zip")
-	size, storeErr, err := l.receivePayload(ctx, in, more)
+	size, storeErr, err := l.receivePayload(ctx, in, spill, more)
 	if err != nil {
 		// The rest of the payload is lost with the DEALER, which is rebuilt.
 		if ctx.Err() == nil {
@@ -191,8 +211,14 @@ func (l *loop) task(ctx context.Context, taskID int64, idFrame []byte, more bool
 // receivePayload streams the remaining frames of a task reply to path. A transport error is
 // returned as err (the socket is then unusable); a file error is returned as storeErr once all
 // frames are drained, so the socket stays in step.
-func (l *loop) receivePayload(ctx context.Context, path string, more bool) (size int64, storeErr, err error) {
+func (l *loop) receivePayload(ctx context.Context, path string, head [][]byte, more bool) (size int64, storeErr, err error) {
 	f, storeErr := os.Create(path)
+	for _, frame := range head {
+		size += int64(len(frame))
+		if storeErr == nil {
+			_, storeErr = f.Write(frame)
+		}
+	}
 	for more {
 		var frame []byte
 		frame, more, err = l.recv(ctx)
@@ -210,6 +236,55 @@ func (l *loop) receivePayload(ctx context.Context, path string, more bool) (size
 		}
 	}
 	return size, storeErr, err
+}
+
+// receiveFrames receives the remaining frames of a task reply into memory, up to
+// MemoryPayloadMax bytes. When the payload is larger it stops there and returns the frames so
+// far followed by a nil frame: the rest is still on the socket.
+func (l *loop) receiveFrames(ctx context.Context, more bool) (frames [][]byte, size int, err error) {
+	for more {
+		if size > l.cfg.MemoryPayloadMax {
+			return append(frames, nil), size, nil
+		}
+		var frame []byte
+		if frame, more, err = l.recv(ctx); err != nil {
+			return nil, 0, err
+		}
+		size += len(frame)
+		frames = append(frames, frame)
+	}
+	return frames, size, nil
+}
+
+// convertInMemory works a payload held in memory and pushes its result.
+func (l *loop) convertInMemory(ctx context.Context, log *slog.Logger, mh MemoryHandler, idFrame []byte, frames [][]byte, size int, start time.Time) {
+	var payload []byte
+	switch len(frames) {
+	case 0:
+	case 1:
+		payload = frames[0]
+	default:
+		payload = make([]byte, 0, size)
+		for _, f := range frames {
+			payload = append(payload, f...)
+		}
+	}
+	out, err := mh.ConvertBytes(ctx, payload)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("task abandoned: worker stopping", "err", err)
+			return
+		}
+		log.Warn("convert failed; sending an empty result", "err", err)
+		l.cfg.Stats.Failed.Add(1)
+		l.pushEmpty(ctx, log, idFrame)
+		return
+	}
+	if err := l.pushResult(ctx, idFrame, bytes.NewReader(out)); err != nil {
+		log.Error("push result", "err", err)
+		return
+	}
+	log.Debug("task done", "input_bytes", size, "duration", time.Since(start))
 }
 
 // pushResult sends [identity, service, taskid, chunk…] to the sink.

@@ -67,6 +67,9 @@ type Config struct {
 	Logger *slog.Logger
 	// TempDir holds the per-task scratch directories (os.TempDir() if empty).
 	TempDir string
+	// MemoryPayloadMax is the largest payload a MemoryHandler is given in memory; larger ones
+	// go through scratch files. Zero means MemoryPayloadMax.
+	MemoryPayloadMax int
 	// Stats, if set, is updated as Run works.
 	Stats *Stats
 	// Curve, if set, makes both sockets CURVE clients (authenticated and encrypted), for a
@@ -184,6 +187,9 @@ func (cfg Config) withDefaults() (Config, []string, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.MemoryPayloadMax <= 0 {
+		cfg.MemoryPayloadMax = MemoryPayloadMax
 	}
 	if cfg.TempDir == "" {
 		cfg.TempDir = os.TempDir()

@@ -280,44 +280,58 @@ func TestEchoReturnsTheTaskInChunks(t *testing.T) {
 		{name: "SmallTask", size: 5, inFrames: []int{5}, resultSizes: []int{5}},
 		{name: "EmptyTaskGivesOneEmptyFrame", size: 0, inFrames: []int{0}, resultSizes: []int{0}},
 	}
+	// Echo works in memory (MemoryHandler); the same echo as a plain Handler goes through
+	// scratch files, and a payload over the memory limit spills from memory to them.
+	paths := []struct {
+		name      string
+		h         worker.Handler
+		memoryMax int
+	}{
+		{"InMemory", worker.Echo{}, 0},
+		{"ScratchFiles", worker.HandlerFunc(worker.Echo{}.Convert), 0},
+		{"SpilledFromMemory", worker.Echo{}, 1},
+	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			payload := randomBytes(tt.size)
-			reply := taskReply(42, payload)
-			require.Equal(t, tt.inFrames, sizes(reply[1:]))
-			v := newFakeVentilator(t, func(req request) [][]byte {
-				if req.n == 1 {
-					return reply
-				}
-				return wire.MockReply()
+		for _, path := range paths {
+			t.Run(tt.name+"/"+path.name, func(t *testing.T) {
+				t.Parallel()
+				payload := randomBytes(tt.size)
+				reply := taskReply(42, payload)
+				require.Equal(t, tt.inFrames, sizes(reply[1:]))
+				v := newFakeVentilator(t, func(req request) [][]byte {
+					if req.n == 1 {
+						return reply
+					}
+					return wire.MockReply()
+				})
+				k := newFakeSink(t)
+				cfg := config(t, v, k)
+				cfg.Count = 1
+				cfg.MemoryPayloadMax = path.memoryMax
+
+				require.NoError(t, next(t, start(t, t.Context(), cfg, path.h)))
+
+				msg := next(t, k.results)
+				require.Equal(t, "test:echo:1", string(msg[0]))
+				require.Equal(t, "echo", string(msg[1]))
+				require.Equal(t, "42", string(msg[2]))
+				require.Equal(t, tt.resultSizes, sizes(msg[3:]))
+				require.True(t, bytes.Equal(payload, bytes.Join(msg[3:], nil)), "echo is byte-identical")
+				res, err := wire.ParseResult(msg)
+				require.NoError(t, err)
+				require.Equal(t, int64(42), res.TaskID)
+				require.Equal(t, int64(tt.size), res.Size)
+
+				req := next(t, v.requests)
+				require.Equal(t, request{n: 1, identity: "test:echo:1", service: "echo", at: req.at}, req)
+				none(t, v.requests)
+				none(t, k.results)
+				require.Equal(t, uint64(1), cfg.Stats.Tasks.Load())
+				require.Equal(t, uint64(1), cfg.Stats.Pushed.Load())
+				require.Equal(t, uint64(0), cfg.Stats.Failed.Load())
+				requireEmptyDir(t, cfg.TempDir)
 			})
-			k := newFakeSink(t)
-			cfg := config(t, v, k)
-			cfg.Count = 1
-
-			require.NoError(t, next(t, start(t, t.Context(), cfg, worker.Echo{})))
-
-			msg := next(t, k.results)
-			require.Equal(t, "test:echo:1", string(msg[0]))
-			require.Equal(t, "echo", string(msg[1]))
-			require.Equal(t, "42", string(msg[2]))
-			require.Equal(t, tt.resultSizes, sizes(msg[3:]))
-			require.True(t, bytes.Equal(payload, bytes.Join(msg[3:], nil)), "echo is byte-identical")
-			res, err := wire.ParseResult(msg)
-			require.NoError(t, err)
-			require.Equal(t, int64(42), res.TaskID)
-			require.Equal(t, int64(tt.size), res.Size)
-
-			req := next(t, v.requests)
-			require.Equal(t, request{n: 1, identity: "test:echo:1", service: "echo", at: req.at}, req)
-			none(t, v.requests)
-			none(t, k.results)
-			require.Equal(t, uint64(1), cfg.Stats.Tasks.Load())
-			require.Equal(t, uint64(1), cfg.Stats.Pushed.Load())
-			require.Equal(t, uint64(0), cfg.Stats.Failed.Load())
-			requireEmptyDir(t, cfg.TempDir)
-		})
+		}
 	}
 }
 

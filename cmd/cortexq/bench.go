@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -73,12 +74,15 @@ type benchReport struct {
 	P99Millis        float64 `json:"p99_ms"`
 	PeakInFlight     int64   `json:"peak_in_flight"`
 	ReplicaPeakRSSMB float64 `json:"replica_peak_rss_mb"`
-	RiverJobsPerS    float64 `json:"river_jobs_per_s,omitempty"`
-	RatioVsRiver     float64 `json:"ratio_vs_river,omitempty"`
-	NoProblem        int64   `json:"no_problem"`
-	Lost             int64   `json:"lost"`
-	BadArchives      int     `json:"bad_archives"`
-	GatesOK          bool    `json:"gates_ok"`
+	// CPU time per task during the run, in µs, by who spent it: the replicas, the echo workers
+	// (this process), PostgreSQL's processes, and the whole machine (kernel threads included).
+	CPUMicrosPerTask map[string]float64 `json:"cpu_us_per_task,omitempty"`
+	RiverJobsPerS    float64            `json:"river_jobs_per_s,omitempty"`
+	RatioVsRiver     float64            `json:"ratio_vs_river,omitempty"`
+	NoProblem        int64              `json:"no_problem"`
+	Lost             int64              `json:"lost"`
+	BadArchives      int                `json:"bad_archives"`
+	GatesOK          bool               `json:"gates_ok"`
 }
 
 func runBench(c *cli.Context) error {
@@ -187,6 +191,7 @@ func runBench(c *cli.Context) error {
 	runCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
 	start := time.Now()
+	cpuStart := sampleCPU(procs)
 	wDone := make(chan error, 1)
 	go func() {
 		wDone <- worker.Run(runCtx, worker.Config{
@@ -203,7 +208,7 @@ func runBench(c *cli.Context) error {
 	lastLog := time.Now()
 	for {
 		// Polled often, so a cheap count; the full tally (Progress) is read once at the end.
-		open, inFlight, err := store.Open(ctx, imp.CorpusID, svc.ID)
+		open, inFlight, err := store.Open(ctx, svc.ID)
 		if err != nil {
 			return err
 		}
@@ -213,16 +218,17 @@ func runBench(c *cli.Context) error {
 		for _, pr := range procs {
 			rssPeak = max(rssPeak, peakRSSMB(pr.Process.Pid))
 		}
-		if open == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+		if !open || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		if time.Since(lastLog) > 5*time.Second {
-			logf("  %d/%d done, %d in flight", int64(n)-open, n, inFlight)
+			logf("  %s: %d in flight", time.Since(start).Round(time.Second), inFlight)
 			lastLog = time.Now()
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	took := time.Since(start)
+	cpuEnd := sampleCPU(procs)
 	for _, pr := range procs {
 		rssPeak = max(rssPeak, peakRSSMB(pr.Process.Pid))
 	}
@@ -240,6 +246,12 @@ func runBench(c *cli.Context) error {
 		Rate: c.Float64("rate"), Chaos: c.Int("chaos"), Seconds: took.Seconds(),
 		PeakInFlight: peak.Load(), ReplicaPeakRSSMB: rssPeak, NoProblem: p.NoProblem}
 	rep.TasksPerSecond = float64(p.Done()) / took.Seconds()
+	if done := p.Done(); done > 0 {
+		rep.CPUMicrosPerTask = map[string]float64{}
+		for k, v := range cpuEnd {
+			rep.CPUMicrosPerTask[k] = math.Round((v-cpuStart[k])*1e6/float64(done)*10) / 10
+		}
+	}
 	rep.MBPerSecond = float64(p.Done()) * float64(c.Int("payload-kb")) / 1024 * 2 / took.Seconds()
 	p50, p99, err := store.Latency(ctx, imp.CorpusID)
 	if err != nil {
@@ -285,6 +297,21 @@ type paced struct {
 }
 
 func (h *paced) Convert(ctx context.Context, in, out string) error {
+	if err := h.wait(ctx); err != nil {
+		return err
+	}
+	return worker.Echo{}.Convert(ctx, in, out)
+}
+
+func (h *paced) ConvertBytes(ctx context.Context, in []byte) ([]byte, error) {
+	if err := h.wait(ctx); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// wait holds the caller to its turn.
+func (h *paced) wait(ctx context.Context) error {
 	h.mu.Lock()
 	at := h.next
 	if now := time.Now(); h.next.Before(now) {
@@ -299,7 +326,7 @@ func (h *paced) Convert(ctx context.Context, in, out string) error {
 			return ctx.Err()
 		}
 	}
-	return worker.Echo{}.Convert(ctx, in, out)
+	return nil
 }
 
 // saboteur leases k tasks on a raw DEALER, reads their payloads and vanishes.
@@ -417,6 +444,67 @@ func waitListening(ctx context.Context, endpoint string, timeout time.Duration) 
 }
 
 // peakRSSMB reads a process's peak resident set size (VmHWM) in MB; 0 if unknown.
+// sampleCPU reads the CPU seconds spent so far by the replicas, this process (the echo
+// workers), PostgreSQL's processes (with their reaped children) and the whole machine.
+func sampleCPU(replicas []*exec.Cmd) map[string]float64 {
+	out := map[string]float64{"replicas": 0, "workers": procCPU("self"), "postgres": 0, "machine": machineCPU()}
+	for _, r := range replicas {
+		out["replicas"] += procCPU(strconv.Itoa(r.Process.Pid))
+	}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		if d.Name()[0] < '0' || d.Name()[0] > '9' {
+			continue
+		}
+		if comm, err := os.ReadFile("/proc/" + d.Name() + "/comm"); err == nil && strings.TrimSpace(string(comm)) == "postgres" {
+			out["postgres"] += procCPU(d.Name())
+		}
+	}
+	return out
+}
+
+// clockTicks is USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// procCPU is a process's user+system CPU seconds, with its reaped children's, from /proc.
+func procCPU(pid string) float64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) start at state, field 3.
+	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 15 {
+		return 0
+	}
+	var ticks float64
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime (fields 14–17)
+		v, _ := strconv.ParseFloat(f[i], 64)
+		ticks += v
+	}
+	return ticks / clockTicks
+}
+
+// machineCPU is the machine's busy CPU seconds (all but idle and iowait) from /proc/stat.
+func machineCPU() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var ticks float64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		x, _ := strconv.ParseFloat(v, 64)
+		ticks += x
+	}
+	return ticks / clockTicks
+}
+
 func peakRSSMB(pid int) float64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -178,12 +178,13 @@ func (s *Store) LastReapAge(ctx context.Context) (age time.Duration, ok bool, er
 	return now.Sub(last.At), true, nil
 }
 
-// Open reports how many tasks of a corpus and service are not yet terminal, and how many of the
-// service's leases are in flight: a drain check cheap enough to poll, unlike Progress.
-func (s *Store) Open(ctx context.Context, corpusID, serviceID int32) (open, inFlight int64, err error) {
-	r, err := dbsqlc.New(s.pool).BenchOpen(ctx, corpusID, serviceID)
+// Open reports whether a service has work left — a TODO task or a dispatch row in flight or
+// queued — and how many of its leases are in flight: a drain check cheap enough to poll, unlike
+// Progress.
+func (s *Store) Open(ctx context.Context, serviceID int32) (open bool, inFlight int64, err error) {
+	r, err := dbsqlc.New(s.pool).BenchOpen(ctx, serviceID)
 	if err != nil {
-		return 0, 0, translate("open tasks", err)
+		return false, 0, translate("open tasks", err)
 	}
-	return r.Open, r.InFlight, nil
+	return r.Todo || r.Active > 0, r.InFlight, nil
 }

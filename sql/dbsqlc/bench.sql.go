@@ -32,22 +32,25 @@ func (q *Queries) AttemptLatency(ctx context.Context, corpusID int32) (AttemptLa
 }
 
 const benchOpen = `-- name: BenchOpen :one
-SELECT (SELECT count(*) FROM tasks t
-        WHERE t.corpus_id = $1::int AND t.service_id = $2::int AND t.status IN (0, 1))::bigint AS open,
+SELECT EXISTS (SELECT 1 FROM tasks t WHERE t.service_id = $1::int AND t.status = 0) AS todo,
        (SELECT count(*) FROM dispatch d
-        WHERE d.service_id = $2::int AND d.state = 'in_flight')::bigint AS in_flight
+        WHERE d.service_id = $1::int AND (d.state = 'in_flight' OR d.queued))::bigint AS active,
+       (SELECT count(*) FROM dispatch d
+        WHERE d.service_id = $1::int AND d.state = 'in_flight')::bigint AS in_flight
 `
 
 type BenchOpenRow struct {
-	Open     int64 `json:"open"`
+	Todo     bool  `json:"todo"`
+	Active   int64 `json:"active"`
 	InFlight int64 `json:"in_flight"`
 }
 
-// BenchOpen is the bench's cheap drain check: tasks of a corpus and service not yet terminal
-// (through tasks_corpus_service_status) and this service's leases in flight (dispatch is small).
-func (q *Queries) BenchOpen(ctx context.Context, corpusID int32, serviceID int32) (BenchOpenRow, error) {
-	row := q.db.QueryRow(ctx, benchOpen, corpusID, serviceID)
+// BenchOpen is the bench's drain check, cheap enough to poll: whether a TODO task of the
+// service is left (through tasks_todo), and the service's dispatch rows still in flight or
+// queued (dispatch is small). A dispatched task always has one of those rows.
+func (q *Queries) BenchOpen(ctx context.Context, serviceID int32) (BenchOpenRow, error) {
+	row := q.db.QueryRow(ctx, benchOpen, serviceID)
 	var i BenchOpenRow
-	err := row.Scan(&i.Open, &i.InFlight)
+	err := row.Scan(&i.Todo, &i.Active, &i.InFlight)
 	return i, err
 }
