@@ -1,11 +1,13 @@
 -- name: TaskLockTodo :many
--- TaskLockTodo takes TODO tasks of a service for a fresh lease, lowest id first, with the
--- workers and newest run of any rows of theirs still kept (a rerun's earlier runs).
+-- TaskLockTodo takes TODO tasks of a service with ids above after_id for a fresh lease, lowest
+-- id first, with the workers and newest run of any rows of theirs still kept (a rerun's earlier
+-- runs). after_id is the leaser's cursor: starting past the tasks it leased last spares the scan
+-- the index entries those left behind.
 SELECT t.id, t.corpus_id, t.entry, t.run,
        ARRAY(SELECT unnest(d.attempt_workers) FROM dispatch d WHERE d.task_id = t.id)::text[] AS kept_workers,
        (SELECT coalesce(max(d.run), 0) FROM dispatch d WHERE d.task_id = t.id)::int AS kept_max_run
 FROM tasks t
-WHERE t.service_id = @service_id AND t.status = 0
+WHERE t.service_id = @service_id AND t.status = 0 AND t.id > @after_id::bigint
 ORDER BY t.id
 LIMIT @max_rows
 FOR UPDATE OF t SKIP LOCKED;

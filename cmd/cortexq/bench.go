@@ -54,6 +54,7 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "deadline", Usage: "give up (a failed gate) after this long", Value: 10 * time.Minute, EnvVars: envVars("BENCH_DEADLINE")},
 			&cli.IntFlag{Name: "max-in-flight", Usage: "--max-in-flight of each replica", Value: 5000, EnvVars: envVars("BENCH_MAX_IN_FLIGHT")},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of replica 1 to this file (pprof)", EnvVars: envVars("BENCH_CPUPROFILE")},
+			&cli.StringSliceFlag{Name: "serve-flag", Usage: "an extra flag for every replica's serve command, e.g. --serve-flag=--claimers=1 (repeatable)", EnvVars: envVars("BENCH_SERVE_FLAGS")},
 		},
 		Action: runBench,
 	}
@@ -151,6 +152,7 @@ func runBench(c *cli.Context) error {
 			"--replica", fmt.Sprintf("bench-r%d", i+1), "--ventilator", vents[i], "--sink", sinks[i],
 			"--http", "", "--reap-interval", "1s", "--lease-timeout", leaseTimeout,
 			"--max-in-flight", strconv.Itoa(c.Int("max-in-flight"))}
+		args = append(args, c.StringSlice("serve-flag")...)
 		cmd := exec.Command(self, args...)
 		cmd.Stderr = os.Stderr
 		if i == 0 && c.String("cpuprofile") != "" {

@@ -150,6 +150,7 @@ func (d *testDB) lease(service int32, workers ...string) []lease.Lease {
 	d.t.Helper()
 	leases, err := d.store.Lease(d.ctx, lease.LeaseRequest{ServiceID: service, Workers: workers})
 	require.NoError(d.t, err)
+	require.NoError(d.t, d.store.FlushWorkers(d.ctx)) // as a replica does each second
 	require.Len(d.t, leases, len(workers))
 	return leases
 }
@@ -158,6 +159,7 @@ func (d *testDB) claim(r lease.Result) lease.Decision {
 	d.t.Helper()
 	ds, err := d.store.Claim(d.ctx, []lease.Result{r}, nil)
 	require.NoError(d.t, err)
+	require.NoError(d.t, d.store.FlushWorkers(d.ctx)) // as a replica does each second
 	require.Len(d.t, ds, 1)
 	return ds[0]
 }

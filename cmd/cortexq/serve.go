@@ -49,6 +49,10 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes", Value: dispatch.ConfigDefault().MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
 			&cli.IntFlag{Name: "tcp-keepalive-idle", Usage: "TCP keepalive idle seconds on worker sockets (interval 30 s, 4 probes); <= 0 disables", Value: dispatch.TCPKeepaliveIdleDefault, EnvVars: envVars("TCP_KEEPALIVE_IDLE")},
 			&cli.BoolFlag{Name: "sync-archives", Usage: "make result archives durable before their claim commits (one syncfs per claim batch)", Value: true, EnvVars: envVars("SYNC_ARCHIVES")},
+			&cli.IntFlag{Name: "leasers", Usage: "lease transactions running at once; requests waiting meanwhile are leased together in the next", Value: dispatch.LeasersDefault, EnvVars: envVars("LEASERS")},
+			&cli.IntFlag{Name: "claimers", Usage: "claim transactions running at once", Value: dispatch.ClaimersDefault, EnvVars: envVars("CLAIMERS")},
+			&cli.IntFlag{Name: "claim-batch", Usage: "most results one claim transaction records", Value: dispatch.ClaimBatchDefault, EnvVars: envVars("CLAIM_BATCH")},
+			&cli.DurationFlag{Name: "claim-flush", Usage: "how long a claim batch waits for more results after its first (latency against transactions per result)", Value: dispatch.ClaimFlushDefault, EnvVars: envVars("CLAIM_FLUSH")},
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
 			clockSkewFlag(),
 			curveSecretKeyFileFlag(),
@@ -127,6 +131,8 @@ func serve(c *cli.Context) error {
 		MaxInFlight: c.Int("max-in-flight"), MessageSize: c.Int("message-size"),
 		MaxResultBytes: c.Int64("max-result-bytes"), TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
 		SyncArchives: c.Bool("sync-archives"), OutageBudget: budget,
+		Leasers: c.Int("leasers"), Claimers: c.Int("claimers"),
+		ClaimBatch: c.Int("claim-batch"), ClaimFlush: c.Duration("claim-flush"),
 		Logger: logger, Registerer: reg,
 	})
 	if err != nil {

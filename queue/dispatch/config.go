@@ -67,8 +67,8 @@ const (
 	LeaseBatchDefault       = 256
 	LeasersDefault          = 1
 	ClaimBatchDefault       = 256
-	ClaimFlushDefault       = 2 * time.Millisecond
-	ClaimersDefault         = 2
+	ClaimFlushDefault       = 5 * time.Millisecond
+	ClaimersDefault         = 1
 	WritersDefault          = 4
 	TCPKeepaliveIdleDefault = 120
 	BindRetryDefault        = 75 * time.Second

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
@@ -136,18 +135,21 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	decisions := make([]Decision, len(results))
 	var w *writes
 	var at time.Time
-	err := s.inTx(ctx, "claim", false, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
-		tasks, err := q.TaskLockForClaim(ctx, ids)
-		if err != nil {
+	var tasks []dbsqlc.Task
+	var rows []dbsqlc.Dispatch
+	reads := func(q *dbsqlc.Queries) (err error) {
+		if tasks, err = q.TaskLockForClaim(ctx, ids); err != nil {
 			return fmt.Errorf("lock tasks: %w", err)
 		}
+		if rows, err = q.DispatchLockForTasks(ctx, ids); err != nil {
+			return fmt.Errorf("lock dispatch rows: %w", err)
+		}
+		return nil
+	}
+	err := s.pipelinedTx(ctx, "claim", false, reads, func(now time.Time, _ *dbsqlc.Queries) (*writes, error) {
 		byTask := make(map[int64]*claimTask, len(tasks))
 		for _, t := range tasks {
 			byTask[t.ID] = &claimTask{task: t}
-		}
-		rows, err := q.DispatchLockForTasks(ctx, ids)
-		if err != nil {
-			return fmt.Errorf("lock dispatch rows: %w", err)
 		}
 		for i := range rows {
 			if ct := byTask[rows[i].TaskID]; ct != nil {
@@ -189,10 +191,10 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 		}
 		if hooks.BeforeCommit != nil {
 			if err := hooks.BeforeCommit(); err != nil {
-				return fmt.Errorf("before commit: %w", err)
+				return nil, fmt.Errorf("before commit: %w", err)
 			}
 		}
-		return w.flush(ctx, q, now, s.cfg.Replica)
+		return w, nil
 	})
 	if err != nil {
 		return nil, err

@@ -54,15 +54,40 @@ func (s *Store) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
 	var leases []Lease
 	var w *writes
 	var at time.Time
-	err := s.inTx(ctx, "lease", true, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
+	var queued []dbsqlc.DispatchLockQueuedRow
+	var todo []dbsqlc.TaskLockTodoRow
+	n := int32(len(req.Workers))
+	after := s.todo.start(req.ServiceID)
+	// Both reads lock up to one row per worker: TODO tasks a queued retry made unneeded are only
+	// locked until the commit, which spares a round trip.
+	reads := func(q *dbsqlc.Queries) (err error) {
+		if queued, err = q.DispatchLockQueued(ctx, req.ServiceID, n); err != nil {
+			return fmt.Errorf("lock queued retries: %w", err)
+		}
+		if todo, err = q.TaskLockTodo(ctx, req.ServiceID, after, n); err != nil {
+			return fmt.Errorf("lock todo tasks: %w", err)
+		}
+		return nil
+	}
+	var last int64
+	err := s.pipelinedTx(ctx, "lease", true, reads, func(now time.Time, q *dbsqlc.Queries) (*writes, error) {
 		leases = leases[:0]
 		w, at = newWrites(), now
 		workers := slices.Clone(req.Workers)
-
-		queued, err := q.DispatchLockQueued(ctx, req.ServiceID, int32(len(workers)))
-		if err != nil {
-			return fmt.Errorf("lock queued retries: %w", err)
+		if after > 0 && len(queued)+len(todo) < len(workers) {
+			// Short above the cursor: TODO tasks below it (returned, rerun, skipped while another
+			// transaction held them) come next, so no worker hears "no work" while there is some.
+			more, err := q.TaskLockTodo(ctx, req.ServiceID, 0, n)
+			if err != nil {
+				return nil, fmt.Errorf("lock todo tasks: %w", err)
+			}
+			for _, t := range more {
+				if !slices.ContainsFunc(todo, func(u dbsqlc.TaskLockTodoRow) bool { return u.ID == t.ID }) {
+					todo = append(todo, t)
+				}
+			}
 		}
+
 		for _, qr := range queued {
 			d := cloneRow(&qr.Dispatch)
 			worker := workers[0]
@@ -77,56 +102,47 @@ func (s *Store) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
 			leases = append(leases, s.leaseOf(d, qr.CorpusID, qr.Entry, true))
 		}
 
-		if len(workers) > 0 {
-			todo, err := q.TaskLockTodo(ctx, req.ServiceID, int32(len(workers)))
-			if err != nil {
-				return fmt.Errorf("lock todo tasks: %w", err)
+		for _, t := range todo {
+			if len(workers) == 0 {
+				break
 			}
-			if len(todo) > 0 {
-				for _, t := range todo {
-					i := slices.IndexFunc(workers, func(wk string) bool { return !slices.Contains(t.KeptWorkers, wk) })
-					if i < 0 {
-						continue // every worker left worked an earlier run of it: another worker will
-					}
-					worker := workers[i]
-					workers = slices.Delete(workers, i, i+1)
-					run := t.Run
-					if t.KeptMaxRun >= run {
-						// A TODO task with a kept row of its own run (set to TODO by hand): open a new run.
-						run = t.KeptMaxRun + 1
-					}
-					d := &dbsqlc.Dispatch{
-						TaskID: t.ID, Run: run, State: StateInFlight,
-						AttemptWorkers: []string{worker},
-						Deadline:       now.Add(timeout), Replica: s.cfg.Replica,
-						ServiceID: req.ServiceID, LeaseTimeoutSeconds: int32(max(timeout/time.Second, 1)),
-						LeasedAt: now,
-					}
-					w.put(d)
-					w.setTask(t.ID, queue.StatusDispatched, run)
-					leases = append(leases, s.leaseOf(d, t.CorpusID, t.Entry, false))
-					if len(workers) == 0 {
-						break
-					}
-				}
+			i := slices.IndexFunc(workers, func(wk string) bool { return !slices.Contains(t.KeptWorkers, wk) })
+			if i < 0 {
+				continue // every worker left worked an earlier run of it: another worker will
 			}
+			worker := workers[i]
+			workers = slices.Delete(workers, i, i+1)
+			run := t.Run
+			if t.KeptMaxRun >= run {
+				// A TODO task with a kept row of its own run (set to TODO by hand): open a new run.
+				run = t.KeptMaxRun + 1
+			}
+			d := &dbsqlc.Dispatch{
+				TaskID: t.ID, Run: run, State: StateInFlight,
+				AttemptWorkers: []string{worker},
+				Deadline:       now.Add(timeout), Replica: s.cfg.Replica,
+				ServiceID: req.ServiceID, LeaseTimeoutSeconds: int32(max(timeout/time.Second, 1)),
+				LeasedAt: now,
+			}
+			w.put(d)
+			w.setTask(t.ID, queue.StatusDispatched, run)
+			leases = append(leases, s.leaseOf(d, t.CorpusID, t.Entry, false))
+			last = max(last, t.ID)
 		}
 		if len(leases) == 0 {
-			return nil
+			return nil, nil
 		}
 		w.dispatchService = req.ServiceID
 		for _, l := range leases {
 			w.attempts = append(w.attempts, newAttempt{TaskID: l.TaskID, Run: l.Run, Attempt: int32(l.Attempt), Worker: l.Worker})
 			w.dispatched[l.Worker]++
 		}
-		if err := w.flush(ctx, q, now, s.cfg.Replica); err != nil {
-			return err
-		}
-		return nil
+		return w, nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.todo.advance(req.ServiceID, last)
 	s.tally.committed(w, at)
 	return leases, nil
 }
@@ -155,6 +171,7 @@ func (s *Store) Return(ctx context.Context, leases []Lease) (int, error) {
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	returned := 0
+	defer s.todo.reset() // returned tasks are TODO again, below the cursors
 	err := s.inTx(ctx, "return leases", true, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
 		returned = 0
 		tasks, err := q.TaskLockForClaim(ctx, ids)

@@ -137,6 +137,28 @@ func TestLease(t *testing.T) {
 		a, _ := f.accepted(id, "w2", queue.StatusNoProblem)
 		require.Equal(t, 0, a)
 	})
+
+	// Not a reference rule: the TODO scan starts past the last task leased (a cursor), and must
+	// still find a task made TODO below it before any worker is told there is no work.
+	t.Run("TodoTaskBelowTheCursorIsStillLeased", func(t *testing.T) {
+		f := newFixture(t)
+		a, b, c := f.task(), f.task(), f.task()
+		got := f.lease("w0", "w1")
+		require.Equal(t, []int64{a, b}, []int64{got[0].TaskID, got[1].TaskID})
+		f.accepted(a, "w0", queue.StatusNoProblem)
+		// Set back to TODO behind the store's back, as another process's rerun would.
+		_, err := f.pool.Exec(f.ctx, `DELETE FROM dispatch WHERE task_id = $1`, a)
+		require.NoError(t, err)
+		_, err = f.pool.Exec(f.ctx, `UPDATE tasks SET status = 0, run = run + 1 WHERE id = $1`, a)
+		require.NoError(t, err)
+		got = f.lease("w2", "w3")
+		ids := []int64{}
+		for _, l := range got {
+			ids = append(ids, l.TaskID)
+		}
+		require.ElementsMatch(t, []int64{a, c}, ids, "the task above the cursor and the one below it")
+		require.Empty(t, f.lease("w4"), "nothing TODO is left")
+	})
 }
 
 func TestClaim(t *testing.T) {

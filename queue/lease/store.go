@@ -55,6 +55,7 @@ type Store struct {
 	cfg    Config
 	logger *slog.Logger
 	tally  tallies // worker counters waiting for FlushWorkers
+	todo   cursors // where each service's next scan for TODO tasks starts
 }
 
 // New returns a Store on pool. Zero fields of cfg take their defaults, except

@@ -153,9 +153,9 @@ SELECT t.id, t.corpus_id, t.entry, t.run,
        ARRAY(SELECT unnest(d.attempt_workers) FROM dispatch d WHERE d.task_id = t.id)::text[] AS kept_workers,
        (SELECT coalesce(max(d.run), 0) FROM dispatch d WHERE d.task_id = t.id)::int AS kept_max_run
 FROM tasks t
-WHERE t.service_id = $1 AND t.status = 0
+WHERE t.service_id = $1 AND t.status = 0 AND t.id > $2::bigint
 ORDER BY t.id
-LIMIT $2
+LIMIT $3
 FOR UPDATE OF t SKIP LOCKED
 `
 
@@ -168,10 +168,12 @@ type TaskLockTodoRow struct {
 	KeptMaxRun  int32    `json:"kept_max_run"`
 }
 
-// TaskLockTodo takes TODO tasks of a service for a fresh lease, lowest id first, with the
-// workers and newest run of any rows of theirs still kept (a rerun's earlier runs).
-func (q *Queries) TaskLockTodo(ctx context.Context, serviceID int32, maxRows int32) ([]TaskLockTodoRow, error) {
-	rows, err := q.db.Query(ctx, taskLockTodo, serviceID, maxRows)
+// TaskLockTodo takes TODO tasks of a service with ids above after_id for a fresh lease, lowest
+// id first, with the workers and newest run of any rows of theirs still kept (a rerun's earlier
+// runs). after_id is the leaser's cursor: starting past the tasks it leased last spares the scan
+// the index entries those left behind.
+func (q *Queries) TaskLockTodo(ctx context.Context, serviceID int32, afterID int64, maxRows int32) ([]TaskLockTodoRow, error) {
+	rows, err := q.db.Query(ctx, taskLockTodo, serviceID, afterID, maxRows)
 	if err != nil {
 		return nil, err
 	}

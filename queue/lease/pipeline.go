@@ -1,0 +1,184 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+// The hot transactions (lease, claim) run in two round trips instead of one per statement:
+//
+//  1. BEGIN, the clock and the locking reads, sent together (a pgx batch);
+//  2. after the decisions are made in Go, the one write statement (Apply) and COMMIT, together.
+//
+// The typed queries stay sqlc's: each read or write is run twice through the same generated
+// method, once against a recorder that queues its SQL and arguments into the batch, and once,
+// after the batch was sent, against a reader that hands it the batch's next result to scan.
+// A transaction's round trips are what a lease waits on while the worker waits for its task.
+
+// pipelinedTx runs one transaction as two batches. reads issues the locking reads through q
+// (it is called twice, so it must only assign what it reads); decide, given the transaction's
+// clock, makes the decisions and returns the writes, or nil to write nothing. A read decide
+// cannot do without goes through its q, in the transaction, one round trip each. Errors leave
+// nothing behind: the transaction is rolled back (or its connection dropped). When retry is set,
+// a deadlock or serialization failure runs the whole transaction again.
+func (s *Store) pipelinedTx(ctx context.Context, what string, retry bool,
+	reads func(q *dbsqlc.Queries) error, decide func(now time.Time, q *dbsqlc.Queries) (*writes, error)) error {
+	for attempt := 1; ; attempt++ {
+		err := s.pipelinedOnce(ctx, reads, decide)
+		if err == nil {
+			return nil
+		}
+		if retry && attempt < 5 && retryable(err) {
+			s.logger.Debug("transaction retried", "what", what, "attempt", attempt, "error", err)
+			continue
+		}
+		return translate(what, err)
+	}
+}
+
+func (s *Store) pipelinedOnce(ctx context.Context, reads func(q *dbsqlc.Queries) error, decide func(now time.Time, q *dbsqlc.Queries) (*writes, error)) (err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A connection left inside a transaction (an error midway) is not idle: the pool closes it
+	// on release rather than reuse it, which ends the transaction.
+	defer conn.Release()
+	open := false
+	defer func() {
+		if err != nil && open && !conn.Conn().IsClosed() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+				_ = conn.Conn().Close(rctx)
+			}
+		}
+	}()
+
+	// Round trip 1: BEGIN, the clock, the locking reads.
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	rec := dbsqlc.New(recorder{batch})
+	_, _ = rec.ClockNow(ctx, s.injectedNow())
+	if err := reads(rec); err != nil {
+		return err
+	}
+	br := conn.SendBatch(ctx, batch)
+	open = true
+	now, err := func() (time.Time, error) {
+		if _, err := br.Exec(); err != nil {
+			return time.Time{}, err
+		}
+		q := dbsqlc.New(reader{br})
+		now, err := q.ClockNow(ctx, s.injectedNow())
+		if err != nil {
+			return time.Time{}, err
+		}
+		return now, reads(q)
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+
+	w, err := decide(now, dbsqlc.New(conn))
+	if err != nil {
+		return err
+	}
+
+	// Round trip 2: the writes and COMMIT.
+	batch = &pgx.Batch{}
+	if w != nil {
+		if err := w.flush(ctx, dbsqlc.New(recorder{batch}), now, s.cfg.Replica); err != nil {
+			return err
+		}
+	}
+	batch.Queue("COMMIT")
+	br = conn.SendBatch(ctx, batch)
+	err = func() error {
+		if w != nil {
+			if err := w.flush(ctx, dbsqlc.New(reader{br}), now, s.cfg.Replica); err != nil {
+				return err
+			}
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		if tag.String() != "COMMIT" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		open = false
+	}
+	return err
+}
+
+// recorder is a dbsqlc.DBTX that queues each statement into a batch instead of running it; the
+// results it returns are empty.
+type recorder struct{ b *pgx.Batch }
+
+func (r recorder) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	r.b.Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+func (r recorder) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	r.b.Queue(sql, args...)
+	return noRows{}, nil
+}
+
+func (r recorder) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	r.b.Queue(sql, args...)
+	return noRow{}
+}
+
+// errRecorded is what a recorded single-row query scans to: it has not run yet.
+var errRecorded = errors.New("lease: statement queued, not run")
+
+type noRow struct{}
+
+func (noRow) Scan(...any) error { return errRecorded }
+
+type noRows struct{}
+
+func (noRows) Close()                                       {}
+func (noRows) Err() error                                   { return nil }
+func (noRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (noRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (noRows) Next() bool                                   { return false }
+func (noRows) Scan(...any) error                            { return errRecorded }
+func (noRows) Values() ([]any, error)                       { return nil, errRecorded }
+func (noRows) RawValues() [][]byte                          { return nil }
+func (noRows) Conn() *pgx.Conn                              { return nil }
+func (noRows) TypeMap() *pgtype.Map                         { return nil }
+
+// reader is a dbsqlc.DBTX that answers each statement with the next result of a sent batch, in
+// the order the recorder queued them.
+type reader struct{ br pgx.BatchResults }
+
+func (r reader) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return r.br.Exec()
+}
+
+func (r reader) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return r.br.Query()
+}
+
+func (r reader) QueryRow(context.Context, string, ...any) pgx.Row {
+	return r.br.QueryRow()
+}
