@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
