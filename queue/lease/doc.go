@@ -16,7 +16,9 @@
 //   - [Store.Lease]: for the workers asking for one service, queued retries first, then TODO
 //     tasks; appends the worker to attempt_workers, stamps leased_at (the lease clock starts at
 //     dispatch), inserts the attempts row, and commits before any payload is sent. A fresh lease
-//     never goes to a worker that worked an earlier run still on record.
+//     never goes to a worker that worked an earlier run still on record. Fresh tasks with no
+//     rows of earlier runs, while no retry is queued, are leased by one statement that needs no
+//     decision (sql/lease.sql); everything else by the full path, Go decisions on locked rows.
 //   - [Store.Return]: the worker was unroutable after all; the lease is undone and no attempt
 //     counts (a first attempt goes back to TODO, a retry back to the queue).
 //   - [Store.Claim]: decides a batch of replies. A result is Accepted, Superseded (a result

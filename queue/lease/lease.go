@@ -39,10 +39,15 @@ type Lease struct {
 	LastCause []queue.Message
 }
 
-// Lease leases tasks of one service to the requesting workers in one transaction: queued
-// retries first, then TODO tasks, skipping rows other transactions hold. A worker gets at most
-// one task; workers left over get none (the caller sends them a mock reply). A fresh task is
-// never handed to a worker that worked an earlier run of it still on record.
+// Lease leases tasks of one service to the requesting workers: queued retries first, then TODO
+// tasks, skipping rows other transactions hold. A worker gets at most one task; workers left
+// over get none (the caller sends them a mock reply). A fresh task is never handed to a worker
+// that worked an earlier run of it still on record.
+//
+// Most leases take the fast path, one statement (sql/lease.sql) that commits as it returns;
+// whatever it leaves — queued retries, tasks with rows of earlier runs, the end of a backlog —
+// goes to the full path, a transaction that decides on the locked rows in Go. Every lease
+// returned is committed, even when the full path fails after the fast path leased some.
 func (s *Store) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
 	if len(req.Workers) == 0 {
 		return nil, nil
@@ -51,6 +56,61 @@ func (s *Store) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
 	if timeout <= 0 {
 		timeout = s.cfg.LeaseTimeout
 	}
+	fast, err := s.leaseFresh(ctx, req, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if len(fast) == len(req.Workers) {
+		return fast, nil
+	}
+	rest := slices.Clone(req.Workers)
+	for _, l := range fast {
+		i := slices.Index(rest, l.Worker)
+		rest = slices.Delete(rest, i, i+1)
+	}
+	full, err := s.leaseFull(ctx, LeaseRequest{ServiceID: req.ServiceID, LeaseTimeout: timeout, Workers: rest})
+	if err != nil && len(fast) > 0 {
+		s.logger.Warn("lease: the full path failed after the fast path leased; its workers get no work this time",
+			"service_id", req.ServiceID, "workers", len(rest), "error", err)
+		return fast, nil
+	}
+	return append(fast, full...), err
+}
+
+// leaseFresh is the fast path: one statement, committed when it returns.
+func (s *Store) leaseFresh(ctx context.Context, req LeaseRequest, timeout time.Duration) ([]Lease, error) {
+	secs := int32(max(timeout/time.Second, 1))
+	rows, err := dbsqlc.New(s.pool).LeaseFresh(ctx, dbsqlc.LeaseFreshParams{
+		TimeoutSeconds: secs, ServiceID: req.ServiceID, AfterID: s.todo.start(req.ServiceID),
+		Workers: req.Workers, Now: s.injectedNow(), Replica: s.cfg.Replica,
+	})
+	if err != nil {
+		return nil, translate("lease", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	leases := make([]Lease, len(rows))
+	w := newWrites()
+	w.dispatchService = req.ServiceID
+	var last int64
+	for i, r := range rows {
+		leases[i] = Lease{
+			TaskID: r.ID, Run: r.Run, Worker: r.Worker, ServiceID: req.ServiceID,
+			CorpusID: r.CorpusID, Entry: r.Entry, LeasedAt: r.LeasedAt, Deadline: r.Deadline,
+		}
+		w.dispatched[r.Worker]++
+		last = max(last, r.ID)
+	}
+	s.todo.advance(req.ServiceID, last)
+	s.tally.committed(w, rows[0].LeasedAt)
+	return leases, nil
+}
+
+// leaseFull is the full path: the reads and the decisions of the lease rules, in one
+// transaction of two round trips.
+func (s *Store) leaseFull(ctx context.Context, req LeaseRequest) ([]Lease, error) {
+	timeout := req.LeaseTimeout
 	var leases []Lease
 	var w *writes
 	var at time.Time

@@ -316,6 +316,11 @@ func (c *Cluster) start(ctx context.Context) error {
 		"fsync = on",
 		"synchronous_commit = on",
 		"full_page_writes = on",
+		// Room for a corpus's hot rows, and fewer checkpoints (each makes the next writes of
+		// every page log the whole page): durability is unchanged.
+		"shared_buffers = 512MB",
+		"max_wal_size = 4GB",
+		"checkpoint_timeout = 15min",
 		"",
 	}, "\n")
 	confPath := filepath.Join(c.dataDir(), "cortexq.conf")

@@ -1,0 +1,41 @@
+-- name: LeaseFresh :many
+-- LeaseFresh is the lease's fast path, a whole transaction in one statement (and one round trip
+-- with its commit): it leases TODO tasks above after_id to the workers, in order, one each, and
+-- returns what it leased. It takes only what needs no decision — tasks without any dispatch row
+-- (no earlier run kept) — and nothing at all while the service has a queued retry, which must go
+-- first; queue/lease's full path (Go decisions on locked rows) leases the rest.
+WITH todo AS (
+    SELECT t.id, t.corpus_id, t.entry, t.run
+    FROM tasks t
+    WHERE t.service_id = @service_id::int AND t.status = 0 AND t.id > @after_id::bigint
+      AND NOT EXISTS (SELECT 1 FROM dispatch d WHERE d.task_id = t.id)
+      AND NOT EXISTS (SELECT 1 FROM dispatch q WHERE q.service_id = @service_id::int AND q.queued)
+    ORDER BY t.id
+    LIMIT cardinality(@workers::text[])
+    FOR UPDATE OF t SKIP LOCKED
+), clock AS (
+    SELECT coalesce(sqlc.narg(now)::timestamptz, now()) AS now
+), picked AS (
+    SELECT n.id, n.corpus_id, n.entry, n.run, w.worker, c.now
+    FROM (SELECT todo.*, row_number() OVER (ORDER BY todo.id) AS i FROM todo) AS n
+    JOIN unnest(@workers::text[]) WITH ORDINALITY AS w (worker, i) ON w.i = n.i
+    CROSS JOIN clock c
+), rows_added AS (
+    INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, replica, service_id,
+                          lease_timeout_seconds, leased_at)
+    SELECT p.id, p.run, 'in_flight', ARRAY[p.worker], p.now + make_interval(secs => @timeout_seconds::int),
+           @replica::text, @service_id::int, @timeout_seconds::int, p.now
+    FROM picked p
+), tasks_set AS (
+    UPDATE tasks t SET status = 1
+    FROM picked p
+    WHERE t.id = p.id
+), attempts_added AS (
+    INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at)
+    SELECT p.id, p.run, 0, p.worker, @replica::text, p.now
+    FROM picked p
+)
+SELECT p.id, p.corpus_id, p.entry, p.run, p.worker::text AS worker, p.now::timestamptz AS leased_at,
+       (p.now + make_interval(secs => @timeout_seconds::int))::timestamptz AS deadline
+FROM picked p
+ORDER BY p.id;
