@@ -8,7 +8,9 @@ WITH todo AS (
     SELECT t.id, t.corpus_id, t.entry, t.run
     FROM tasks t
     WHERE t.service_id = @service_id::int AND t.status = 0 AND t.id > @after_id::bigint
-      AND NOT EXISTS (SELECT 1 FROM dispatch d WHERE d.task_id = t.id)
+      -- A scalar subquery, not NOT EXISTS: one index probe per candidate, never a join that
+      -- walks the dispatch index from its start.
+      AND (SELECT 1 FROM dispatch d WHERE d.task_id = t.id LIMIT 1) IS NULL
       AND NOT EXISTS (SELECT 1 FROM dispatch q WHERE q.service_id = @service_id::int AND q.queued)
     ORDER BY t.id
     LIMIT cardinality(@workers::text[])

@@ -125,6 +125,8 @@ func runBench(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// The staged archives go to disk now, not in the first claims' syncfs: staging is setup.
+	syscall.Sync()
 	imp, err := store.Import(ctx, lease.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	if err != nil {
 		return err

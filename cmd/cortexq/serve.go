@@ -97,6 +97,7 @@ func serve(c *cli.Context) error {
 		return fmt.Errorf("database url: %w", err)
 	}
 	pcfg.MaxConns = int32(max(c.Int("db-pool-size"), 4))
+	lease.TunePool(pcfg)
 	pool, err := pgxpool.NewWithConfig(c.Context, pcfg)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)

@@ -150,3 +150,14 @@ func translate(what string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
+
+// TunePool sets what a replica's connections need: enable_seqscan off. Every query of the lease
+// path is an indexed lookup, and the hot dispatch table — a few live rows among pages of dead
+// ones between vacuums — has statistics that make the planner scan it whole instead, on every
+// claim. With the setting off a query still scans where no index serves it.
+func TunePool(cfg *pgxpool.Config) {
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
+}
