@@ -229,7 +229,7 @@ func runBench(c *cli.Context) error {
 			logf("  %s: %d in flight", time.Since(start).Round(time.Second), inFlight)
 			lastLog = time.Now()
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	took := time.Since(start)
 	cpuEnd := sampleCPU(procs)
@@ -443,7 +443,7 @@ func waitListening(ctx context.Context, endpoint string, timeout time.Duration) 
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("nothing listens on %s after %s", endpoint, timeout)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
