@@ -293,6 +293,9 @@ func runBench(c *cli.Context) error {
 	return nil
 }
 
+// pacedSlack is how far behind its schedule a paced fleet may catch up.
+const pacedSlack = 100 * time.Millisecond
+
 // paced is an echo handler held to a shared rate.
 type paced struct {
 	mu    sync.Mutex
@@ -317,10 +320,12 @@ func (h *paced) ConvertBytes(ctx context.Context, in []byte) ([]byte, error) {
 // wait holds the caller to its turn.
 func (h *paced) wait(ctx context.Context) error {
 	h.mu.Lock()
-	at := h.next
-	if now := time.Now(); h.next.Before(now) {
-		h.next = now
+	// Slots missed by less than pacedSlack are caught up, so a short stall does not lower the
+	// rate held; older ones are dropped, so a long one does not turn into a burst.
+	if floor := time.Now().Add(-pacedSlack); h.next.Before(floor) {
+		h.next = floor
 	}
+	at := h.next
 	h.next = h.next.Add(h.every)
 	h.mu.Unlock()
 	if d := time.Until(at); d > 0 {
