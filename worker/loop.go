@@ -129,11 +129,7 @@ func (l *loop) task(ctx context.Context, taskID int64, idFrame []byte, more bool
 	if mh, ok := l.h.(MemoryHandler); ok {
 		frames, size, err := l.receiveFrames(ctx, more)
 		if err != nil {
-			if ctx.Err() == nil {
-				l.cfg.Stats.Failed.Add(1)
-				l.pushEmpty(ctx, log, idFrame)
-			}
-			l.transportError(ctx, "task payload", err)
+			l.payloadLost(ctx, log, idFrame, err)
 			return
 		}
 		more = len(frames) > 0 && frames[len(frames)-1] == nil
@@ -167,12 +163,7 @@ func (l *loop) task(ctx context.Context, taskID int64, idFrame []byte, more bool
 	out := filepath.Join(dir, name+".result.zip")
 	size, storeErr, err := l.receivePayload(ctx, in, spill, more)
 	if err != nil {
-		// The rest of the payload is lost with the DEALER, which is rebuilt.
-		if ctx.Err() == nil {
-			l.cfg.Stats.Failed.Add(1)
-			l.pushEmpty(ctx, log, idFrame)
-		}
-		l.transportError(ctx, "task payload", err)
+		l.payloadLost(ctx, log, idFrame, err)
 		return
 	}
 	if storeErr != nil {
@@ -190,6 +181,25 @@ func (l *loop) task(ctx context.Context, taskID int64, idFrame []byte, more bool
 			err = fmt.Errorf("open result: %w", err)
 		}
 	}
+	if result != nil {
+		defer result.Close()
+	}
+	l.answer(ctx, log, idFrame, result, err, size, start)
+}
+
+// payloadLost answers a task whose payload broke off with an empty result; the rest of the
+// payload is lost with the DEALER, which is rebuilt.
+func (l *loop) payloadLost(ctx context.Context, log *slog.Logger, idFrame []byte, err error) {
+	if ctx.Err() == nil {
+		l.cfg.Stats.Failed.Add(1)
+		l.pushEmpty(ctx, log, idFrame)
+	}
+	l.transportError(ctx, "task payload", err)
+}
+
+// answer pushes a converted task's result, or an empty result when the conversion failed (unless
+// the worker is stopping, when the task is left to the dispatcher's reaper).
+func (l *loop) answer(ctx context.Context, log *slog.Logger, idFrame []byte, result io.Reader, err error, size int64, start time.Time) {
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("task abandoned: worker stopping", "err", err)
@@ -200,7 +210,6 @@ func (l *loop) task(ctx context.Context, taskID int64, idFrame []byte, more bool
 		l.pushEmpty(ctx, log, idFrame)
 		return
 	}
-	defer result.Close()
 	if err := l.pushResult(ctx, idFrame, result); err != nil {
 		log.Error("push result", "err", err)
 		return
@@ -270,21 +279,7 @@ func (l *loop) convertInMemory(ctx context.Context, log *slog.Logger, mh MemoryH
 		}
 	}
 	out, err := mh.ConvertBytes(ctx, payload)
-	if err != nil {
-		if ctx.Err() != nil {
-			log.Info("task abandoned: worker stopping", "err", err)
-			return
-		}
-		log.Warn("convert failed; sending an empty result", "err", err)
-		l.cfg.Stats.Failed.Add(1)
-		l.pushEmpty(ctx, log, idFrame)
-		return
-	}
-	if err := l.pushResult(ctx, idFrame, bytes.NewReader(out)); err != nil {
-		log.Error("push result", "err", err)
-		return
-	}
-	log.Debug("task done", "input_bytes", size, "duration", time.Since(start))
+	l.answer(ctx, log, idFrame, bytes.NewReader(out), err, int64(size), start)
 }
 
 // pushResult sends [identity, service, taskid, chunk…] to the sink.

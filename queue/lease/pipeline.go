@@ -30,17 +30,7 @@ import (
 // a deadlock or serialization failure runs the whole transaction again.
 func (s *Store) pipelinedTx(ctx context.Context, what string, retry bool,
 	reads func(q *dbsqlc.Queries) error, decide func(now time.Time, q *dbsqlc.Queries) (*writes, error)) error {
-	for attempt := 1; ; attempt++ {
-		err := s.pipelinedOnce(ctx, reads, decide)
-		if err == nil {
-			return nil
-		}
-		if retry && attempt < 5 && retryable(err) {
-			s.logger.Debug("transaction retried", "what", what, "attempt", attempt, "error", err)
-			continue
-		}
-		return translate(what, err)
-	}
+	return s.retrying(what, retry, func() error { return s.pipelinedOnce(ctx, reads, decide) })
 }
 
 func (s *Store) pipelinedOnce(ctx context.Context, reads func(q *dbsqlc.Queries) error, decide func(now time.Time, q *dbsqlc.Queries) (*writes, error)) (err error) {

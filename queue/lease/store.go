@@ -111,8 +111,8 @@ func (s *Store) injectedNow() *time.Time {
 // inTx runs fn in a transaction with the store's clock read at its start. When retry is set, a
 // deadlock or serialization failure runs fn again (fn must then have no side effects).
 func (s *Store) inTx(ctx context.Context, what string, retry bool, fn func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error) error {
-	for attempt := 1; ; attempt++ {
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return s.retrying(what, retry, func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			q := dbsqlc.New(tx)
 			now, err := q.ClockNow(ctx, s.injectedNow())
 			if err != nil {
@@ -120,6 +120,14 @@ func (s *Store) inTx(ctx context.Context, what string, retry bool, fn func(q *db
 			}
 			return fn(q, tx, now)
 		})
+	})
+}
+
+// retrying runs a transaction, and when retry is set runs it again (up to 5 times in all) after
+// a deadlock or serialization failure; the error it returns is translated.
+func (s *Store) retrying(what string, retry bool, tx func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := tx()
 		if err == nil {
 			return nil
 		}
