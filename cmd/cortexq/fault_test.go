@@ -24,8 +24,6 @@ import (
 	"github.com/cortexq/cortexq/queue/queuetest"
 )
 
-// skipShortFault skips a fault test under go test -short: they take minutes (scripts/test runs
-// them).
 // skipOutsideCI skips a test whose means this machine lacks, on a developer's machine only: CI
 // (as root, with tmpfs and chattr) must run it, so there the lack fails the test.
 func skipOutsideCI(t *testing.T, why string) {
@@ -36,6 +34,8 @@ func skipOutsideCI(t *testing.T, why string) {
 	t.Skip(why)
 }
 
+// skipShortFault skips a fault test under go test -short: they take minutes (scripts/test runs
+// them).
 func skipShortFault(t *testing.T) {
 	t.Helper()
 	if testing.Short() {

@@ -132,7 +132,6 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	decisions := make([]Decision, len(results))
-	var w *writes
 	var at time.Time
 	var tasks []dbsqlc.Task
 	var rows []dbsqlc.Dispatch
@@ -155,7 +154,8 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 				ct.rows = append(ct.rows, &rows[i])
 			}
 		}
-		w, at = newWrites(), now
+		w := newWrites()
+		at = now
 		for i := range results {
 			r := &results[i]
 			d := &decisions[i]
@@ -182,12 +182,6 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 				}
 			}
 		}
-		for i := range results {
-			if decisions[i].Outcome == OutcomeUnknown || decisions[i].Outcome == OutcomeWrongService || decisions[i].Outcome == OutcomeNotHolder {
-				continue
-			}
-			w.results[workerKey{results[i].Worker, decisions[i].ServiceID}]++
-		}
 		if hooks.BeforeCommit != nil {
 			if err := hooks.BeforeCommit(); err != nil {
 				return nil, fmt.Errorf("before commit: %w", err)
@@ -198,7 +192,14 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	if err != nil {
 		return nil, err
 	}
-	s.tally.committed(w, at)
+	counted := map[workerKey]int64{}
+	for i := range results {
+		if decisions[i].Outcome == OutcomeUnknown || decisions[i].Outcome == OutcomeWrongService || decisions[i].Outcome == OutcomeNotHolder {
+			continue
+		}
+		counted[workerKey{results[i].Worker, decisions[i].ServiceID}]++
+	}
+	s.tally.committed(0, nil, counted, at)
 	return decisions, nil
 }
 

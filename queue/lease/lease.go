@@ -91,19 +91,18 @@ func (s *Store) leaseFresh(ctx context.Context, req LeaseRequest, timeout time.D
 		return nil, nil
 	}
 	leases := make([]Lease, len(rows))
-	w := newWrites()
-	w.dispatchService = req.ServiceID
+	dispatched := map[string]int64{}
 	var last int64
 	for i, r := range rows {
 		leases[i] = Lease{
 			TaskID: r.ID, Run: r.Run, Worker: r.Worker, ServiceID: req.ServiceID,
 			CorpusID: r.CorpusID, Entry: r.Entry, LeasedAt: r.LeasedAt, Deadline: r.Deadline,
 		}
-		w.dispatched[r.Worker]++
+		dispatched[r.Worker]++
 		last = max(last, r.ID)
 	}
 	s.todo.advance(req.ServiceID, last)
-	s.tally.committed(w, rows[0].LeasedAt)
+	s.tally.committed(req.ServiceID, dispatched, nil, rows[0].LeasedAt)
 	return leases, nil
 }
 
@@ -112,7 +111,6 @@ func (s *Store) leaseFresh(ctx context.Context, req LeaseRequest, timeout time.D
 func (s *Store) leaseFull(ctx context.Context, req LeaseRequest) ([]Lease, error) {
 	timeout := req.LeaseTimeout
 	var leases []Lease
-	var w *writes
 	var at time.Time
 	var queued []dbsqlc.DispatchLockQueuedRow
 	var todo []dbsqlc.TaskLockTodoRow
@@ -132,7 +130,8 @@ func (s *Store) leaseFull(ctx context.Context, req LeaseRequest) ([]Lease, error
 	var last int64
 	err := s.pipelinedTx(ctx, "lease", true, reads, func(now time.Time, q *dbsqlc.Queries) (*writes, error) {
 		leases = leases[:0]
-		w, at = newWrites(), now
+		w := newWrites()
+		at = now
 		workers := slices.Clone(req.Workers)
 		if after > 0 && len(queued)+len(todo) < len(workers) {
 			// Short above the cursor: TODO tasks below it (returned, rerun, skipped while another
@@ -192,10 +191,8 @@ func (s *Store) leaseFull(ctx context.Context, req LeaseRequest) ([]Lease, error
 		if len(leases) == 0 {
 			return nil, nil
 		}
-		w.dispatchService = req.ServiceID
 		for _, l := range leases {
 			w.attempts = append(w.attempts, newAttempt{TaskID: l.TaskID, Run: l.Run, Attempt: int32(l.Attempt), Worker: l.Worker})
-			w.dispatched[l.Worker]++
 		}
 		return w, nil
 	})
@@ -203,7 +200,11 @@ func (s *Store) leaseFull(ctx context.Context, req LeaseRequest) ([]Lease, error
 		return nil, err
 	}
 	s.todo.advance(req.ServiceID, last)
-	s.tally.committed(w, at)
+	dispatched := map[string]int64{}
+	for _, l := range leases {
+		dispatched[l.Worker]++
+	}
+	s.tally.committed(req.ServiceID, dispatched, nil, at)
 	return leases, nil
 }
 

@@ -39,19 +39,20 @@ func (t *tallies) get(k workerKey, now time.Time) *workerTally {
 	return wt
 }
 
-// committed adds what a committed transaction counted.
-func (t *tallies) committed(w *writes, now time.Time) {
-	if len(w.dispatched) == 0 && len(w.results) == 0 {
+// committed adds what a committed transaction counted: leases per worker of one service, and
+// results per worker and service.
+func (t *tallies) committed(service int32, dispatched map[string]int64, results map[workerKey]int64, now time.Time) {
+	if len(dispatched) == 0 && len(results) == 0 {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for name, n := range w.dispatched {
-		wt := t.get(workerKey{name, w.dispatchService}, now)
+	for name, n := range dispatched {
+		wt := t.get(workerKey{name, service}, now)
 		wt.dispatched += n
 		wt.lastRequest = maxTime(wt.lastRequest, now)
 	}
-	for k, n := range w.results {
+	for k, n := range results {
 		wt := t.get(k, now)
 		wt.results += n
 		wt.lastResult = maxTime(wt.lastResult, now)

@@ -36,16 +36,13 @@ type workerKey struct {
 
 // writes collects one transaction's changes so each table is written with one statement.
 type writes struct {
-	upserts         map[rowKey]*dbsqlc.Dispatch
-	deletes         map[rowKey]bool
-	tasks           map[int64]taskState
-	attempts        []newAttempt
-	outcomes        map[attemptKey]outcomeWrite
-	dropAttempt     map[attemptKey]bool
-	messages        map[rowKey][]queue.Message // replaces the run's messages
-	dispatched      map[string]int64           // leases per worker, of dispatchService
-	dispatchService int32
-	results         map[workerKey]int64
+	upserts     map[rowKey]*dbsqlc.Dispatch
+	deletes     map[rowKey]bool
+	tasks       map[int64]taskState
+	attempts    []newAttempt
+	outcomes    map[attemptKey]outcomeWrite
+	dropAttempt map[attemptKey]bool
+	messages    map[rowKey][]queue.Message // replaces the run's messages
 }
 
 // newAttempt is an attempts row a lease adds.
@@ -69,8 +66,6 @@ func newWrites() *writes {
 		outcomes:    map[attemptKey]outcomeWrite{},
 		dropAttempt: map[attemptKey]bool{},
 		messages:    map[rowKey][]queue.Message{},
-		dispatched:  map[string]int64{},
-		results:     map[workerKey]int64{},
 	}
 }
 
