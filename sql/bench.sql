@@ -16,3 +16,9 @@ SELECT EXISTS (SELECT 1 FROM tasks t WHERE t.service_id = @service_id::int AND t
         WHERE d.service_id = @service_id::int AND (d.state = 'in_flight' OR d.queued))::bigint AS active,
        (SELECT count(*) FROM dispatch d
         WHERE d.service_id = @service_id::int AND d.state = 'in_flight')::bigint AS in_flight;
+
+-- name: BenchDiscardUnfinished :execrows
+-- BenchDiscardUnfinished deletes a service's unfinished tasks (TODO or dispatched), with their
+-- rows (the tasks_deleted trigger): for the bench's own service, whose earlier runs may have
+-- stopped before their backlog drained and removed its source archives.
+DELETE FROM tasks WHERE service_id = @service_id::int AND status >= 0;

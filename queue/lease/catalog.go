@@ -188,3 +188,14 @@ func (s *Store) Open(ctx context.Context, serviceID int32) (open bool, inFlight 
 	}
 	return r.Todo || r.Active > 0, r.InFlight, nil
 }
+
+// DiscardUnfinished deletes a service's TODO and dispatched tasks, with their dispatch rows,
+// attempts and messages, and reports how many it deleted. It is for a service used by nothing
+// else, like the bench's: every replica serving the service would otherwise lease those tasks.
+func (s *Store) DiscardUnfinished(ctx context.Context, serviceID int32) (int64, error) {
+	n, err := dbsqlc.New(s.pool).BenchDiscardUnfinished(ctx, serviceID)
+	if err != nil {
+		return 0, translate("discard unfinished tasks", err)
+	}
+	return n, nil
+}

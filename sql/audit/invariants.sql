@@ -92,3 +92,11 @@ SELECT t.id AS task_id, t.run, d.state, d.queued
 FROM tasks t
 JOIN dispatch d ON d.task_id = t.id AND d.run = t.run
 WHERE t.status = 0;
+
+-- name: RowHasTask
+-- Every dispatch row belongs to a task that exists. (No foreign key says so, for speed: the
+-- lease and claim write rows only for the task they hold locked, and deleting a task deletes
+-- its rows, attempts and messages through the tasks_deleted trigger.)
+SELECT d.task_id, d.run, d.state
+FROM dispatch d
+WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = d.task_id);

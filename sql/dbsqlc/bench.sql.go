@@ -31,6 +31,21 @@ func (q *Queries) AttemptLatency(ctx context.Context, corpusID int32) (AttemptLa
 	return i, err
 }
 
+const benchDiscardUnfinished = `-- name: BenchDiscardUnfinished :execrows
+DELETE FROM tasks WHERE service_id = $1::int AND status >= 0
+`
+
+// BenchDiscardUnfinished deletes a service's unfinished tasks (TODO or dispatched), with their
+// rows (the tasks_deleted trigger): for the bench's own service, whose earlier runs may have
+// stopped before their backlog drained and removed its source archives.
+func (q *Queries) BenchDiscardUnfinished(ctx context.Context, serviceID int32) (int64, error) {
+	result, err := q.db.Exec(ctx, benchDiscardUnfinished, serviceID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const benchOpen = `-- name: BenchOpen :one
 SELECT EXISTS (SELECT 1 FROM tasks t WHERE t.service_id = $1::int AND t.status = 0) AS todo,
        (SELECT count(*) FROM dispatch d

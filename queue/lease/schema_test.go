@@ -1,0 +1,57 @@
+package lease
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
+)
+
+// TestDeletingATaskDeletesItsRows: with no foreign keys on the hot tables, the tasks_deleted
+// trigger deletes a deleted task's dispatch rows, attempts and messages (and only its), and the
+// RowHasTask invariant reports a dispatch row whose task is gone.
+func TestDeletingATaskDeletesItsRows(t *testing.T) {
+	f := newFixture(t)
+	inFlight := f.leasedNowTo("w1")
+	finished := f.leasedNowTo("w2")
+	f.accepted(finished, "w2", queue.StatusWarning)
+	kept := f.leasedNowTo("w3")
+	f.accepted(kept, "w3", queue.StatusWarning)
+
+	rowsOf := func(id int64) (n int) {
+		t.Helper()
+		require.NoError(t, f.pool.QueryRow(f.ctx, `
+			SELECT (SELECT count(*) FROM dispatch WHERE task_id = $1)
+			     + (SELECT count(*) FROM attempts WHERE task_id = $1)
+			     + (SELECT count(*) FROM task_messages WHERE task_id = $1)`, id).Scan(&n))
+		return n
+	}
+	require.Equal(t, 2, rowsOf(inFlight), "a dispatch row and an attempt")
+	require.Equal(t, 2, rowsOf(finished), "an attempt and a message")
+	before := rowsOf(kept)
+
+	tag, err := f.pool.Exec(f.ctx, `DELETE FROM tasks WHERE id = ANY($1)`, []int64{inFlight, finished})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, tag.RowsAffected())
+	require.Zero(t, rowsOf(inFlight))
+	require.Zero(t, rowsOf(finished))
+	require.Equal(t, before, rowsOf(kept), "another task's rows stay")
+	vs, err := f.store.CheckInvariants(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, vs)
+
+	// A row written for a task that does not exist (no key refuses it) is reported.
+	_, err = f.pool.Exec(f.ctx, `
+		INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, replica, service_id,
+		                      lease_timeout_seconds, leased_at)
+		VALUES ($1, 1, 'in_flight', '{w9}', now(), 'r1', $2, 60, now())`, inFlight, f.svc)
+	require.NoError(t, err)
+	vs, err = f.store.CheckInvariants(f.ctx)
+	require.NoError(t, err)
+	broken := map[string]int64{}
+	for _, v := range vs {
+		broken[v.Rule] = v.Rows
+	}
+	require.EqualValues(t, 1, broken["RowHasTask"], "%v", vs)
+}
