@@ -165,14 +165,9 @@ func translate(what string, err error) error {
 //     dispatch table — a few live rows among pages of dead ones between vacuums — has statistics
 //     that make the planner scan it whole instead, on every claim. With the setting off a query
 //     still scans where no index serves it.
-//   - plan_cache_mode force_generic_plan. The hot statements are prepared; left to choose, a
-//     connection could settle on planning the lease statement afresh for every call (about 1 ms of
-//     PostgreSQL's time each, seen on a third of the calls of a bench), where its generic plan is
-//     the same index scans. A plan is still rebuilt after ANALYZE changes the statistics.
 func TunePool(cfg *pgxpool.Config) {
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
 }
