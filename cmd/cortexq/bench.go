@@ -75,6 +75,9 @@ type benchReport struct {
 	P99Millis        float64 `json:"p99_ms"`
 	PeakInFlight     int64   `json:"peak_in_flight"`
 	ReplicaPeakRSSMB float64 `json:"replica_peak_rss_mb"`
+	// NoWorkReplies counts the replies that had no task for the fleet ("no work", backpressure):
+	// each one costs its worker a throttle pause.
+	NoWorkReplies uint64 `json:"no_work_replies"`
 	// CPU time per task during the run, in µs, by who spent it: the replicas, the echo workers
 	// (this process), PostgreSQL's processes, and the whole machine (kernel threads included).
 	CPUMicrosPerTask map[string]float64 `json:"cpu_us_per_task,omitempty"`
@@ -204,13 +207,14 @@ func runBench(c *cli.Context) error {
 	defer stopWorkers()
 	start := time.Now()
 	cpuStart := sampleCPU(procs)
+	var stats worker.Stats
 	wDone := make(chan error, 1)
 	go func() {
 		wDone <- worker.Run(runCtx, worker.Config{
 			Ventilator: strings.Join(vents, ","), Sink: strings.Join(sinks, ","), Service: svc.Name,
 			Identity:    fmt.Sprintf("bench-fleet:%s:%d", svc.Name, os.Getpid()),
 			Concurrency: workers, Throttle: 20 * time.Millisecond, IOTimeout: 10 * time.Second,
-			Backoff: 100 * time.Millisecond, Logger: quiet, TempDir: scratchDir(),
+			Backoff: 100 * time.Millisecond, Logger: quiet, TempDir: scratchDir(), Stats: &stats,
 		}, handler)
 	}()
 
@@ -264,7 +268,8 @@ func runBench(c *cli.Context) error {
 
 	rep := benchReport{Tasks: n, Workers: workers, Replicas: replicas, PayloadKB: c.Int("payload-kb"),
 		Rate: c.Float64("rate"), Chaos: c.Int("chaos"), Seconds: took.Seconds(),
-		PeakInFlight: peak.Load(), ReplicaPeakRSSMB: rssPeak, NoProblem: p.NoProblem}
+		PeakInFlight: peak.Load(), ReplicaPeakRSSMB: rssPeak, NoProblem: p.NoProblem,
+		NoWorkReplies: stats.Mocks.Load()}
 	rep.TasksPerSecond = float64(p.Done()) / took.Seconds()
 	if done := p.Done(); done > 0 {
 		rep.CPUMicrosPerTask = map[string]float64{}
