@@ -39,7 +39,9 @@ func benchCommand() *cli.Command {
 			"result), the p50/p99 time from lease to recorded result, the peak number of leases in flight\n" +
 			"and the replicas' peak RSS, then checks the gates: no task lost, exactly --tasks NoProblem,\n" +
 			"every result archive byte-identical to its source. A failed gate exits non-zero. Uses the\n" +
-			"database as configured (the embedded one by default), with its durable settings.",
+			"database as configured (the embedded one by default), with its durable settings. Its tasks\n" +
+			"belong to its own service, bench_echo: unfinished tasks an earlier bench left there (one that\n" +
+			"stopped before its backlog drained) are deleted first.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "tasks", Usage: "source archives to stage and convert", Value: 20000, EnvVars: envVars("BENCH_TASKS")},
 			&cli.IntFlag{Name: "workers", Usage: "echo workers, each with its own identity", Value: 8, EnvVars: envVars("BENCH_WORKERS")},
