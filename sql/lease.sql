@@ -5,17 +5,21 @@
 -- (no earlier run kept) — and nothing at all while the service has a queued retry, which must go
 -- first; queue/lease's full path (Go decisions on locked rows) leases the rest.
 --
--- after_id and the limit are sub-selects so that the planner cannot see their values: a plan
--- made for the values costs what the generic plan costs, so a connection settles on the generic
--- plan instead of planning this statement afresh (about 1 ms) for every call.
+-- The service, after_id, the workers and the limit are sub-selects, so that the planner cannot
+-- see their values: a plan made for the values costs what the generic plan costs, and a
+-- connection settles on the generic plan instead of planning this statement afresh (0.5-1 ms)
+-- for every call — which it did whenever the values made a plan look cheaper: a small limit, a
+-- high after_id, a service with a small backlog beside a large one. (The estimated cost then
+-- grows with the backlog; queue/lease.TunePool turns JIT off so that it never compiles this
+-- statement.)
 WITH todo AS (
     SELECT t.id, t.corpus_id, t.entry, t.run
     FROM tasks t
-    WHERE t.service_id = @service_id::int AND t.status = 0 AND t.id > (SELECT @after_id::bigint)
+    WHERE t.service_id = (SELECT @service_id::int) AND t.status = 0 AND t.id > (SELECT @after_id::bigint)
       -- A scalar subquery, not NOT EXISTS: one index probe per candidate, never a join that
       -- walks the dispatch index from its start.
       AND (SELECT 1 FROM dispatch d WHERE d.task_id = t.id LIMIT 1) IS NULL
-      AND NOT EXISTS (SELECT 1 FROM dispatch q WHERE q.service_id = @service_id::int AND q.queued)
+      AND NOT EXISTS (SELECT 1 FROM dispatch q WHERE q.service_id = (SELECT @service_id::int) AND q.queued)
     ORDER BY t.id
     LIMIT (SELECT cardinality(@workers::text[]))
     FOR UPDATE OF t SKIP LOCKED
@@ -24,7 +28,7 @@ WITH todo AS (
 ), picked AS (
     SELECT n.id, n.corpus_id, n.entry, n.run, w.worker, c.now
     FROM (SELECT todo.*, row_number() OVER (ORDER BY todo.id) AS i FROM todo) AS n
-    JOIN unnest(@workers::text[]) WITH ORDINALITY AS w (worker, i) ON w.i = n.i
+    JOIN unnest((SELECT @workers::text[])) WITH ORDINALITY AS w (worker, i) ON w.i = n.i
     CROSS JOIN clock c
 ), rows_added AS (
     INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, replica, service_id,

@@ -1,11 +1,14 @@
 package lease
 
 import (
+	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/queuetest"
 )
 
 // TestDeletingATaskDeletesItsRows: with no foreign keys on the hot tables, the tasks_deleted
@@ -54,4 +57,22 @@ func TestDeletingATaskDeletesItsRows(t *testing.T) {
 		broken[v.Rule] = v.Rows
 	}
 	require.EqualValues(t, 1, broken["RowHasTask"], "%v", vs)
+}
+
+// TestTunePool: a replica's connections run with the settings TunePool documents.
+func TestTunePool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := queuetest.NewPool(t)
+	cfg, err := pgxpool.ParseConfig(base.Config().ConnString())
+	require.NoError(t, err)
+	TunePool(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	for setting, want := range map[string]string{"enable_seqscan": "off", "jit": "off"} {
+		var got string
+		require.NoError(t, pool.QueryRow(ctx, "SELECT current_setting($1)", setting).Scan(&got))
+		require.Equal(t, want, got, setting)
+	}
 }
