@@ -41,7 +41,8 @@ func runDemo(c *cli.Context) error {
 	}
 	out := c.App.Writer
 	ctx := c.Context
-	store, closeStore, err := openStore(c, lease.Config{Replica: "demo", LeaseTimeout: 30 * time.Second})
+	// The demo serves workers in this process: its connections are set up as a replica's.
+	store, closeStore, err := openStore(c, lease.Config{Replica: "demo", LeaseTimeout: 30 * time.Second}, lease.TunePool)
 	if err != nil {
 		return err
 	}

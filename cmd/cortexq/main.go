@@ -330,12 +330,19 @@ func databaseURL(c *cli.Context) (string, error) {
 }
 
 // connect opens a pool on the database and checks that it answers.
-func connect(c *cli.Context) (*pgxpool.Pool, error) {
+func connect(c *cli.Context, tune ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	dsn, err := databaseURL(c)
 	if err != nil {
 		return nil, err
 	}
-	pool, err := pgxpool.New(c.Context, dsn)
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	for _, t := range tune {
+		t(pcfg)
+	}
+	pool, err := pgxpool.NewWithConfig(c.Context, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
@@ -348,9 +355,10 @@ func connect(c *cli.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// openStore connects and returns a lease store on the database; close closes its pool.
-func openStore(c *cli.Context, cfg lease.Config) (store *lease.Store, close func(), err error) {
-	pool, err := connect(c)
+// openStore connects and returns a lease store on the database; close closes its pool. Each of
+// tune adjusts the pool's configuration first (lease.TunePool for a store that serves workers).
+func openStore(c *cli.Context, cfg lease.Config, tune ...func(*pgxpool.Config)) (store *lease.Store, close func(), err error) {
+	pool, err := connect(c, tune...)
 	if err != nil {
 		return nil, nil, err
 	}

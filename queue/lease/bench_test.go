@@ -8,15 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
-	"github.com/cortexq/cortexq/queue/queuetest"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
-// benchStore is a store on a fresh database with one corpus and service.
+// benchStore is a store on a fresh database with one corpus and service, its connections set up
+// as a replica's are (TunePool).
 func benchStore(b *testing.B) (*Store, int32, int32) {
 	b.Helper()
 	ctx := context.Background()
-	pool := queuetest.NewPool(b)
+	pool := tunedPool(b)
 	q := dbsqlc.New(pool)
 	corpus, err := q.CorpusCreate(ctx, "corpus", "/corpus", nil)
 	require.NoError(b, err)

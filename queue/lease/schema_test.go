@@ -59,20 +59,25 @@ func TestDeletingATaskDeletesItsRows(t *testing.T) {
 	require.EqualValues(t, 1, broken["RowHasTask"], "%v", vs)
 }
 
+// tunedPool is a pool on a fresh test database with the settings of a replica's connections.
+func tunedPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(queuetest.NewPool(t).Config().ConnString())
+	require.NoError(t, err)
+	TunePool(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // TestTunePool: a replica's connections run with the settings TunePool documents.
 func TestTunePool(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	base := queuetest.NewPool(t)
-	cfg, err := pgxpool.ParseConfig(base.Config().ConnString())
-	require.NoError(t, err)
-	TunePool(cfg)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
+	pool := tunedPool(t)
 	for setting, want := range map[string]string{"enable_seqscan": "off", "jit": "off"} {
 		var got string
-		require.NoError(t, pool.QueryRow(ctx, "SELECT current_setting($1)", setting).Scan(&got))
+		require.NoError(t, pool.QueryRow(context.Background(), "SELECT current_setting($1)", setting).Scan(&got))
 		require.Equal(t, want, got, setting)
 	}
 }
