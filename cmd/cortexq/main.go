@@ -335,6 +335,12 @@ func connect(c *cli.Context, tune ...func(*pgxpool.Config)) (*pgxpool.Pool, erro
 	if err != nil {
 		return nil, err
 	}
+	return connectDSN(c.Context, dsn, tune...)
+}
+
+// connectDSN opens a pool on dsn, its configuration adjusted by each of tune, and checks that
+// the database answers.
+func connectDSN(ctx context.Context, dsn string, tune ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
@@ -342,13 +348,13 @@ func connect(c *cli.Context, tune ...func(*pgxpool.Config)) (*pgxpool.Pool, erro
 	for _, t := range tune {
 		t(pcfg)
 	}
-	pool, err := pgxpool.NewWithConfig(c.Context, pcfg)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := pool.Ping(ctx); err != nil {
+	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("connect to the database: %w", err)
 	}

@@ -92,23 +92,12 @@ func serve(c *cli.Context) error {
 	if err := checkMigrated(c.Context, dsn); err != nil {
 		return err
 	}
-	pcfg, err := pgxpool.ParseConfig(dsn)
+	poolSize := func(cfg *pgxpool.Config) { cfg.MaxConns = int32(max(c.Int("db-pool-size"), 4)) }
+	pool, err := connectDSN(c.Context, dsn, poolSize, lease.TunePool)
 	if err != nil {
-		return fmt.Errorf("database url: %w", err)
-	}
-	pcfg.MaxConns = int32(max(c.Int("db-pool-size"), 4))
-	lease.TunePool(pcfg)
-	pool, err := pgxpool.NewWithConfig(c.Context, pcfg)
-	if err != nil {
-		return fmt.Errorf("database: %w", err)
+		return err
 	}
 	defer pool.Close()
-	pctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
-	err = pool.Ping(pctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("connect to the database: %w", err)
-	}
 	window := c.Duration("late-result-window")
 	if window == 0 {
 		window = -1 // lease.Config: negative means none
