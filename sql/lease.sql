@@ -5,13 +5,12 @@
 -- (no earlier run kept) — and nothing at all while the service has a queued retry, which must go
 -- first; queue/lease's full path (Go decisions on locked rows) leases the rest.
 --
--- The service, after_id, the workers and the limit are sub-selects, so that the planner cannot
--- see their values: a plan made for the values costs what the generic plan costs, and a
--- connection settles on the generic plan instead of planning this statement afresh (0.5-1 ms)
--- for every call — which it did whenever the values made a plan look cheaper: a small limit, a
--- high after_id, a service with a small backlog beside a large one. (The estimated cost then
--- grows with the backlog; queue/lease.TunePool turns JIT off so that it never compiles this
--- statement.)
+-- queue/lease runs it with its generic plan forced (plan_cache_mode, for its transaction only):
+-- planning it costs about 1 ms, as much as running it, and left to choose, PostgreSQL often
+-- judged a plan made for the call's values cheaper than the generic one (it is the same plan) and
+-- planned every call afresh. The service, after_id, the workers and the limit are sub-selects, so
+-- that the generic plan is the plan any values would get; the estimated cost of that plan grows
+-- with the backlog, and queue/lease.TunePool turns JIT off so that it never compiles it.
 WITH todo AS (
     SELECT t.id, t.corpus_id, t.entry, t.run
     FROM tasks t

@@ -77,12 +77,17 @@ func (s *Store) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
 	return append(fast, full...), err
 }
 
-// leaseFresh is the fast path: one statement, committed when it returns.
+// leaseFresh is the fast path: one statement in a transaction of one round trip.
 func (s *Store) leaseFresh(ctx context.Context, req LeaseRequest, timeout time.Duration) ([]Lease, error) {
 	secs := int32(max(timeout/time.Second, 1))
-	rows, err := dbsqlc.New(s.pool).LeaseFresh(ctx, dbsqlc.LeaseFreshParams{
+	params := dbsqlc.LeaseFreshParams{
 		TimeoutSeconds: secs, ServiceID: req.ServiceID, AfterID: s.todo.start(req.ServiceID),
 		Workers: req.Workers, Now: s.injectedNow(), Replica: s.cfg.Replica,
+	}
+	var rows []dbsqlc.LeaseFreshRow
+	err := s.genericPlanTx(ctx, func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.LeaseFresh(ctx, params)
+		return err
 	})
 	if err != nil {
 		return nil, translate("lease", err)

@@ -172,3 +172,49 @@ func (r reader) Query(context.Context, string, ...any) (pgx.Rows, error) {
 func (r reader) QueryRow(context.Context, string, ...any) pgx.Row {
 	return r.br.QueryRow()
 }
+
+// genericPlanTx runs the statements run issues through q as one transaction in one round trip,
+// with PostgreSQL told to use each statement's generic plan (plan_cache_mode, for this
+// transaction only). It is for the fast lease, whose statement costs about 1 ms to plan: given
+// the choice, PostgreSQL often judged a plan made for the call's values cheaper than the generic
+// one (the two are the same plan; their estimates differ) and planned every call afresh. run is
+// called twice, as reads are in pipelinedTx, so it must only assign what it reads.
+func (s *Store) genericPlanTx(ctx context.Context, run func(q *dbsqlc.Queries) error) (err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// On an error the connection is left in its failed transaction, so the pool closes it
+	// instead of reusing it (see pipelinedOnce).
+	defer conn.Release()
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	batch.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+	if err := run(dbsqlc.New(recorder{batch})); err != nil {
+		return err
+	}
+	batch.Queue("COMMIT")
+	br := conn.SendBatch(ctx, batch)
+	err = func() error {
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if err := run(dbsqlc.New(reader{br})); err != nil {
+			return err
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		if tag.String() != "COMMIT" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -80,4 +81,33 @@ func TestTunePool(t *testing.T) {
 		require.NoError(t, pool.QueryRow(context.Background(), "SELECT current_setting($1)", setting).Scan(&got))
 		require.Equal(t, want, got, setting)
 	}
+}
+
+// TestFastLeaseKeepsItsGenericPlan: the fast lease is planned once per connection, not at every
+// call (planning it costs about as much as running it).
+func TestFastLeaseKeepsItsGenericPlan(t *testing.T) {
+	f := newFixture(t)
+	cfg, err := pgxpool.ParseConfig(f.pool.Config().ConnString())
+	require.NoError(t, err)
+	TunePool(cfg)
+	cfg.MaxConns = 1 // every lease and the check below share one session
+	pool, err := pgxpool.NewWithConfig(f.ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	store := New(pool, Config{Replica: "r1", LeaseTimeout: testLease, NowFunc: f.clock.Now})
+	for range 40 {
+		f.task()
+	}
+	for i := range 10 {
+		leases, err := store.Lease(f.ctx, LeaseRequest{ServiceID: f.svc, Workers: []string{
+			fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i), fmt.Sprintf("c%d", i), fmt.Sprintf("d%d", i)}})
+		require.NoError(t, err)
+		require.Len(t, leases, 4)
+	}
+	var generic, custom int64
+	require.NoError(t, pool.QueryRow(f.ctx, `
+		SELECT generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE statement LIKE '-- name: LeaseFresh %'`).Scan(&generic, &custom))
+	require.Zero(t, custom, "plans made for a call's values")
+	require.EqualValues(t, 10, generic)
 }
