@@ -85,7 +85,7 @@ func (s *Store) leaseFresh(ctx context.Context, req LeaseRequest, timeout time.D
 		Workers: req.Workers, Now: s.injectedNow(), Replica: s.cfg.Replica,
 	}
 	var rows []dbsqlc.LeaseFreshRow
-	err := s.genericPlanTx(ctx, func(q *dbsqlc.Queries) (err error) {
+	err := s.genericPlan(ctx, func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.LeaseFresh(ctx, params)
 		return err
 	})

@@ -84,7 +84,8 @@ func TestTunePool(t *testing.T) {
 }
 
 // TestFastLeaseKeepsItsGenericPlan: the fast lease is planned once per connection, not at every
-// call (planning it costs about as much as running it).
+// call (planning it costs about as much as running it), and forcing that leaves the session as
+// it was.
 func TestFastLeaseKeepsItsGenericPlan(t *testing.T) {
 	f := newFixture(t)
 	cfg, err := pgxpool.ParseConfig(f.pool.Config().ConnString())
@@ -110,4 +111,9 @@ func TestFastLeaseKeepsItsGenericPlan(t *testing.T) {
 		WHERE statement LIKE '-- name: LeaseFresh %'`).Scan(&generic, &custom))
 	require.Zero(t, custom, "plans made for a call's values")
 	require.EqualValues(t, 10, generic)
+	// The setting ended with each lease's transaction: the session's other statements (claims
+	// above all) keep PostgreSQL's choice.
+	var mode string
+	require.NoError(t, pool.QueryRow(f.ctx, "SELECT current_setting('plan_cache_mode')").Scan(&mode))
+	require.Equal(t, "auto", mode)
 }
