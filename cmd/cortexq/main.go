@@ -363,8 +363,17 @@ func connectDSN(ctx context.Context, dsn string, tune ...func(*pgxpool.Config)) 
 
 // openStore connects and returns a lease store on the database; close closes its pool. Each of
 // tune adjusts the pool's configuration first (lease.TunePool for a store that serves workers).
+// A database whose schema is behind this binary is refused with the command that fixes it, not
+// met later with "relation does not exist".
 func openStore(c *cli.Context, cfg lease.Config, tune ...func(*pgxpool.Config)) (store *lease.Store, close func(), err error) {
-	pool, err := connect(c, tune...)
+	dsn, err := databaseURL(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkMigrated(c.Context, dsn); err != nil {
+		return nil, nil, err
+	}
+	pool, err := connectDSN(c.Context, dsn, tune...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -257,8 +257,9 @@ func scrape(t *testing.T, url string) map[string]*familyValues {
 	return out
 }
 
-// TestServeRefusesAnUnmigratedDatabase checks that serve says in one line what to do when the
-// schema is missing or behind, and exits non-zero before it binds anything.
+// TestServeRefusesAnUnmigratedDatabase checks that serve (and the other commands on the database)
+// say in one line what to do when the schema is missing or behind, and exit non-zero before serve
+// binds anything.
 func TestServeRefusesAnUnmigratedDatabase(t *testing.T) {
 	serve := func(t *testing.T, env []string) result {
 		return cortexq(t, env, "serve", "--replica", "r", "--http", "",
@@ -288,9 +289,16 @@ func TestServeRefusesAnUnmigratedDatabase(t *testing.T) {
 				t.Errorf("drop database %s: %v", name, err)
 			}
 		})
-		r := serve(t, []string{"DATABASE_URL=" + cluster.DSN(name)})
+		env := []string{"DATABASE_URL=" + cluster.DSN(name)}
+		r := serve(t, env)
 		oneLineFailure(t, r, want)
 		require.Equal(t, 1, r.code)
+		// The other commands on the database say the same, not "relation does not exist".
+		for _, args := range [][]string{{"status"}, {"service", "list"}, {"bench", "--tasks", "1"}} {
+			r := cortexq(t, env, args...)
+			oneLineFailure(t, r, want)
+			require.Equal(t, 1, r.code, "%v", args)
+		}
 	})
 
 	t.Run("OneMigrationBehind", func(t *testing.T) {
