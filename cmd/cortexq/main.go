@@ -370,11 +370,13 @@ func openStore(c *cli.Context, cfg lease.Config, tune ...func(*pgxpool.Config)) 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkMigrated(c.Context, dsn); err != nil {
-		return nil, nil, err
-	}
+	// Connect first: a database that cannot be reached is reported as such.
 	pool, err := connectDSN(c.Context, dsn, tune...)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkMigrated(c.Context, dsn); err != nil {
+		pool.Close()
 		return nil, nil, err
 	}
 	if cfg.Logger == nil {
