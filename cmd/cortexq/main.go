@@ -366,16 +366,11 @@ func connectDSN(ctx context.Context, dsn string, tune ...func(*pgxpool.Config)) 
 // A database whose schema is behind this binary is refused with the command that fixes it, not
 // met later with "relation does not exist".
 func openStore(c *cli.Context, cfg lease.Config, tune ...func(*pgxpool.Config)) (store *lease.Store, close func(), err error) {
-	dsn, err := databaseURL(c)
+	pool, err := connect(c, tune...)
 	if err != nil {
 		return nil, nil, err
 	}
-	// Connect first: a database that cannot be reached is reported as such.
-	pool, err := connectDSN(c.Context, dsn, tune...)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := checkMigrated(c.Context, dsn); err != nil {
+	if err := checkMigrated(c.Context, pool); err != nil {
 		pool.Close()
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -89,15 +90,15 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkMigrated(c.Context, dsn); err != nil {
-		return err
-	}
 	poolSize := func(cfg *pgxpool.Config) { cfg.MaxConns = int32(max(c.Int("db-pool-size"), 4)) }
 	pool, err := connectDSN(c.Context, dsn, poolSize, lease.TunePool)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	if err := checkMigrated(c.Context, pool); err != nil {
+		return err
+	}
 	window := c.Duration("late-result-window")
 	if window == 0 {
 		window = -1 // lease.Config: negative means none
@@ -197,12 +198,10 @@ func serve(c *cli.Context) error {
 	return nil
 }
 
-// checkMigrated fails with a clear message when the database's schema is behind this binary.
-func checkMigrated(ctx context.Context, dsn string) error {
-	db, err := migrations.Open(dsn)
-	if err != nil {
-		return err
-	}
+// checkMigrated fails with a clear message when the database's schema is behind this binary. It
+// asks over pool, the connections the command goes on to use.
+func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
+	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	p, err := migrations.NewProvider(db)
 	if err != nil {

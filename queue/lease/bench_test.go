@@ -73,11 +73,7 @@ func benchmarkLease(b *testing.B, batch int) {
 	cpu.start()
 	for i := range b.N {
 		if i > 0 && i%analyzeEvery == 0 {
-			b.StopTimer()
-			cpu.stop()
-			vacuumAnalyze(b, store)
-			cpu.start()
-			b.StartTimer()
+			cpu.offClock(b, func() { vacuumAnalyze(b, store) })
 		}
 		leases, err := store.Lease(ctx, req)
 		if err != nil || len(leases) != batch {
@@ -134,6 +130,15 @@ func (m *machineCPU) stop() {
 	m.ticks += now - m.from
 }
 
+// offClock runs fn with both the benchmark's timer and m stopped.
+func (m *machineCPU) offClock(b *testing.B, fn func()) {
+	b.StopTimer()
+	m.stop()
+	fn()
+	m.start()
+	b.StartTimer()
+}
+
 // report adds the machine's CPU time per operation (clock ticks are 10 ms on Linux).
 func (m *machineCPU) report(b *testing.B) {
 	if !m.unknown {
@@ -184,11 +189,7 @@ func BenchmarkClaimBatch(b *testing.B) {
 	cpu.start()
 	for i := range b.N {
 		if i > 0 && i%analyzeEvery == 0 {
-			b.StopTimer()
-			cpu.stop()
-			vacuumAnalyze(b, store)
-			cpu.start()
-			b.StartTimer()
+			cpu.offClock(b, func() { vacuumAnalyze(b, store) })
 		}
 		for j := range results {
 			id := ids[i*batch+j]
