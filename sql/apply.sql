@@ -3,10 +3,16 @@
 -- and upserted (a JSON array of whole rows), task statuses, attempts dropped, added and
 -- finished, and a run's messages replaced. Each part is a no-op when its arrays
 -- are empty. The parts touch distinct rows (queue/lease guarantees it), as one statement must.
+--
+-- Each part that joins a table to its keys also restricts the table by `= ANY` of the key ids:
+-- an index condition every plan applies, whichever join order or method it picked. The claim
+-- runs this statement with its generic plan (planned once per connection, not at every call),
+-- and a generic plan made while a table was nearly empty once scanned the whole table (since
+-- grown) on every call; with the restriction it reads only the batch's rows.
 WITH dispatch_deleted AS (
     DELETE FROM dispatch d
     USING (SELECT unnest(@del_task_ids::bigint[]) AS task_id, unnest(@del_runs::int[]) AS run) AS k
-    WHERE d.task_id = k.task_id AND d.run = k.run
+    WHERE d.task_id = k.task_id AND d.run = k.run AND d.task_id = ANY(@del_task_ids::bigint[])
 ), dispatch_written AS (
     INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, answered, finished_attempt,
                           finished_status, queued, replica, service_id, retries, lease_timeout_seconds,
@@ -28,12 +34,13 @@ WITH dispatch_deleted AS (
     SET status = k.status, run = k.run
     FROM (SELECT unnest(@task_ids::bigint[]) AS id, unnest(@task_statuses::smallint[]) AS status,
                  unnest(@task_runs::int[]) AS run) AS k
-    WHERE t.id = k.id
+    WHERE t.id = k.id AND t.id = ANY(@task_ids::bigint[])
 ), attempts_dropped AS (
     DELETE FROM attempts a
     USING (SELECT unnest(@drop_task_ids::bigint[]) AS task_id, unnest(@drop_runs::int[]) AS run,
                   unnest(@drop_attempts::int[]) AS attempt) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
+      AND a.task_id = ANY(@drop_task_ids::bigint[])
 ), attempts_added AS (
     INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at)
     SELECT unnest(@new_task_ids::bigint[]), unnest(@new_runs::int[]), unnest(@new_attempts::int[]),
@@ -49,10 +56,11 @@ WITH dispatch_deleted AS (
                  unnest(@out_attempts::int[]) AS attempt, unnest(@out_outcomes::text[]) AS outcome,
                  unnest(@out_statuses::smallint[]) AS status) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
+      AND a.task_id = ANY(@out_task_ids::bigint[])
 ), messages_deleted AS (
     DELETE FROM task_messages m
     USING (SELECT unnest(@msg_run_task_ids::bigint[]) AS task_id, unnest(@msg_run_runs::int[]) AS run) AS k
-    WHERE m.task_id = k.task_id AND m.run = k.run
+    WHERE m.task_id = k.task_id AND m.run = k.run AND m.task_id = ANY(@msg_run_task_ids::bigint[])
 ), messages_added AS (
     INSERT INTO task_messages (task_id, run, severity, category, what, details)
     SELECT unnest(@msg_task_ids::bigint[]), unnest(@msg_runs::int[]), unnest(@msg_severities::text[]),

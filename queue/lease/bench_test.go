@@ -146,9 +146,15 @@ func (m *machineCPU) report(b *testing.B) {
 	}
 }
 
-// BenchmarkClaimBatch claims 128 results, each with a few messages, per transaction.
+// BenchmarkClaimBatch claims 12 results (a bench's usual batch) and 128 per transaction, each
+// with a few messages.
 func BenchmarkClaimBatch(b *testing.B) {
-	const batch = 128
+	for _, batch := range []int{12, 128} {
+		b.Run(fmt.Sprint(batch), func(b *testing.B) { benchmarkClaim(b, batch) })
+	}
+}
+
+func benchmarkClaim(b *testing.B, batch int) {
 	ctx := context.Background()
 	store, corpus, svc := benchStore(b)
 	pool := store.Pool()
@@ -193,7 +199,7 @@ func BenchmarkClaimBatch(b *testing.B) {
 		}
 		for j := range results {
 			id := ids[i*batch+j]
-			results[j] = Result{TaskID: id, Worker: fmt.Sprintf("w%d", id%batch), ServiceID: svc,
+			results[j] = Result{TaskID: id, Worker: fmt.Sprintf("w%d", id%int64(batch)), ServiceID: svc,
 				Kind: KindReport, Status: queue.StatusWarning, Messages: msgs}
 		}
 		ds, err := store.Claim(ctx, results, nil)

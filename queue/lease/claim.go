@@ -144,7 +144,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 		}
 		return nil
 	}
-	err := s.pipelinedTx(ctx, "claim", false, reads, func(now time.Time, _ *dbsqlc.Queries) (*writes, error) {
+	err := s.pipelinedTx(ctx, "claim", txMode{generic: true}, reads, func(now time.Time, _ *dbsqlc.Queries) (*writes, error) {
 		byTask := make(map[int64]*claimTask, len(tasks))
 		for _, t := range tasks {
 			byTask[t.ID] = &claimTask{task: t}

@@ -133,7 +133,7 @@ func (s *Store) leaseFull(ctx context.Context, req LeaseRequest) ([]Lease, error
 		return nil
 	}
 	var last int64
-	err := s.pipelinedTx(ctx, "lease", true, reads, func(now time.Time, q *dbsqlc.Queries) (*writes, error) {
+	err := s.pipelinedTx(ctx, "lease", txMode{retry: true}, reads, func(now time.Time, q *dbsqlc.Queries) (*writes, error) {
 		leases = leases[:0]
 		w := newWrites()
 		at = now

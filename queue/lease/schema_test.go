@@ -88,14 +88,7 @@ func TestTunePool(t *testing.T) {
 // it was.
 func TestFastLeaseKeepsItsGenericPlan(t *testing.T) {
 	f := newFixture(t)
-	cfg, err := pgxpool.ParseConfig(f.pool.Config().ConnString())
-	require.NoError(t, err)
-	TunePool(cfg)
-	cfg.MaxConns = 1 // every lease and the check below share one session
-	pool, err := pgxpool.NewWithConfig(f.ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	store := New(pool, Config{Replica: "r1", LeaseTimeout: testLease, NowFunc: f.clock.Now})
+	pool, store := f.oneSession()
 	for range 40 {
 		f.task()
 	}
@@ -105,15 +98,105 @@ func TestFastLeaseKeepsItsGenericPlan(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, leases, 4)
 	}
-	var generic, custom int64
-	require.NoError(t, pool.QueryRow(f.ctx, `
-		SELECT generic_plans, custom_plans FROM pg_prepared_statements
-		WHERE statement LIKE '-- name: LeaseFresh %'`).Scan(&generic, &custom))
-	require.Zero(t, custom, "plans made for a call's values")
-	require.EqualValues(t, 10, generic)
-	// The setting ended with each lease's transaction: the session's other statements (claims
-	// above all) keep PostgreSQL's choice.
+	requireGenericPlans(t, pool, 10, "LeaseFresh")
+	// The setting ended with each lease's transaction: the session's other statements keep
+	// PostgreSQL's choice.
+	requirePlanCacheMode(t, pool, "auto")
+}
+
+// TestClaimKeepsItsGenericPlans: a claim's statements are planned once per connection, not at
+// every call, also for batches of varying sizes without messages (for which PostgreSQL, left to
+// choose, planned Apply afresh at every call); a plan made while the tables were empty reads only
+// the claimed tasks' rows once the tables hold many; and the forcing ends with each claim.
+func TestClaimKeepsItsGenericPlans(t *testing.T) {
+	f := newFixture(t)
+	pool, store := f.oneSession()
+	// The statistics of a just-migrated database: empty tables.
+	_, err := pool.Exec(f.ctx, "VACUUM ANALYZE tasks, dispatch, attempts, task_messages")
+	require.NoError(t, err)
+	claimBatch := func(n int, msgs []queue.Message) {
+		t.Helper()
+		for range n {
+			f.task()
+		}
+		workers := make([]string, n)
+		for i := range workers {
+			workers[i] = fmt.Sprintf("w%d", f.seq.Add(1))
+		}
+		leases, err := store.Lease(f.ctx, LeaseRequest{ServiceID: f.svc, Workers: workers})
+		require.NoError(t, err)
+		require.Len(t, leases, n)
+		results := make([]Result, n)
+		for i, l := range leases {
+			results[i] = Result{TaskID: l.TaskID, Worker: l.Worker, ServiceID: f.svc, Kind: KindReport,
+				Status: queue.StatusNoProblem, Messages: msgs}
+		}
+		ds, err := store.Claim(f.ctx, results, nil)
+		require.NoError(t, err)
+		for _, d := range ds {
+			require.Equal(t, OutcomeAccepted, d.Outcome, d.Reason)
+		}
+	}
+	for i := range 10 {
+		claimBatch(1+i%4, nil)
+	}
+	requireGenericPlans(t, pool, 10, "Apply", "TaskLockForClaim", "DispatchLockForTasks")
+	requirePlanCacheMode(t, pool, "auto")
+
+	// Many messages of other tasks, and no new statistics (which would make new plans): the
+	// plans made on empty tables stay, and the next claim still reads only its tasks' messages.
+	_, err = pool.Exec(f.ctx, `
+		INSERT INTO task_messages (task_id, run, severity, category, what, details)
+		SELECT -g, 1, 'info', 'cortexq', 'filler', '' FROM generate_series(1, 20000) AS g`)
+	require.NoError(t, err)
+	read := func() (n int64) {
+		t.Helper()
+		// The session's counters reach the shared statistics when it next goes idle.
+		_, err := pool.Exec(f.ctx, "SELECT pg_stat_force_next_flush()")
+		require.NoError(t, err)
+		require.NoError(t, pool.QueryRow(f.ctx, `
+			SELECT (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes WHERE relname = 'task_messages')
+			     + (SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = 'task_messages')
+			`).Scan(&n))
+		return n
+	}
+	before := read()
+	claimBatch(4, []queue.Message{{Severity: queue.SeverityInfo, Category: "latexml", What: "math", Details: "2 formulae"}})
+	require.Less(t, read()-before, int64(100), "message rows read by a claim of 4 tasks")
+	requireGenericPlans(t, pool, 11, "Apply")
+}
+
+// oneSession is a store whose every statement runs on one connection, set up as a replica's.
+func (f *fixture) oneSession() (*pgxpool.Pool, *Store) {
+	f.t.Helper()
+	cfg, err := pgxpool.ParseConfig(f.pool.Config().ConnString())
+	require.NoError(f.t, err)
+	TunePool(cfg)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(f.ctx, cfg)
+	require.NoError(f.t, err)
+	f.t.Cleanup(pool.Close)
+	return pool, New(pool, Config{Replica: "r1", LeaseTimeout: testLease, NowFunc: f.clock.Now})
+}
+
+// requireGenericPlans checks that the session ran each named statement calls times, always with
+// its generic plan.
+func requireGenericPlans(t *testing.T, pool *pgxpool.Pool, calls int64, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		var generic, custom int64
+		require.NoError(t, pool.QueryRow(context.Background(), `
+			SELECT generic_plans, custom_plans FROM pg_prepared_statements
+			WHERE statement LIKE '-- name: ' || $1 || ' %'`, name).Scan(&generic, &custom), name)
+		require.Zero(t, custom, "%s: plans made for a call's values", name)
+		require.Equal(t, calls, generic, name)
+	}
+}
+
+// requirePlanCacheMode checks the session's plan_cache_mode.
+func requirePlanCacheMode(t *testing.T, pool *pgxpool.Pool, want string) {
+	t.Helper()
 	var mode string
-	require.NoError(t, pool.QueryRow(f.ctx, "SELECT current_setting('plan_cache_mode')").Scan(&mode))
-	require.Equal(t, "auto", mode)
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT current_setting('plan_cache_mode')").Scan(&mode))
+	require.Equal(t, want, mode)
 }

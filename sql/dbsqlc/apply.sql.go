@@ -15,7 +15,7 @@ const apply = `-- name: Apply :exec
 WITH dispatch_deleted AS (
     DELETE FROM dispatch d
     USING (SELECT unnest($1::bigint[]) AS task_id, unnest($2::int[]) AS run) AS k
-    WHERE d.task_id = k.task_id AND d.run = k.run
+    WHERE d.task_id = k.task_id AND d.run = k.run AND d.task_id = ANY($1::bigint[])
 ), dispatch_written AS (
     INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, answered, finished_attempt,
                           finished_status, queued, replica, service_id, retries, lease_timeout_seconds,
@@ -37,12 +37,13 @@ WITH dispatch_deleted AS (
     SET status = k.status, run = k.run
     FROM (SELECT unnest($4::bigint[]) AS id, unnest($5::smallint[]) AS status,
                  unnest($6::int[]) AS run) AS k
-    WHERE t.id = k.id
+    WHERE t.id = k.id AND t.id = ANY($4::bigint[])
 ), attempts_dropped AS (
     DELETE FROM attempts a
     USING (SELECT unnest($7::bigint[]) AS task_id, unnest($8::int[]) AS run,
                   unnest($9::int[]) AS attempt) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
+      AND a.task_id = ANY($7::bigint[])
 ), attempts_added AS (
     INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at)
     SELECT unnest($10::bigint[]), unnest($11::int[]), unnest($12::int[]),
@@ -58,10 +59,11 @@ WITH dispatch_deleted AS (
                  unnest($18::int[]) AS attempt, unnest($19::text[]) AS outcome,
                  unnest($20::smallint[]) AS status) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
+      AND a.task_id = ANY($16::bigint[])
 ), messages_deleted AS (
     DELETE FROM task_messages m
     USING (SELECT unnest($21::bigint[]) AS task_id, unnest($22::int[]) AS run) AS k
-    WHERE m.task_id = k.task_id AND m.run = k.run
+    WHERE m.task_id = k.task_id AND m.run = k.run AND m.task_id = ANY($21::bigint[])
 ), messages_added AS (
     INSERT INTO task_messages (task_id, run, severity, category, what, details)
     SELECT unnest($23::bigint[]), unnest($24::int[]), unnest($25::text[]),
@@ -105,6 +107,12 @@ type ApplyParams struct {
 // and upserted (a JSON array of whole rows), task statuses, attempts dropped, added and
 // finished, and a run's messages replaced. Each part is a no-op when its arrays
 // are empty. The parts touch distinct rows (queue/lease guarantees it), as one statement must.
+//
+// Each part that joins a table to its keys also restricts the table by `= ANY` of the key ids:
+// an index condition every plan applies, whichever join order or method it picked. The claim
+// runs this statement with its generic plan (planned once per connection, not at every call),
+// and a generic plan made while a table was nearly empty once scanned the whole table (since
+// grown) on every call; with the restriction it reads only the batch's rows.
 func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 	_, err := q.db.Exec(ctx, apply,
 		arg.DelTaskIds,

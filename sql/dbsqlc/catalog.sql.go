@@ -106,7 +106,7 @@ func (q *Queries) DispatchCounts(ctx context.Context) (DispatchCountsRow, error)
 const dispatchInFlightOfReplica = `-- name: DispatchInFlightOfReplica :many
 SELECT d.task_id, d.run, d.service_id, t.corpus_id, t.entry
 FROM dispatch d
-JOIN tasks t ON t.id = d.task_id
+CROSS JOIN LATERAL (SELECT corpus_id, entry FROM tasks WHERE id = d.task_id OFFSET 0) AS t
 WHERE d.state = 'in_flight' AND NOT d.answered AND d.replica = $1
 `
 
@@ -118,7 +118,10 @@ type DispatchInFlightOfReplicaRow struct {
 	Entry     string `json:"entry"`
 }
 
-// DispatchInFlightOfReplica lists a replica's in-flight rows, to resync its hot mirror.
+// DispatchInFlightOfReplica lists a replica's in-flight rows, to resync its hot mirror. Each
+// row's task is looked up by its id (the OFFSET 0 keeps the lookup per row): as a plain join,
+// with dispatch's statistics taken when many tasks were in flight, PostgreSQL merge-joined it
+// against the whole of tasks' primary key, 219 ms per resync with 1.7 million tasks.
 func (q *Queries) DispatchInFlightOfReplica(ctx context.Context, replica string) ([]DispatchInFlightOfReplicaRow, error) {
 	rows, err := q.db.Query(ctx, dispatchInFlightOfReplica, replica)
 	if err != nil {
