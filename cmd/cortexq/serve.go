@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -201,6 +202,15 @@ func serve(c *cli.Context) error {
 // checkMigrated fails with a clear message when the database's schema is behind this binary. It
 // asks over pool, the connections the command goes on to use.
 func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
+	// goose makes its version table when it is missing: a command pointed at the wrong database
+	// would leave one there. No version table is no schema.
+	var versioned bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", goose.DefaultTablename).Scan(&versioned); err != nil {
+		return fmt.Errorf("check the schema: %w", err)
+	}
+	if !versioned {
+		return errNotMigrated
+	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	p, err := migrations.NewProvider(db)
@@ -212,10 +222,12 @@ func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("check the schema: %w", err)
 	}
 	if pending {
-		return errors.New("the database schema is not up to date: run `cortexq migrate up` first")
+		return errNotMigrated
 	}
 	return nil
 }
+
+var errNotMigrated = errors.New("the database schema is not up to date: run `cortexq migrate up` first")
 
 // reapMetrics exports the reaper's passes and the database's view of the dispatch table.
 type reapMetrics struct {

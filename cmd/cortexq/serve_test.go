@@ -299,6 +299,20 @@ func TestServeRefusesAnUnmigratedDatabase(t *testing.T) {
 			oneLineFailure(t, r, want)
 			require.Equal(t, 1, r.code, "%v", args)
 		}
+		// Checking made nothing: the database is as empty as it was.
+		db, err := pgx.Connect(ctx, cluster.DSN(name))
+		require.NoError(t, err)
+		defer db.Close(ctx)
+		var tables []string
+		rows, err := db.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public'`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var table string
+			require.NoError(t, rows.Scan(&table))
+			tables = append(tables, table)
+		}
+		require.NoError(t, rows.Err())
+		require.Empty(t, tables)
 	})
 
 	t.Run("OneMigrationBehind", func(t *testing.T) {

@@ -146,15 +146,19 @@ func (m *machineCPU) report(b *testing.B) {
 	}
 }
 
-// BenchmarkClaimBatch claims 12 results (a bench's usual batch) and 128 per transaction, each
-// with a few messages.
+// BenchmarkClaimBatch claims 12 results and 128 per transaction, each with a few messages; and,
+// as a replica's claims of a bench's NoProblem results come, batches of 1 to 24 results (12.5 on
+// average) without messages.
 func BenchmarkClaimBatch(b *testing.B) {
 	for _, batch := range []int{12, 128} {
-		b.Run(fmt.Sprint(batch), func(b *testing.B) { benchmarkClaim(b, batch) })
+		b.Run(fmt.Sprint(batch), func(b *testing.B) { benchmarkClaim(b, batch, true) })
 	}
+	b.Run("1to24-no-messages", func(b *testing.B) { benchmarkClaim(b, 24, false) })
 }
 
-func benchmarkClaim(b *testing.B, batch int) {
+// benchmarkClaim claims batch results per transaction, with messages; without, it claims 1 to
+// batch results, a different number in each of batch transactions in a row.
+func benchmarkClaim(b *testing.B, batch int, withMessages bool) {
 	ctx := context.Background()
 	store, corpus, svc := benchStore(b)
 	pool := store.Pool()
@@ -189,7 +193,12 @@ func benchmarkClaim(b *testing.B, batch int) {
 		{Severity: queue.SeverityInfo, Category: "latexml", What: "math", Details: "42 formulae"},
 		{Severity: queue.SeverityInfo, Category: "conversion", What: "1", Details: "status 1"},
 	}
+	status := queue.StatusWarning
+	if !withMessages {
+		msgs, status = nil, queue.StatusNoProblem
+	}
 	results := make([]Result, batch)
+	claimed := 0
 	var cpu machineCPU
 	b.ResetTimer()
 	cpu.start()
@@ -197,12 +206,17 @@ func benchmarkClaim(b *testing.B, batch int) {
 		if i > 0 && i%analyzeEvery == 0 {
 			cpu.offClock(b, func() { vacuumAnalyze(b, store) })
 		}
-		for j := range results {
+		n := batch
+		if !withMessages {
+			n = 1 + i*7%batch // 7 and 24 are coprime: every size from 1 to 24 in turn
+		}
+		for j := range n {
 			id := ids[i*batch+j]
 			results[j] = Result{TaskID: id, Worker: fmt.Sprintf("w%d", id%int64(batch)), ServiceID: svc,
-				Kind: KindReport, Status: queue.StatusWarning, Messages: msgs}
+				Kind: KindReport, Status: status, Messages: msgs}
 		}
-		ds, err := store.Claim(ctx, results, nil)
+		claimed += n
+		ds, err := store.Claim(ctx, results[:n], nil)
 		if err != nil {
 			b.Fatalf("claim: %v", err)
 		}
@@ -214,6 +228,6 @@ func benchmarkClaim(b *testing.B, batch int) {
 	}
 	b.StopTimer()
 	cpu.stop()
-	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "results/s")
+	b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "results/s")
 	cpu.report(b)
 }
