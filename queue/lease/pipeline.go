@@ -33,11 +33,12 @@ type txMode struct {
 
 // forceGeneric tells PostgreSQL to run each statement of the current transaction with its
 // generic plan, made once per connection, instead of planning it afresh for the call's values.
-// Left to choose (plan_cache_mode auto), it judged the claim's statements cheaper planned anew at
-// every call: a plan for a batch's empty arrays looks cheaper than the generic one, which cannot
-// know they are empty. Measured in a 20k bench: Apply planned at each of 1,624 calls, 0.85 ms
-// each, DispatchLockForTasks 0.32 ms. set_config, a function, rather than SET LOCAL, so it can
-// run in the transaction's first batch and also in a batch's implicit transaction (genericPlan).
+// Left to choose (plan_cache_mode auto), it at times judged the claim's statements cheaper
+// planned anew at every call, as a plan for a batch's empty arrays looks cheaper than the
+// generic one, which cannot know they are empty: in one 20k bench Apply was planned at each of
+// its 1,624 calls (0.85 ms each) and DispatchLockForTasks at most (0.32 ms); in others, at almost
+// none. set_config, a function, rather than SET LOCAL, so it can run in the transaction's first
+// batch and also in a batch's implicit transaction (genericPlan).
 const forceGeneric = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 // pipelinedTx runs one transaction as two batches. reads issues the locking reads through q

@@ -200,3 +200,64 @@ func requirePlanCacheMode(t *testing.T, pool *pgxpool.Pool, want string) {
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT current_setting('plan_cache_mode')").Scan(&mode))
 	require.Equal(t, want, mode)
 }
+
+// TestInFlightRowsAreTheReplicasOwn: a replica's hot-mirror resync lists its own in-flight rows
+// with their tasks' corpus and entry, leaving out answered rows and other replicas' rows; and it
+// looks each task up by id, also where dispatch's statistics were taken with many rows in flight
+// (as a merge join it walked all of tasks' primary key).
+func TestInFlightRowsAreTheReplicasOwn(t *testing.T) {
+	f := newFixture(t)
+	// Statistics taken while 20,000 tasks were in flight, kept after they were done (until
+	// autovacuum next analyzes the table).
+	_, err := f.pool.Exec(f.ctx, `
+		WITH filler AS (
+			INSERT INTO tasks (service_id, corpus_id, entry, status)
+			SELECT $1, $2, '/corpus/filler/' || g || '/source.zip', 1 FROM generate_series(1, 20000) AS g
+			RETURNING id
+		)
+		INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, replica, service_id,
+		                      lease_timeout_seconds, leased_at)
+		SELECT id, 1, 'in_flight', '{wf}', now() + interval '1 hour', 'r1', $1, 3600, now() FROM filler`,
+		f.svc, f.corpus)
+	require.NoError(t, err)
+	_, err = f.pool.Exec(f.ctx, "ANALYZE tasks, dispatch")
+	require.NoError(t, err)
+	_, err = f.pool.Exec(f.ctx, "DELETE FROM dispatch WHERE attempt_workers = '{wf}'")
+	require.NoError(t, err)
+	for range 3 {
+		f.task()
+	}
+	mine := f.lease("w1", "w2", "w3")
+	require.Len(t, mine, 3)
+	answered := mine[2]
+	require.Equal(t, OutcomeUnusable, f.unusable(answered.TaskID, answered.Worker).Outcome)
+	other := New(f.pool, Config{Replica: "r2", LeaseTimeout: testLease, NowFunc: f.clock.Now})
+	f.task()
+	theirs, err := other.Lease(f.ctx, LeaseRequest{ServiceID: f.svc, Workers: []string{"w9"}})
+	require.NoError(t, err)
+	require.Len(t, theirs, 1)
+
+	session, replica := f.oneSession() // set up as a replica's connections are
+	read := func() (n int64) {
+		t.Helper()
+		// The session's counters reach the shared statistics when it next goes idle.
+		_, err := session.Exec(f.ctx, "SELECT pg_stat_force_next_flush()")
+		require.NoError(t, err)
+		require.NoError(t, session.QueryRow(f.ctx, `
+			SELECT (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes WHERE relname = 'tasks')
+			     + (SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = 'tasks')
+			`).Scan(&n))
+		return n
+	}
+	before := read()
+	got, err := replica.InFlightRows(f.ctx)
+	require.NoError(t, err)
+	require.Less(t, read()-before, int64(100), "task rows read to list 2 rows")
+	var want []Mirrored
+	for _, l := range mine[:2] {
+		var entry string
+		require.NoError(t, f.pool.QueryRow(f.ctx, "SELECT entry FROM tasks WHERE id = $1", l.TaskID).Scan(&entry))
+		want = append(want, Mirrored{TaskID: l.TaskID, Run: l.Run, ServiceID: f.svc, CorpusID: f.corpus, Entry: entry})
+	}
+	require.ElementsMatch(t, want, got)
+}
