@@ -149,20 +149,9 @@ func TestClaimKeepsItsGenericPlans(t *testing.T) {
 		INSERT INTO task_messages (task_id, run, severity, category, what, details)
 		SELECT -g, 1, 'info', 'cortexq', 'filler', '' FROM generate_series(1, 20000) AS g`)
 	require.NoError(t, err)
-	read := func() (n int64) {
-		t.Helper()
-		// The session's counters reach the shared statistics when it next goes idle.
-		_, err := pool.Exec(f.ctx, "SELECT pg_stat_force_next_flush()")
-		require.NoError(t, err)
-		require.NoError(t, pool.QueryRow(f.ctx, `
-			SELECT (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes WHERE relname = 'task_messages')
-			     + (SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = 'task_messages')
-			`).Scan(&n))
-		return n
-	}
-	before := read()
+	before := rowsRead(t, pool, "task_messages")
 	claimBatch(4, []queue.Message{{Severity: queue.SeverityInfo, Category: "latexml", What: "math", Details: "2 formulae"}})
-	require.Less(t, read()-before, int64(100), "message rows read by a claim of 4 tasks")
+	require.Less(t, rowsRead(t, pool, "task_messages")-before, int64(100), "message rows read by a claim of 4 tasks")
 	requireGenericPlans(t, pool, 11, "Apply")
 }
 
@@ -191,6 +180,20 @@ func requireGenericPlans(t *testing.T, pool *pgxpool.Pool, calls int64, names ..
 		require.Zero(t, custom, "%s: plans made for a call's values", name)
 		require.Equal(t, calls, generic, name)
 	}
+}
+
+// rowsRead is how many rows of table the test's database has read so far, through its indexes
+// or by scanning it, counting everything pool's one session read until now.
+func rowsRead(t *testing.T, pool *pgxpool.Pool, table string) (n int64) {
+	t.Helper()
+	ctx := context.Background()
+	// A session's counters reach the shared statistics when it next goes idle.
+	_, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()")
+	require.NoError(t, err)
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes WHERE relname = $1)
+		     + (SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = $1)`, table).Scan(&n))
+	return n
 }
 
 // requirePlanCacheMode checks the session's plan_cache_mode.
@@ -238,21 +241,10 @@ func TestInFlightRowsAreTheReplicasOwn(t *testing.T) {
 	require.Len(t, theirs, 1)
 
 	session, replica := f.oneSession() // set up as a replica's connections are
-	read := func() (n int64) {
-		t.Helper()
-		// The session's counters reach the shared statistics when it next goes idle.
-		_, err := session.Exec(f.ctx, "SELECT pg_stat_force_next_flush()")
-		require.NoError(t, err)
-		require.NoError(t, session.QueryRow(f.ctx, `
-			SELECT (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes WHERE relname = 'tasks')
-			     + (SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = 'tasks')
-			`).Scan(&n))
-		return n
-	}
-	before := read()
+	before := rowsRead(t, session, "tasks")
 	got, err := replica.InFlightRows(f.ctx)
 	require.NoError(t, err)
-	require.Less(t, read()-before, int64(100), "task rows read to list 2 rows")
+	require.Less(t, rowsRead(t, session, "tasks")-before, int64(100), "task rows read to list 2 rows")
 	var want []Mirrored
 	for _, l := range mine[:2] {
 		var entry string
