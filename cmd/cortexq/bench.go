@@ -26,6 +26,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/procstat"
 	"github.com/cortexq/cortexq/worker"
 )
 
@@ -494,11 +495,13 @@ func waitListening(ctx context.Context, endpoint string, timeout time.Duration) 
 
 // peakRSSMB reads a process's peak resident set size (VmHWM) in MB; 0 if unknown.
 // sampleCPU reads the CPU seconds spent so far by the replicas, this process (the echo
-// workers), PostgreSQL's processes (with their reaped children) and the whole machine.
+// workers), PostgreSQL's processes (with their reaped children) and the whole machine (steal
+// left out: procstat.Machine).
 func sampleCPU(replicas []*exec.Cmd) map[string]float64 {
-	out := map[string]float64{"replicas": 0, "workers": procCPU("self"), "postgres": 0, "machine": machineCPU()}
+	machine, _ := procstat.Machine()
+	out := map[string]float64{"replicas": 0, "workers": procstat.Process("self"), "postgres": 0, "machine": machine}
 	for _, r := range replicas {
-		out["replicas"] += procCPU(strconv.Itoa(r.Process.Pid))
+		out["replicas"] += procstat.Process(strconv.Itoa(r.Process.Pid))
 	}
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
@@ -506,52 +509,10 @@ func sampleCPU(replicas []*exec.Cmd) map[string]float64 {
 			continue
 		}
 		if comm, err := os.ReadFile("/proc/" + d.Name() + "/comm"); err == nil && strings.TrimSpace(string(comm)) == "postgres" {
-			out["postgres"] += procCPU(d.Name())
+			out["postgres"] += procstat.Process(d.Name())
 		}
 	}
 	return out
-}
-
-// clockTicks is USER_HZ, 100 on every Linux this runs on.
-const clockTicks = 100
-
-// procCPU is a process's user+system CPU seconds, with its reaped children's, from /proc.
-func procCPU(pid string) float64 {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which may hold spaces) start at state, field 3.
-	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
-	f := strings.Fields(rest)
-	if len(f) < 15 {
-		return 0
-	}
-	var ticks float64
-	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime (fields 14–17)
-		v, _ := strconv.ParseFloat(f[i], 64)
-		ticks += v
-	}
-	return ticks / clockTicks
-}
-
-// machineCPU is the machine's busy CPU seconds (all but idle and iowait) from /proc/stat.
-func machineCPU() float64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	var ticks float64
-	for i, v := range f[1:] {
-		if i == 3 || i == 4 { // idle, iowait
-			continue
-		}
-		x, _ := strconv.ParseFloat(v, 64)
-		ticks += x
-	}
-	return ticks / clockTicks
 }
 
 func peakRSSMB(pid int) float64 {

@@ -303,15 +303,10 @@ func TestServeRefusesAnUnmigratedDatabase(t *testing.T) {
 		db, err := pgx.Connect(ctx, cluster.DSN(name))
 		require.NoError(t, err)
 		defer db.Close(ctx)
-		var tables []string
 		rows, err := db.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public'`)
 		require.NoError(t, err)
-		for rows.Next() {
-			var table string
-			require.NoError(t, rows.Scan(&table))
-			tables = append(tables, table)
-		}
-		require.NoError(t, rows.Err())
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
 		require.Empty(t, tables)
 	})
 

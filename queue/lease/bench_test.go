@@ -3,14 +3,12 @@ package lease
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/procstat"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -87,47 +85,23 @@ func benchmarkLease(b *testing.B, batch int) {
 }
 
 // machineCPU adds up the CPU time the whole machine (this process and PostgreSQL's) spent
-// between start and stop, from /proc/stat. Unlike the time per operation, it leaves out the time
-// a virtual machine's CPUs were not running (steal), which on shared machines can swing the
-// time per operation twofold between runs.
+// between start and stop (procstat.Machine, which leaves out steal: on shared machines that can
+// swing the time per operation twofold between runs).
 type machineCPU struct {
-	ticks, from int64
-	unknown     bool // /proc/stat could not be read at some point
-}
-
-// busyTicks is the machine's CPU time so far in clock ticks (user, nice, system, irq, softirq),
-// or false where /proc/stat cannot be read.
-func busyTicks() (int64, bool) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, false
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0, false
-	}
-	var sum int64
-	for _, i := range []int{1, 2, 3, 6, 7} {
-		n, err := strconv.ParseInt(f[i], 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		sum += n
-	}
-	return sum, true
+	seconds, from float64
+	unknown       bool // /proc/stat could not be read at some point
 }
 
 func (m *machineCPU) start() {
 	var ok bool
-	m.from, ok = busyTicks()
+	m.from, ok = procstat.Machine()
 	m.unknown = m.unknown || !ok
 }
 
 func (m *machineCPU) stop() {
-	now, ok := busyTicks()
+	now, ok := procstat.Machine()
 	m.unknown = m.unknown || !ok
-	m.ticks += now - m.from
+	m.seconds += now - m.from
 }
 
 // offClock runs fn with both the benchmark's timer and m stopped.
@@ -139,10 +113,10 @@ func (m *machineCPU) offClock(b *testing.B, fn func()) {
 	b.StartTimer()
 }
 
-// report adds the machine's CPU time per operation (clock ticks are 10 ms on Linux).
+// report adds the machine's CPU time per operation (in steps of 10 ms over the whole run).
 func (m *machineCPU) report(b *testing.B) {
 	if !m.unknown {
-		b.ReportMetric(float64(m.ticks)*1e4/float64(b.N), "machine-cpu-µs/op")
+		b.ReportMetric(m.seconds*1e6/float64(b.N), "machine-cpu-µs/op")
 	}
 }
 
