@@ -1,0 +1,24 @@
+package main
+
+import (
+	"os"
+	"runtime/debug"
+)
+
+// gcPercent is the GOGC cortexq runs with when the environment sets none.
+//
+// A replica's live heap is a few megabytes, but it allocates a fresh buffer for every frame it
+// receives (the ZeroMQ binding copies each into a new slice), and so does a worker. At Go's
+// default GOGC of 100 the collector runs after every 4 MB or so allocated: a `cortexq bench
+// --tasks 3000 --payload-kb 256` (its fleet and replica) collected 1,782 times, against 295
+// times with 400. With 400 that bench used 17-27% less machine CPU per task, in runs taken in
+// turn with 100; the replica's peak RSS grew from 44 to 58 MB, and from about 60 to 91 MB with
+// 5,000 tasks of 1 MB in flight.
+const gcPercent = 400
+
+// tuneGC sets the collector to gcPercent unless $GOGC is set.
+func tuneGC() {
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(gcPercent)
+	}
+}
