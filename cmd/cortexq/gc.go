@@ -12,8 +12,8 @@ import (
 // default GOGC of 100 the collector runs after every 4 MB or so allocated: a `cortexq bench
 // --tasks 3000 --payload-kb 256` (its fleet and replica) collected 1,782 times, against 295
 // times with 400. With 400 that bench used 17-27% less machine CPU per task, in runs taken in
-// turn with 100; the replica's peak RSS grew from 44 to 58 MB, and from about 60 to 91 MB with
-// 5,000 tasks of 1 MB in flight.
+// turn with 100. The replica's peak RSS grew from 44 to 58 MB in that bench, and from about 60
+// to 85-102 MB with 5,000 tasks of 1 MB in flight.
 const gcPercent = 400
 
 // tuneGC sets the collector to gcPercent unless $GOGC is set.
