@@ -93,6 +93,7 @@ type benchReport struct {
 }
 
 func runBench(c *cli.Context) error {
+	tuneGC()
 	n, workers, replicas := c.Int("tasks"), c.Int("workers"), c.Int("replicas")
 	if n < 1 || workers < 1 || replicas < 1 || c.Int("payload-kb") < 0 || c.Int("chaos") < 0 || c.Int("chaos") > n {
 		return usagef(c, "--tasks, --workers and --replicas must be at least 1; --chaos between 0 and --tasks")

@@ -36,6 +36,7 @@ func demoCommand() *cli.Command {
 }
 
 func runDemo(c *cli.Context) error {
+	tuneGC()
 	if c.Int("tasks") < 1 || c.Int("workers") < 1 || c.Int("payload-kb") < 0 {
 		return usagef(c, "--tasks and --workers must be at least 1, --payload-kb at least 0")
 	}

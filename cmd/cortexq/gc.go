@@ -5,7 +5,9 @@ import (
 	"runtime/debug"
 )
 
-// gcPercent is the GOGC cortexq runs with when the environment sets none.
+// gcPercent is the GOGC the data-path commands (serve, worker, bench, demo) run with when the
+// environment sets none; the others, import above all, whose live heap can be large, keep Go's
+// default.
 //
 // A replica's live heap is a few megabytes, but it allocates a fresh buffer for every frame it
 // receives (the ZeroMQ binding copies each into a new slice), and so does a worker. At Go's

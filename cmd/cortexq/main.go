@@ -25,7 +25,6 @@ import (
 )
 
 func main() {
-	tuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newApp().RunContext(ctx, os.Args)
 	stop()
@@ -67,7 +66,8 @@ func newApp() *cli.App {
 		Description: "Without --database-url (or $DATABASE_URL) every command uses the embedded PostgreSQL in --home,\n" +
 			"created, migrated and started on first use (see cortexq db --help).\n" +
 			"Global options go before the command: cortexq --log-level debug status.\n" +
-			"Go's garbage collector runs with GOGC=400 unless $GOGC is set (see README, Configuration).",
+			"serve, worker, bench and demo run Go's garbage collector with GOGC=400 unless $GOGC is set\n" +
+			"(see README, Configuration).",
 		Flags:                globalFlags(),
 		Commands:             commands(),
 		Before:               setUp,

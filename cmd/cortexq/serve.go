@@ -65,6 +65,7 @@ func serveCommand() *cli.Command {
 }
 
 func serve(c *cli.Context) error {
+	tuneGC()
 	if c.Args().Present() {
 		return usagef(c, "unexpected argument %q", c.Args().First())
 	}

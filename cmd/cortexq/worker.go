@@ -69,6 +69,7 @@ func workerCommand() *cli.Command {
 }
 
 func runWorker(c *cli.Context, h worker.Handler) error {
+	tuneGC()
 	if err := required(c, "service"); err != nil {
 		return err
 	}
