@@ -300,3 +300,44 @@ func TestInterop(t *testing.T) {
 		require.Equal(t, []string{"py-worker"}, workers)
 	})
 }
+
+// TestDrainWaitsForLeaseUnderWay stops leasing while a lease transaction is under way: Drain must
+// wait for that lease's result too, not return as soon as no lease is mirrored yet.
+func TestDrainWaitsForLeaseUnderWay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.stage(1, 1000)
+
+	// Hold the lease transaction up: its insert into attempts waits for this lock.
+	blocker, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer blocker.Rollback(e.ctx)
+	_, err = blocker.Exec(e.ctx, `LOCK TABLE attempts IN SHARE ROW EXCLUSIVE MODE`)
+	require.NoError(t, err)
+
+	_, stop := e.workers(1)
+	defer stop()
+	require.Eventually(t, func() bool { return e.server.leasing.Load() == 1 }, 10*time.Second, 5*time.Millisecond,
+		"a lease transaction under way")
+
+	drained := make(chan int, 1)
+	go func() { drained <- e.server.Drain(e.ctx, 20*time.Second) }()
+	select {
+	case left := <-drained:
+		t.Fatalf("Drain returned (%d unanswered) while a lease transaction was under way", left)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.Zero(t, e.server.InFlight(), "the lease is not mirrored yet")
+
+	require.NoError(t, blocker.Rollback(e.ctx))
+	select {
+	case left := <-drained:
+		require.Zero(t, left, "the lease handed out during the drain was answered")
+	case <-time.After(20 * time.Second):
+		t.Fatal("Drain did not return after the lease was answered")
+	}
+	require.Equal(t, queue.StatusNoProblem, e.status(ids[0]))
+	var inFlight int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM dispatch WHERE state = 'in_flight'`).Scan(&inFlight))
+	require.Zero(t, inFlight)
+}

@@ -30,8 +30,11 @@ type Server struct {
 	sec     *security // CURVE allow-list, bogus-result budgets (curve.go, guard.go)
 
 	stopLeasing atomic.Bool
-	unknown     *xsync.Map[string, time.Time] // service names recently not found
-	claimIn     chan *item
+	// leasing counts the ventilator's lease transactions not yet delivered: Drain waits for
+	// them too, since their leases reach workers after it began.
+	leasing atomic.Int32
+	unknown *xsync.Map[string, time.Time] // service names recently not found
+	claimIn chan *item
 
 	mu        sync.Mutex
 	endpoints [2]string
@@ -89,15 +92,15 @@ func (s *Server) Endpoints(ctx context.Context) (ventilator, sink string, err er
 	return s.endpoints[0], s.endpoints[1], nil
 }
 
-// Drain stops leasing and waits until every lease of this replica has been answered, or
-// timeout passes. It reports how many leases were still unanswered.
+// Drain stops leasing and waits until every lease of this replica has been answered, those of
+// lease transactions under way included, or timeout passes. It reports how many leases were still unanswered.
 func (s *Server) Drain(ctx context.Context, timeout time.Duration) int {
 	s.StopLeasing()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for s.hot.Len() > 0 {
+	for s.hot.Len() > 0 || s.leasing.Load() > 0 {
 		select {
 		case <-deadline.C:
 			return s.hot.Len()

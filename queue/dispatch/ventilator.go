@@ -42,7 +42,6 @@ type ventilator struct {
 	wakeEP  string
 	jobs    chan leaseJob
 	done    chan leaseDone
-	busy    int
 	pending map[int32]*pendingService
 	order   []int32 // services with pending requests, oldest first
 	waiting map[string]bool
@@ -145,12 +144,8 @@ func (v *ventilator) run(ctx context.Context) error {
 	poller.Add(v.wake, zmq.POLLIN)
 	for {
 		stopping := ctx.Err() != nil
-		if stopping && v.busy == 0 {
-			for _, id := range v.order {
-				for _, r := range v.pending[id].reqs {
-					v.mock(r.identity, "stopping")
-				}
-			}
+		if stopping && v.s.leasing.Load() == 0 {
+			v.refusePending()
 			return nil
 		}
 		if _, err := poller.Poll(pollInterval); err != nil && !isAgain(err) {
@@ -178,13 +173,16 @@ func (v *ventilator) run(ctx context.Context) error {
 		for {
 			select {
 			case d := <-v.done:
-				v.busy--
 				v.deliver(ctx, d)
+				v.s.leasing.Add(-1)
 			default:
 				break deliver
 			}
 		}
-		for v.busy < v.s.cfg.Leasers && len(v.order) > 0 && !stopping {
+		if v.s.stopLeasing.Load() {
+			v.refusePending() // requests that came before StopLeasing lease nothing after it
+		}
+		for int(v.s.leasing.Load()) < v.s.cfg.Leasers && len(v.order) > 0 && !stopping {
 			id := v.order[0]
 			p := v.pending[id]
 			n := min(len(p.reqs), v.s.cfg.LeaseBatch)
@@ -197,10 +195,23 @@ func (v *ventilator) run(ctx context.Context) error {
 			for _, r := range job.reqs {
 				delete(v.waiting, string(r.identity))
 			}
-			v.busy++
+			v.s.leasing.Add(1)
 			v.jobs <- job
 		}
 	}
+}
+
+// refusePending answers every request not yet handed to a leaser with no work.
+func (v *ventilator) refusePending() {
+	for _, id := range v.order {
+		for _, r := range v.pending[id].reqs {
+			v.mock(r.identity, "stopping")
+			delete(v.waiting, string(r.identity))
+			v.queued--
+		}
+		delete(v.pending, id)
+	}
+	v.order = v.order[:0]
 }
 
 // handle takes one request off the socket.
