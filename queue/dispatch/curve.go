@@ -78,11 +78,13 @@ type security struct {
 	peers   map[string]*bucket
 	missing *xsync.Map[int64, time.Time]
 
-	// coldLookups counts the database lookups of result task ids that are not mirrored.
-	coldLookups atomic.Int64
-	lookups     prometheus.Counter
-	limited     prometheus.Counter
-	refused     *prometheus.CounterVec
+	// coldLookups counts the database lookups of result task ids that are not mirrored, and
+	// serviceLookups those of service names that are not cached.
+	coldLookups    atomic.Int64
+	serviceLookups atomic.Int64
+	lookups        prometheus.Counter
+	limited        prometheus.Counter
+	refused        *prometheus.CounterVec
 
 	zapLog    *wire.RateLimiter
 	deniedLog *wire.RateLimiter
@@ -314,64 +316,6 @@ func (sec *security) decide(req [][]byte) []any {
 		return reply("400", "key not allowed", "")
 	}
 	return reply("200", "OK", key)
-}
-
-// recvFrom receives the next message on sock from a sender allowed to send it, and who that
-// is. Under CURVE every message is checked against the allow-list as it stands, because
-// libzmq keeps a revoked key's connection open; messages from keys no longer allowed (or with
-// no authenticated key at all) are dropped and counted. The budget of dropped messages per
-// call is bounded; then it reports EAGAIN like an empty socket.
-func (s *Server) recvFrom(sock *zmq.Socket, flags zmq.Flag, socket string) ([][]byte, peer, error) {
-	if !s.sec.curve && socket != "sink" {
-		msg, err := sock.RecvMessageBytes(flags)
-		return msg, peer{}, err
-	}
-	for range 1024 {
-		msg, md, err := recvWithMetadata(sock, flags)
-		if err != nil {
-			return nil, peer{}, err
-		}
-		p := peer{addr: md["Peer-Address"]}
-		if !s.sec.curve {
-			return msg, p, nil
-		}
-		name, ok := s.sec.allowed(md["User-Id"])
-		if ok {
-			p.key = name
-			return msg, p, nil
-		}
-		s.sec.refused.WithLabelValues(socket).Inc()
-		s.metrics.discards.WithLabelValues(socket, "key_not_allowed").Inc()
-		if n, emit := s.sec.deniedLog.Record(); emit {
-			s.logger.Warn("messages from keys not allowed (revoked) dropped", "count", n, "socket", socket,
-				"public_key", md["User-Id"], "peer", p.addr)
-		}
-	}
-	return nil, peer{}, zmq.Errno(syscall.EAGAIN)
-}
-
-// recvWithMetadata receives a multipart message and the User-Id and Peer-Address properties
-// of its connection. They are read from the first frame that carries them: a ROUTER's routing
-// id frame has none when the message was taken in by a poll.
-func recvWithMetadata(sock *zmq.Socket, flags zmq.Flag) ([][]byte, map[string]string, error) {
-	var msg [][]byte
-	var md map[string]string
-	for {
-		var frame []byte
-		var err error
-		if len(md) == 0 {
-			frame, md, err = sock.RecvBytesWithMetadata(flags, "User-Id", "Peer-Address")
-		} else {
-			frame, err = sock.RecvBytes(flags)
-		}
-		if err != nil {
-			return msg, md, err
-		}
-		msg = append(msg, frame)
-		if more, err := sock.GetRcvmore(); err != nil || !more {
-			return msg, md, err
-		}
-	}
 }
 
 // loopback reports whether a ZeroMQ endpoint stays on this host: inproc, ipc, or tcp on a

@@ -3,19 +3,20 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"github.com/cortexq/cortexq/queue"
-	"github.com/cortexq/cortexq/queue/lease"
-	"github.com/cortexq/cortexq/worker"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-
-	zmq "github.com/pebbe/zmq4"
 	"testing"
 	"time"
 
+	zmq "github.com/pebbe/zmq4"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/worker"
 )
 
 func TestDispatch(t *testing.T) {
@@ -340,4 +341,64 @@ func TestDrainWaitsForLeaseUnderWay(t *testing.T) {
 	var inFlight int
 	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM dispatch WHERE state = 'in_flight'`).Scan(&inFlight))
 	require.Zero(t, inFlight)
+}
+
+func TestClaimRolledBackPutsTheEarlierArchiveBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.stage(2, 500)
+	target := func(id int64) string { return filepath.Join(filepath.Dir(e.entry(id)), "echo.zip") }
+	// Task 0 has a result of an earlier run on disk; task 1 has none.
+	earlier := []byte("EARLIER ARCHIVE")
+	require.NoError(t, os.WriteFile(target(ids[0]), earlier, 0o644))
+	// Every claim that records a status fails inside PostgreSQL, until the trigger goes.
+	_, err := e.pool.Exec(e.ctx, `
+		CREATE FUNCTION fail_claims() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN RAISE EXCEPTION 'injected claim failure'; END$$;
+		CREATE TRIGGER fail_claims BEFORE UPDATE OF status ON tasks
+		FOR EACH ROW WHEN (NEW.status < 0) EXECUTE FUNCTION fail_claims();`)
+	require.NoError(t, err)
+
+	p := newRawPeer(t, e, "w")
+	var payloads [][]byte
+	for range ids {
+		id, payload := p.lease("echo")
+		require.NotZero(t, id)
+		payloads = append(payloads, payload)
+	}
+	for i, id := range ids {
+		p.result("echo", id, payloads[i])
+	}
+	// The claims fail and are retried (after 250 ms, 500 ms, …): between tries, the earlier
+	// archive is in place, and no archive where there was none.
+	require.Eventually(t, func() bool {
+		return counterValue(e.server.metrics.dbErrors.WithLabelValues("claim")) >= 2
+	}, 20*time.Second, 10*time.Millisecond)
+	got, err := os.ReadFile(target(ids[0]))
+	require.NoError(t, err)
+	require.Equal(t, earlier, got, "the earlier archive stands while the claim does not commit")
+	_, err = os.Stat(target(ids[1]))
+	require.ErrorIs(t, err, os.ErrNotExist, "no archive published by a claim that did not commit")
+	require.Equal(t, queue.StatusDispatched, e.status(ids[0]))
+
+	// Once the database takes the claim, the results land, and nothing is left beside them.
+	_, err = e.pool.Exec(e.ctx, `DROP TRIGGER fail_claims ON tasks`)
+	require.NoError(t, err)
+	e.waitStatus(ids[0], queue.StatusNoProblem)
+	e.waitStatus(ids[1], queue.StatusNoProblem)
+	e.requireEchoed(ids)
+	for _, id := range ids {
+		left, err := filepath.Glob(filepath.Join(filepath.Dir(e.entry(id)), ".*"))
+		require.NoError(t, err)
+		require.Empty(t, left, "no temp or kept archive left")
+	}
+}
+
+// A frame over 2 GiB would reach the sink silently cut to 2 GiB − 1 (sizes pass through a C
+// int): the sink's frame limit never lets one through.
+func TestSinkFrameLimitStaysUnderTwoGiB(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, int64(32<<10), sinkFrameMax(16<<10))
+	require.Equal(t, int64(math.MaxInt32), sinkFrameMax(MaxResultBytesDefault))
+	require.Equal(t, int64(math.MaxInt32), sinkFrameMax(math.MaxInt64))
 }

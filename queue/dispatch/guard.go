@@ -11,7 +11,8 @@ import (
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
-// A result is "bogus" when it names a task that does not exist, or one its sender may not
+// A message is "bogus" when it names a service that does not exist, or it is a result that
+// names a task that does not exist, a task of another service, or one its sender may not
 // answer (decided Unknown or NotHolder). A flood of them must not become a database lookup per
 // message: a task id found missing is remembered for MissingTTL, and each peer, and all peers
 // together, have a budget of bogus results (a token bucket). A peer past its budget, or any

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/wire"
 )
 
 // Hostile peers: each input leaves the replica up and every real task correct.
@@ -105,7 +107,7 @@ func TestHostile(t *testing.T) {
 
 	t.Run("OversizedFramesCutTheConnectionOnly", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, withMaxResult(16<<10)) // the sink takes messages up to 64 KiB
+		e := newEnv(t, withMaxResult(16<<10)) // the sink takes frames up to 32 KiB
 		ids := e.stage(20, 1000)
 		// A request over the ventilator's 64 KiB: no reply, no lease.
 		big := newRawPeer(t, e, "big")
@@ -223,6 +225,121 @@ func TestHostile(t *testing.T) {
 		require.NoError(t, err)
 		newCurvePeer(t, e, "w1", server, &alice).result("echo", ids[0], src)
 		e.waitStatus(ids[0], queue.StatusNoProblem)
+	})
+
+	t.Run("UnknownAndWrongServiceFloodsAreBounded", func(t *testing.T) {
+		t.Parallel()
+		const rate, burst = 50.0, 100
+		e := newEnv(t, withSecurity(func(s *Security) {
+			s.PeerBogusRate, s.PeerBogusBurst = rate, burst
+			s.BogusRate, s.BogusBurst = 4*rate, 4*burst
+		}))
+		_, err := e.pool.Exec(e.ctx, `INSERT INTO services (name) VALUES ('other')`)
+		require.NoError(t, err)
+		ids := e.stage(20, 1000)
+		start := time.Now()
+		// Requests for 1,500 services that do not exist, each a new name: every one is
+		// answered, most without a lookup.
+		p := newRawPeer(t, e, "namer")
+		for i := range 1500 {
+			id, _ := p.lease(fmt.Sprintf("nosuch-%d", i))
+			require.Zero(t, id)
+		}
+		// Results for real tasks (TODO, so not mirrored) under another real service, and under
+		// services that do not exist.
+		for i := range 1500 {
+			svc := "other"
+			if i%2 == 1 {
+				svc = fmt.Sprintf("gone-%d", i)
+			}
+			p.result(svc, ids[i%len(ids)], []byte("PK junk"))
+		}
+		dropped := func() float64 {
+			n := 0.0
+			for _, r := range []string{"wrong_service", "unknown_service", "unknown_service_rate_limited", "unknown_task_rate_limited"} {
+				n += e.discarded("sink", r)
+			}
+			return n
+		}
+		require.Eventually(t, func() bool { return dropped() == 1500 }, 60*time.Second, 20*time.Millisecond,
+			"every result is counted as dropped")
+		elapsed := time.Since(start).Seconds()
+		// Beyond the budget: one check in flight per writer, and the first lookups of the one
+		// real service of the results ("other"), as many as writers, before it is cached.
+		lookups := e.server.sec.coldLookups.Load() + e.server.sec.serviceLookups.Load()
+		bound := int64(burst+rate*elapsed) + 2*int64(e.server.cfg.Writers)
+		t.Logf("3000 bogus messages in %.2fs: %d database lookups (bound %d)", elapsed, lookups, bound)
+		require.LessOrEqual(t, lookups, bound, "lookups within burst + rate × time")
+		require.Equal(t, queue.StatusTODO, e.status(ids[0]), "no result under another service was taken")
+
+		// Real workers of a real service are served all along: its name is cached.
+		_, stop := e.workers(2)
+		e.waitTerminal(60*time.Second, false)
+		stop()
+		e.requireEchoed(ids)
+	})
+
+	t.Run("UnreadableSourceGetsNoWorkNotACutPayload", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		ids := e.stage(1, 1000)
+		// The entry is a directory: it opens, but reading it fails.
+		entry := e.entry(ids[0])
+		require.NoError(t, os.Remove(entry))
+		require.NoError(t, os.Mkdir(entry, 0o755))
+		p := newRawPeer(t, e, "reader")
+		id, payload := p.lease("echo")
+		require.Zero(t, id, "no task is sent (a payload of %d bytes)", len(payload))
+		var answered bool
+		require.Eventually(t, func() bool {
+			err := e.pool.QueryRow(e.ctx, `SELECT answered FROM dispatch WHERE task_id = $1`, ids[0]).Scan(&answered)
+			return err == nil && answered
+		}, 10*time.Second, 20*time.Millisecond, "the lease is marked answered, left to the reaper")
+		require.Equal(t, queue.StatusDispatched, e.status(ids[0]))
+	})
+
+	t.Run("ResultFramesPastTheLimitsAreNotKept", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, withMaxResult(16<<10))
+		ids := e.stage(2, 1000)
+		p := newRawPeer(t, e, "framer")
+		for range ids {
+			id, _ := p.lease("echo")
+			require.NotZero(t, id)
+		}
+		send := func(id int64, frames int, size int) {
+			t.Helper()
+			chunk := bytes.Repeat([]byte("z"), size)
+			for _, f := range [][]byte{[]byte("framer"), []byte("echo"), []byte(strconv.FormatInt(id, 10))} {
+				_, err := p.push.SendBytes(f, zmq.SNDMORE)
+				require.NoError(t, err)
+			}
+			for i := range frames {
+				flag := zmq.SNDMORE
+				if i == frames-1 {
+					flag = 0
+				}
+				_, err := p.push.SendBytes(chunk, flag)
+				require.NoError(t, err)
+			}
+		}
+		// 6,000,000 bytes in frames of 20,000, over the 16 KiB cap and the kept slack: recorded
+		// Invalid with its whole size, though most of it was dropped as it came in.
+		send(ids[0], 300, 20_000)
+		e.waitStatus(ids[0], queue.StatusInvalid)
+		var details string
+		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT details FROM task_messages WHERE task_id = $1 AND what = 'result_too_large'`, ids[0]).Scan(&details))
+		require.Contains(t, details, "6000000 bytes")
+		// No bytes at all in 70,000 frames: under the cap, but more frames than a replica keeps.
+		send(ids[1], 70_000, 0)
+		require.Eventually(t, func() bool { return e.discarded("sink", wire.ReasonTooManyFrames) == 1 },
+			10*time.Second, 20*time.Millisecond)
+		require.Equal(t, queue.StatusDispatched, e.status(ids[1]))
+		// The worker's honest result is then taken.
+		src, err := os.ReadFile(e.entry(ids[1]))
+		require.NoError(t, err)
+		p.result("echo", ids[1], src)
+		e.waitStatus(ids[1], queue.StatusNoProblem)
 	})
 
 	t.Run("CraftedArchivesAreReadSafely", func(t *testing.T) {

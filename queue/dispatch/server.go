@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,10 +13,12 @@ import (
 	zmq "github.com/pebbe/zmq4"
 	"github.com/puzpuzpuz/xsync/v4"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/hot"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/wire"
 )
 
 // Server is one replica's worker-facing side: ventilator, sink, writers and claimers.
@@ -35,6 +38,10 @@ type Server struct {
 	leasing atomic.Int32
 	unknown *xsync.Map[string, time.Time] // service names recently not found
 	claimIn chan *item
+	held    *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
+	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
+	// the goroutines that log them: at most a line per 5 s each for the whole replica.
+	logLimits struct{ dropped, writeFailed, unusableDropped *wire.RateLimiter }
 
 	mu        sync.Mutex
 	endpoints [2]string
@@ -44,6 +51,9 @@ type Server struct {
 // unknownServiceTTL is how long a service name that was not found is answered from memory, so
 // a flood of requests for it costs no database hit per message.
 const unknownServiceTTL = 5 * time.Second
+
+// writersGrace is how long the sink's writers may still look results up after a stop.
+const writersGrace = 10 * time.Second
 
 // hotResync is how often the hot mirror is rebuilt from the database (rows another replica's
 // reaper moved on leave it there).
@@ -63,6 +73,10 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		unknown: xsync.NewMap[string, time.Time](),
 		bound:   make(chan struct{}),
 		health:  newHealth(cfg.OutageBudget),
+		held:    semaphore.NewWeighted(resultsHeldMax),
+	}
+	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped} {
+		*l = wire.NewRateLimiter(5 * time.Second)
 	}
 	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) })
 	sec, err := newSecurity(cfg.Security, cfg.Registerer)
@@ -131,10 +145,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("sink socket: %w", err)
 	}
 	defer pull.Close()
-	maxMsg := s.cfg.MaxResultBytes * 4
-	if maxMsg <= 0 || maxMsg < s.cfg.MaxResultBytes {
-		maxMsg = -1
-	}
+	maxMsg := sinkFrameMax(s.cfg.MaxResultBytes)
 	for _, set := range []func() error{
 		func() error { return pull.SetLinger(0) },
 		func() error { return pull.SetRcvtimeo(pollInterval) },
@@ -165,8 +176,18 @@ func (s *Server) Run(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	g, gctx := errgroup.WithContext(runCtx)
-	_ = gctx
+	// A loop that fails stops the others: the replica exits with its error rather than, say,
+	// taking results while no request is answered.
+	var g errgroup.Group
+	goStop := func(loop func() error) {
+		g.Go(func() error {
+			err := loop()
+			if err != nil {
+				cancel(err)
+			}
+			return err
+		})
+	}
 
 	// Worker counters are written once a second, outside the lease and claim transactions, and
 	// once more after the last claim.
@@ -178,9 +199,22 @@ func (s *Server) Run(ctx context.Context) error {
 	inbox := make(chan inbound, 256)
 	s.claimIn = make(chan *item, s.cfg.ClaimBatch*2)
 	var writers, leasers sync.WaitGroup
-	g.Go(func() error { return s.receiver(runCtx, pull, inbox) })
+	goStop(func() error { return s.receiver(runCtx, pull, inbox) })
+	// The writers place the results the receiver took; they end when it closes inbox. On a
+	// stop their lookups still reach the database for writersGrace (the results of tasks this
+	// replica does not mirror need one); on a failure, such as an outage, they drop the rest
+	// at once, for the reaper.
+	wctx, stopWriters := context.WithCancel(context.WithoutCancel(runCtx))
+	defer stopWriters()
+	defer context.AfterFunc(runCtx, func() {
+		if !errors.Is(context.Cause(runCtx), context.Canceled) {
+			stopWriters()
+			return
+		}
+		time.AfterFunc(writersGrace, stopWriters)
+	})()
 	for range s.cfg.Writers {
-		writers.Go(func() { s.writer(runCtx, inbox, s.claimIn) })
+		writers.Go(func() { s.writer(wctx, inbox, s.claimIn) })
 	}
 	var claimers sync.WaitGroup
 	for range s.cfg.Claimers {
@@ -194,9 +228,9 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		})
 	}
-	g.Go(func() error { return v.run(runCtx) })
+	goStop(func() error { return v.run(runCtx) })
 	// Hot mirror resync and the outage watchdog.
-	g.Go(func() error { return s.maintain(runCtx, cancel) })
+	goStop(func() error { return s.maintain(runCtx, cancel) })
 
 	err = g.Wait()
 	leasers.Wait()
@@ -212,6 +246,15 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// sinkFrameMax is the sink's ZMQ_MAXMSGSIZE: a frame larger than this cuts its sender's
+// connection. It lets a single frame of a result of up to twice the cap through, so that such a
+// result is recorded Invalid (cortex/result_too_large) rather than lost with the connection;
+// and it never exceeds math.MaxInt32, since a larger frame would reach us silently cut to that
+// length (libzmq's and pebbe's receive report sizes as a C int).
+func sinkFrameMax(maxResult int64) int64 {
+	return min(satAdd(maxResult, maxResult), math.MaxInt32)
 }
 
 // maintain resyncs the hot mirror and stops the server when the database has been away longer
@@ -248,17 +291,34 @@ func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) err
 	}
 }
 
-// service looks a service up by name, answering names recently not found from memory.
+// service looks a service up by name, answering names recently not found from memory. A name
+// not found is bogus (guard.go): it is charged to the sender (the peer of ctx), and a sender
+// past its budget gets no lookup for a name that is not cached (errBogusBudget).
 func (s *Server) service(ctx context.Context, name string) (lease.Service, error) {
-	if at, ok := s.unknown.Load(name); ok && time.Since(at) < unknownServiceTTL {
+	if svc, ok := s.catalog.CachedService(name); ok {
+		return svc, nil
+	}
+	now := time.Now()
+	if at, ok := s.unknown.Load(name); ok && now.Sub(at) < unknownServiceTTL {
 		return lease.Service{}, fmt.Errorf("service %q: %w", name, queue.ErrNotFound)
 	}
+	p := peerOf(ctx)
+	if s.sec.spent(p, now) {
+		s.sec.limited.Inc()
+		if n, emit := s.sec.bogusLog.Record(); emit {
+			s.logger.Warn("messages for unknown services over budget: answered without a lookup", "count", n,
+				"peer", p.budgetName(), "service", name)
+		}
+		return lease.Service{}, fmt.Errorf("service %q: %w", name, errBogusBudget)
+	}
+	s.sec.serviceLookups.Add(1)
 	svc, err := s.catalog.Service(ctx, name)
 	if errors.Is(err, queue.ErrNotFound) {
+		s.sec.charge(p, now)
 		if s.unknown.Size() > 10000 {
 			s.unknown.Clear()
 		}
-		s.unknown.Store(name, time.Now())
+		s.unknown.Store(name, now)
 	} else if err != nil {
 		// Only a failure is news about the database: the catalog answers a known service from
 		// its cache, and counting that as a success would hide an outage from the budget for
@@ -285,6 +345,10 @@ func (s *Server) noteUnusable(l lease.Lease) {
 	select {
 	case s.claimIn <- it:
 	default: // the claimers are full: the reaper still moves the task on at its deadline
+		if n, emit := s.logLimits.unusableDropped.Record(); emit {
+			s.logger.Warn("claimers busy: a lease whose worker got no payload is left to its deadline",
+				"count", n, "task_id", l.TaskID, "worker", l.Worker)
+		}
 	}
 }
 

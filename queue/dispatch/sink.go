@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,8 +23,9 @@ import (
 
 // inbound is a parsed result message.
 type inbound struct {
-	res  wire.Result
-	from peer
+	res    wire.Result
+	from   peer
+	weight int64 // held against Server.held until the writer is done with res.Data
 }
 
 // item is a result ready to be claimed: its reply for the lease state machine and what
@@ -31,18 +34,23 @@ type item struct {
 	result    lease.Result
 	tmp       string // archive written beside target, renamed into place on Accept
 	target    string
-	removeOld bool // publish removes target (a result too large to keep)
+	removeOld bool   // publish removes target (a result too large to keep)
+	backup    string // the earlier archive, kept aside by publish until the claim is over
 	published bool
 	size      int64
 	from      peer
 }
 
 // receiver owns the PULL socket: it parses result messages and hands them to the writers.
+// What it has handed over and the writers have not yet written is bounded by s.held.
 func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- inbound) error {
 	defer close(inbox)
 	limiter := wire.NewRateLimiter(5 * time.Second)
+	// A result over the size cap is recorded by its size alone: its data past the cap (and
+	// the slack for frame overhead) is dropped as it is received.
+	lim := frameLimits{headers: 3, body: satAdd(s.cfg.MaxResultBytes, resultFrameSlack)}
 	for ctx.Err() == nil {
-		msg, from, err := s.recvFrom(pull, 0, "sink")
+		msg, err := s.recvFrom(pull, 0, "sink", lim)
 		if err != nil {
 			if isAgain(err) {
 				continue
@@ -53,7 +61,15 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 			s.logger.Warn("sink receive failed", "error", err)
 			continue
 		}
-		res, err := wire.ParseResult(msg)
+		res, err := wire.ParseResult(msg.frames)
+		if err == nil && msg.droppedFrames > 0 {
+			res.Size = satAdd(res.Size, msg.droppedBytes)
+			res.Data = nil // only its size is needed now: it is over the cap, or unusable
+			if res.Size <= s.cfg.MaxResultBytes {
+				err = &wire.FrameError{Reason: wire.ReasonTooManyFrames,
+					Detail: fmt.Sprintf("%d bytes in more than %d frames", res.Size, len(msg.frames)-3)}
+			}
+		}
 		if err != nil {
 			s.metrics.discards.WithLabelValues("sink", wire.ReasonOf(err)).Inc()
 			if n, emit := limiter.Record(); emit {
@@ -61,8 +77,12 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 			}
 			continue
 		}
+		weight := min(heldWeight(res.Data), resultsHeldMax)
+		if err := s.held.Acquire(ctx, weight); err != nil {
+			return nil
+		}
 		select {
-		case inbox <- inbound{res: res, from: from}:
+		case inbox <- inbound{res: res, from: msg.from, weight: weight}:
 		case <-ctx.Done():
 			return nil
 		}
@@ -70,13 +90,42 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 	return nil
 }
 
+// resultFrameSlack is the room beyond MaxResultBytes a result's frames may take (at frameCost
+// each), so that a result just under the cap keeps all its frames unless it has more than
+// 65,536 of them.
+const resultFrameSlack = 65536 * frameCost
+
+// resultsHeldMax bounds the memory of results received and not yet written to their temp files
+// (a larger result is taken alone). Past it, the receiver waits, and libzmq's queues, then TCP,
+// hold the workers back.
+const resultsHeldMax = 256 << 20
+
+// heldWeight is what a result's data counts against resultsHeldMax.
+func heldWeight(data [][]byte) int64 {
+	var n int64
+	for _, f := range data {
+		n += int64(len(f)) + frameCost
+	}
+	return max(n, 1)
+}
+
+// satAdd adds two non-negative sizes, saturating at the largest int64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
 // writer places results: it finds each one's task and target path, writes the archive to a
 // temp file beside the target and reads its report.
 func (s *Server) writer(ctx context.Context, inbox <-chan inbound, out chan<- *item) {
-	limiter := wire.NewRateLimiter(5 * time.Second)
-	writeLimiter := wire.NewRateLimiter(5 * time.Second)
+	limiter, writeLimiter := s.logLimits.dropped, s.logLimits.writeFailed
 	for in := range inbox {
-		it, reason, err := s.prepare(withPeer(ctx, in.from), in.res)
+		pctx, cancel := context.WithTimeout(withPeer(ctx, in.from), 10*time.Second)
+		it, reason, err := s.prepare(pctx, in.res)
+		cancel()
+		s.held.Release(in.weight)
 		if it != nil {
 			in.from.stamp(&it.result)
 			it.from = in.from
@@ -102,7 +151,10 @@ func (s *Server) writer(ctx context.Context, inbox <-chan inbound, out chan<- *i
 func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, error) {
 	svc, err := s.service(ctx, res.Service)
 	if err != nil {
-		if errors.Is(err, queue.ErrNotFound) {
+		switch {
+		case errors.Is(err, errBogusBudget):
+			return nil, "unknown_service_rate_limited", err
+		case errors.Is(err, queue.ErrNotFound):
 			return nil, "unknown_service", err
 		}
 		return nil, "db_error", err
@@ -118,6 +170,7 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		return nil, "db_error", err
 	}
 	if task.ServiceID != svc.ID {
+		s.sec.charge(peerOf(ctx), time.Now()) // bogus: its lookup is paid for like a missing task's
 		return nil, "wrong_service", fmt.Errorf("task %d belongs to service %d, not %s", res.TaskID, task.ServiceID, svc.Name)
 	}
 	it := &item{
@@ -203,18 +256,31 @@ func (s *Server) writeTemp(target string, data [][]byte) (string, error) {
 	return name, nil
 }
 
-// publish puts an accepted result's archive in place, inside the claim's transaction.
+// publish puts an accepted result's archive in place, inside the claim's transaction. The
+// archive it replaces is kept aside (a hard link, no copy) until the claim's outcome is known,
+// so that a claim that does not commit can put it back (unpublish).
 func (it *item) publish() error {
 	if it.published {
 		return nil // published by an earlier try of the same claim
 	}
 	switch {
 	case it.removeOld:
-		if err := os.Remove(it.target); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove the earlier archive: %w", err)
+		it.backup = it.backupName()
+		if err := os.Rename(it.target, it.backup); err != nil {
+			it.backup = ""
+			if !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("remove the earlier archive: %w", err)
+			}
 		}
 	case it.tmp != "":
+		it.backup = it.backupName()
+		if err := os.Link(it.target, it.backup); err != nil {
+			// None to keep, or a file system without hard links: then a claim that fails
+			// leaves the new archive in place, as it would without the backup.
+			it.backup = ""
+		}
 		if err := os.Rename(it.tmp, it.target); err != nil {
+			it.dropBackup()
 			return fmt.Errorf("publish archive: %w", err)
 		}
 	}
@@ -222,11 +288,52 @@ func (it *item) publish() error {
 	return nil
 }
 
-// cleanup removes an item's temp file unless it was published.
+// backupName is a fresh name beside the target for the archive a publish replaces.
+func (it *item) backupName() string {
+	return filepath.Join(filepath.Dir(it.target),
+		fmt.Sprintf(".%s.prev-%d-%x", filepath.Base(it.target), it.result.TaskID, rand.Uint64()))
+}
+
+// unpublish undoes publish after a claim that certainly did not commit: the earlier archive
+// is back in place (or none, if there was none), and the result's archive is back at its temp
+// name, for a retry to publish again.
+func (it *item) unpublish() error {
+	if !it.published {
+		return nil
+	}
+	var errs []error
+	if it.tmp != "" {
+		if err := os.Link(it.target, it.tmp); err != nil {
+			errs = append(errs, err)
+		} else if it.backup == "" {
+			errs = append(errs, os.Remove(it.target))
+		}
+	}
+	if it.backup != "" {
+		errs = append(errs, os.Rename(it.backup, it.target))
+	}
+	it.backup, it.published = "", false
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("put the earlier archive of task %d back: %w", it.result.TaskID, err)
+	}
+	return nil
+}
+
+// dropBackup removes the earlier archive kept by publish.
+func (it *item) dropBackup() {
+	if it.backup != "" {
+		os.Remove(it.backup)
+		it.backup = ""
+	}
+}
+
+// cleanup removes an item's temp file unless it was published, and the earlier archive kept
+// aside once the claim is over.
 func (it *item) cleanup() {
 	if it.tmp != "" && !it.published {
 		os.Remove(it.tmp)
 	}
+	it.dropBackup()
 }
 
 // claimer decides batches of items in claim transactions.
@@ -284,6 +391,7 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 		if err == nil || s.health.expired() || attempt >= 20 {
 			break
 		}
+		s.unpublishAfter(batch, err)
 		s.metrics.dbErrors.WithLabelValues("claim").Inc()
 		s.logger.Warn("claim failed; retrying", "results", len(batch), "attempt", attempt+1, "error", err)
 		time.Sleep(min(time.Duration(attempt+1)*250*time.Millisecond, 3*time.Second))
@@ -291,6 +399,7 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 	s.metrics.claimBatch.Observe(float64(len(batch)))
 	if err != nil {
 		s.logger.Error("claim failed; the tasks stay in flight for the reaper", "results", len(batch), "error", err)
+		s.unpublishAfter(batch, err)
 		for _, it := range batch {
 			it.cleanup()
 		}
@@ -315,6 +424,21 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 				"attempt", d.Attempt, "late", d.Late)
 		}
 		it.cleanup()
+	}
+}
+
+// unpublishAfter undoes the batch's publishes after a claim that failed with err, if it
+// certainly did not commit (lease.RolledBack). If it may have, the archives stay: a claim that
+// committed and lost its answer must not lose its archives too.
+func (s *Server) unpublishAfter(batch []*item, err error) {
+	if !lease.RolledBack(err) {
+		return
+	}
+	for _, it := range batch {
+		if uerr := it.unpublish(); uerr != nil {
+			s.logger.Error("claim rolled back, but an archive could not be put back", "task_id", it.result.TaskID,
+				"target", it.target, "error", uerr)
+		}
 	}
 }
 

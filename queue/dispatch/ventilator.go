@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -33,6 +34,9 @@ type leaseDone struct {
 	err    error
 }
 
+// requestLimits keeps a request's identity and service frames; any later ones are dropped.
+var requestLimits = frameLimits{headers: 2}
+
 // ventilator owns the ROUTER socket: it gathers requests, hands them in batches to the leasers
 // and streams the leased payloads. Only its goroutine touches the socket.
 type ventilator struct {
@@ -47,6 +51,7 @@ type ventilator struct {
 	waiting map[string]bool
 	queued  int // requests pending or being leased
 	chunker *wire.Chunker
+	src     []byte // the source archive being sent (readSource)
 	discard *wire.RateLimiter
 	sendErr *wire.RateLimiter
 }
@@ -76,7 +81,9 @@ func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
 		func() error { return router.SetRouterHandover(true) },
 		func() error { return router.SetLinger(0) },
 		func() error { return router.SetSndtimeo(time.Second) },
-		func() error { return router.SetMaxmsgsize(64 << 10) }, // requests are two short frames
+		// A request is two short frames. libzmq caps each frame, not how many a message has:
+		// recvFrom keeps the first two (requestLimits) and drops the rest as it receives them.
+		func() error { return router.SetMaxmsgsize(64 << 10) },
 		func() error { return setKeepalive(router, s.cfg.TCPKeepaliveIdle) },
 	} {
 		if err := set(); err != nil {
@@ -160,14 +167,14 @@ func (v *ventilator) run(ctx context.Context) error {
 			}
 		}
 		for range 4096 {
-			msg, from, err := v.s.recvFrom(v.router, zmq.DONTWAIT, "ventilator")
+			msg, err := v.s.recvFrom(v.router, zmq.DONTWAIT, "ventilator", requestLimits)
 			if err != nil {
 				if !isAgain(err) && !isClosed(err) {
 					v.s.logger.Warn("ventilator receive failed", "error", err)
 				}
 				break
 			}
-			v.handle(ctx, msg, from, stopping)
+			v.handle(ctx, msg.frames, msg.from, stopping)
 		}
 	deliver:
 		for {
@@ -231,10 +238,13 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stoppi
 		v.mock(identity, "stopping")
 		return
 	}
-	svc, err := v.s.service(ctx, service)
+	svc, err := v.s.service(withPeer(ctx, from), service)
 	if err != nil {
 		reason := "unknown_service"
-		if !errors.Is(err, queue.ErrNotFound) {
+		switch {
+		case errors.Is(err, errBogusBudget):
+			reason = "unknown_service_rate_limited"
+		case !errors.Is(err, queue.ErrNotFound):
 			reason = "db_error"
 		}
 		v.s.metrics.discards.WithLabelValues("ventilator", reason).Inc()
@@ -300,23 +310,27 @@ func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
 	}
 }
 
-// sendTask streams a leased task to its worker. It reports false when the worker was
+// sendTask sends a leased task to its worker. It reports false when the worker was
 // unroutable: nothing was sent and the lease must be returned.
+//
+// The source archive is read whole before the first frame goes out. A task message, once
+// begun on the ROUTER, must be finished (the socket serves every worker), so a read that
+// failed half way would reach the worker as a cut payload that looks whole, and its verdict
+// would be recorded. Read first, an unreadable source gets a no-work reply and is left to
+// the reaper, as a missing one is.
 func (v *ventilator) sendTask(ctx context.Context, identity []byte, l lease.Lease) bool {
 	v.s.hot.Put(hot.Task{ID: l.TaskID, Run: l.Run, ServiceID: l.ServiceID, CorpusID: l.CorpusID, Entry: l.Entry})
-	f, openErr := os.Open(l.Entry)
+	payload, readErr := v.readSource(l.Entry)
+	defer v.releaseSource()
 	// DONTWAIT: a peer that stopped reading (its queue full) must not stall every other worker.
 	if _, err := v.router.SendBytes(identity, zmq.SNDMORE|zmq.DONTWAIT); err != nil {
-		if f != nil {
-			f.Close()
-		}
 		v.s.hot.Delete(l.TaskID)
 		if n, emit := v.sendErr.Record(); emit {
 			v.s.logger.Warn("worker unroutable; lease returned", "count", n, "worker", l.Worker, "error", err)
 		}
 		return false
 	}
-	if openErr != nil {
+	if readErr != nil {
 		// The worker gets no work; the task stays in flight, marked answered, for the reaper to
 		// retry and finally dead-letter.
 		_, _ = v.router.SendBytes([]byte(wire.MockTaskID), zmq.SNDMORE)
@@ -325,17 +339,16 @@ func (v *ventilator) sendTask(ctx context.Context, identity []byte, l lease.Leas
 		v.s.metrics.unreadable.Inc()
 		v.s.metrics.mocks.WithLabelValues("unreadable_entry").Inc()
 		v.s.logger.Error("source archive unreadable; task left to the reaper", "task_id", l.TaskID,
-			"entry", l.Entry, "error", openErr)
+			"entry", l.Entry, "error", readErr)
 		v.s.noteUnusable(l)
 		return true
 	}
-	defer f.Close()
 	v.s.metrics.leases.Inc()
 	if _, err := v.router.SendBytes(wire.FormatTaskID(l.TaskID), zmq.SNDMORE); err != nil {
 		v.s.logger.Warn("task send failed; the reaper recovers it", "task_id", l.TaskID, "error", err)
 		return true
 	}
-	err := v.chunker.WriteChunks(f, func(frame []byte, more bool) error {
+	err := v.chunker.SendChunks(payload, func(frame []byte, more bool) error {
 		flags := zmq.Flag(0)
 		if more {
 			flags = zmq.SNDMORE
@@ -344,9 +357,56 @@ func (v *ventilator) sendTask(ctx context.Context, identity []byte, l lease.Leas
 		return err
 	})
 	if err != nil {
-		v.s.logger.Warn("payload stream cut short; the reaper recovers the task", "task_id", l.TaskID, "error", err)
+		v.s.logger.Warn("payload send failed; the reaper recovers the task", "task_id", l.TaskID, "error", err)
 	}
 	return true
+}
+
+// sourceBufferKept is the largest source buffer the ventilator keeps for the next task; a
+// larger one is let go once its task is sent.
+const sourceBufferKept = 16 << 20
+
+// readSource reads a source archive whole into the ventilator's buffer. The bytes are valid
+// until releaseSource.
+func (v *ventilator) readSource(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
+	}
+	want := int(st.Size()) + 1 // one more, to see the end without growing
+	if cap(v.src) < want {
+		v.src = make([]byte, 0, want)
+	}
+	buf := v.src[:0]
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			v.src = buf
+			return buf, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		if len(buf) == cap(buf) { // the file grew while we read it
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+}
+
+// releaseSource lets a large source buffer go.
+func (v *ventilator) releaseSource() {
+	if cap(v.src) > sourceBufferKept {
+		v.src = nil
+	}
 }
 
 // mock sends a no-work reply.

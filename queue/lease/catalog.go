@@ -51,6 +51,11 @@ func (c *Catalog) Service(ctx context.Context, name string) (Service, error) {
 	return svc, nil
 }
 
+// CachedService reports a service if it is cached, without a database hit.
+func (c *Catalog) CachedService(name string) (svc Service, known bool) {
+	return c.services.Load(name)
+}
+
 // SandboxID reports the sandbox id of a corpus: its own id for a sandbox, 0 for an ordinary
 // corpus. A lookup that fails is an error and is not cached.
 func (c *Catalog) SandboxID(ctx context.Context, corpusID int32) (int32, error) {

@@ -2,9 +2,13 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
@@ -117,6 +121,22 @@ type ClaimHooks struct {
 	BeforeCommit func() error
 }
 
+// hookError is a BeforeCommit failure, which rolls the claim back.
+type hookError struct{ err error }
+
+func (e *hookError) Error() string { return e.err.Error() }
+func (e *hookError) Unwrap() error { return e.err }
+
+// RolledBack reports whether a claim that failed with err certainly did not commit: PostgreSQL
+// reported an error (which aborts the transaction), or a hook failed before the COMMIT was
+// sent. A connection lost while the writes and COMMIT were under way is not certain: the
+// server may have committed.
+func RolledBack(err error) bool {
+	var pgErr *pgconn.PgError
+	var hook *hookError
+	return errors.As(err, &pgErr) || errors.As(err, &hook) || errors.Is(err, pgx.ErrTxCommitRollback)
+}
+
 // ClaimWithHooks is Claim with a BeforeCommit step.
 func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks ClaimHooks) ([]Decision, error) {
 	publish := hooks.Publish
@@ -184,7 +204,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 		}
 		if hooks.BeforeCommit != nil {
 			if err := hooks.BeforeCommit(); err != nil {
-				return nil, fmt.Errorf("before commit: %w", err)
+				return nil, &hookError{fmt.Errorf("before commit: %w", err)}
 			}
 		}
 		return w, nil

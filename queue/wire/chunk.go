@@ -32,10 +32,10 @@ func (c *Chunker) Size() int { return len(c.buf) }
 // is an exact multiple of Size — and sent with more unset. Reads fill each chunk fully
 // (io.ReadFull), so a short read never ends the payload early.
 //
-// A read error still ends the message (with the bytes read so far, possibly none) so the
-// socket is never left in the middle of a multipart message; the receiver gets a truncated
-// payload and WriteChunks returns the read error. A send error is returned at once; the socket
-// may then be mid-message and should be rebuilt.
+// A read error is returned without ending the message: a payload cut short must never reach
+// the peer looking whole. The socket is then in the middle of a multipart message, and so is a
+// socket after a send error: the caller must close it with linger 0 (libzmq drops an
+// unfinished message with its pipe) and open a new one.
 func (c *Chunker) WriteChunks(r io.Reader, send SendFunc) error {
 	if len(c.buf) == 0 {
 		c.buf = make([]byte, MessageSize)
@@ -47,19 +47,34 @@ func (c *Chunker) WriteChunks(r io.Reader, send SendFunc) error {
 			if err := send(c.buf, true); err != nil {
 				return fmt.Errorf("send chunk: %w", err)
 			}
-			continue
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 			if err := send(c.buf[:n], false); err != nil {
 				return fmt.Errorf("send last chunk: %w", err)
 			}
 			return nil
 		default:
-			if serr := send(c.buf[:n], false); serr != nil {
-				return fmt.Errorf("read payload: %w (and send last chunk: %v)", err, serr)
-			}
 			return fmt.Errorf("read payload: %w", err)
 		}
 	}
+}
+
+// SendChunks sends data as WriteChunks sends a reader's bytes, straight from data: the
+// framing of a payload already in memory.
+func (c *Chunker) SendChunks(data []byte, send SendFunc) error {
+	size := len(c.buf)
+	if size == 0 {
+		size = MessageSize
+	}
+	for len(data) >= size {
+		if err := send(data[:size], true); err != nil {
+			return fmt.Errorf("send chunk: %w", err)
+		}
+		data = data[size:]
+	}
+	if err := send(data, false); err != nil {
+		return fmt.Errorf("send last chunk: %w", err)
+	}
+	return nil
 }
 
 // WriteChunks sends r's bytes as frames of size bytes (MessageSize if size ≤ 0), as

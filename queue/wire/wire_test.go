@@ -265,7 +265,7 @@ func TestChunkerReusesOneBuffer(t *testing.T) { // not parallel: AllocsPerRun
 	require.LessOrEqual(t, allocs, 1.0) // the strings.Reader only
 }
 
-func TestWriteChunksReadErrorEndsTheMessage(t *testing.T) {
+func TestWriteChunksReadErrorLeavesTheMessageOpen(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("disk on fire")
 	r := io.MultiReader(strings.NewReader("abcdef"), iotest.ErrReader(boom))
@@ -277,8 +277,33 @@ func TestWriteChunksReadErrorEndsTheMessage(t *testing.T) {
 		return nil
 	})
 	require.ErrorIs(t, err, boom)
-	require.Equal(t, []int{4, 2}, sizes)
-	require.Equal(t, []bool{true, false}, more)
+	// The full chunk went out with more set; the 2 bytes read before the error did not, and no
+	// frame ended the message: the peer must never see a cut payload as a whole one.
+	require.Equal(t, []int{4}, sizes)
+	require.Equal(t, []bool{true}, more)
+}
+
+func TestSendChunksFramesAsWriteChunks(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1, 3, 4, 5, 8, 11} {
+		payload := bytes.Repeat([]byte{'x'}, n)
+		var want, got []int
+		var wantMore, gotMore []bool
+		c := wire.NewChunker(4)
+		require.NoError(t, c.WriteChunks(bytes.NewReader(payload), func(f []byte, m bool) error {
+			want, wantMore = append(want, len(f)), append(wantMore, m)
+			return nil
+		}))
+		var data []byte
+		require.NoError(t, c.SendChunks(payload, func(f []byte, m bool) error {
+			got, gotMore = append(got, len(f)), append(gotMore, m)
+			data = append(data, f...)
+			return nil
+		}))
+		require.Equal(t, want, got, "%d bytes", n)
+		require.Equal(t, wantMore, gotMore, "%d bytes", n)
+		require.True(t, bytes.Equal(payload, data), "%d bytes round trip", n)
+	}
 }
 
 func TestWriteChunksSendErrorStops(t *testing.T) {

@@ -1,0 +1,103 @@
+package dispatch
+
+import (
+	"syscall"
+
+	zmq "github.com/pebbe/zmq4"
+)
+
+// frameLimits bounds what one received message may hold in this process. libzmq caps each
+// frame (ZMQ_MAXMSGSIZE) but not how many frames a message has, and hands a multipart message
+// over only once all of it has arrived, so a peer can make a message of any size. Frames past
+// the limits are still received (that frees them in libzmq) but dropped at once, and only
+// their sizes are kept: such a message is never held twice.
+type frameLimits struct {
+	// headers is how many leading frames are always kept.
+	headers int
+	// body is how much of the frames after the headers is kept, each frame counted at its
+	// length plus frameCost. A frame that would pass it is dropped, and so is every later one.
+	body int64
+}
+
+// frameCost is what a frame costs in memory beyond its bytes (its slice header, allocation
+// rounding), charged against frameLimits.body so that a flood of tiny frames is bounded too.
+const frameCost = 64
+
+// message is a received message: its kept frames, what was dropped, and who sent it.
+type message struct {
+	frames [][]byte
+	// droppedBytes and droppedFrames count the frames dropped past the limits.
+	droppedBytes  int64
+	droppedFrames int
+	from          peer
+}
+
+// recvFrom receives the next message on sock from a sender allowed to send it. Under CURVE
+// every message is checked against the allow-list as it stands, because libzmq keeps a revoked
+// key's connection open; messages from keys no longer allowed (or with no authenticated key at
+// all) are dropped and counted. The budget of dropped messages per call is bounded; then it
+// reports EAGAIN like an empty socket.
+func (s *Server) recvFrom(sock *zmq.Socket, flags zmq.Flag, socket string, lim frameLimits) (message, error) {
+	for range 1024 {
+		// The sender's address names its budget for bogus messages (guard.go); under CURVE,
+		// its key.
+		msg, md, err := recvLimited(sock, flags, lim)
+		if err != nil {
+			return message{}, err
+		}
+		msg.from = peer{addr: md["Peer-Address"]}
+		if !s.sec.curve {
+			return msg, nil
+		}
+		name, ok := s.sec.allowed(md["User-Id"])
+		if ok {
+			msg.from.key = name
+			return msg, nil
+		}
+		s.sec.refused.WithLabelValues(socket).Inc()
+		s.metrics.discards.WithLabelValues(socket, "key_not_allowed").Inc()
+		if n, emit := s.sec.deniedLog.Record(); emit {
+			s.logger.Warn("messages from keys not allowed (revoked) dropped", "count", n, "socket", socket,
+				"public_key", md["User-Id"], "peer", msg.from.addr)
+		}
+	}
+	return message{}, zmq.Errno(syscall.EAGAIN)
+}
+
+// recvLimited receives one multipart message within lim, and the User-Id and Peer-Address
+// properties of its connection. They are read from the first frame
+// that carries them: a ROUTER's routing id frame has none when the message was taken in by a
+// poll. Once the first frame is in, the rest of the message is there too (libzmq delivers
+// whole messages), so the later receives never wait.
+func recvLimited(sock *zmq.Socket, flags zmq.Flag, lim frameLimits) (message, map[string]string, error) {
+	var msg message
+	var md map[string]string
+	var kept int64
+	dropping := false
+	for {
+		var frame []byte
+		var err error
+		if len(md) == 0 {
+			frame, md, err = sock.RecvBytesWithMetadata(flags, "User-Id", "Peer-Address")
+		} else {
+			frame, err = sock.RecvBytes(flags)
+		}
+		if err != nil {
+			return msg, md, err
+		}
+		switch {
+		case len(msg.frames) < lim.headers:
+			msg.frames = append(msg.frames, frame)
+		case !dropping && kept+int64(len(frame))+frameCost <= lim.body:
+			kept += int64(len(frame)) + frameCost
+			msg.frames = append(msg.frames, frame)
+		default:
+			dropping = true
+			msg.droppedBytes += int64(len(frame))
+			msg.droppedFrames++
+		}
+		if more, err := sock.GetRcvmore(); err != nil || !more {
+			return msg, md, err
+		}
+	}
+}
