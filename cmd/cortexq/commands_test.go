@@ -234,6 +234,19 @@ func TestMigrate(t *testing.T) {
 	require.Contains(t, d.ok("migrate", "up"), "nothing to apply")
 }
 
+func TestMigrateDownRefusesToDropRecords(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("service", "add", "echo")
+	r := cortexq(t, d.env, "migrate", "down", "0")
+	oneLineFailure(t, r, "migrate down: nothing rolled back: it would drop services (1 rows, dropped by rolling back 00001); give --yes")
+	require.Regexp(t, `(?m)^00001\s+applied`, d.ok("migrate", "status"))
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM services`))
+	// Rolling back what holds no records needs no --yes: the worker keys table is empty.
+	require.Contains(t, d.ok("migrate", "down", "3"), "down 00004 00004_worker_keys.sql")
+	require.Contains(t, d.ok("migrate", "down", "0", "--yes"), "down 00001 00001_schema.sql")
+	require.Equal(t, 0, d.count(`SELECT count(*) FROM pg_tables WHERE tablename = 'services'`))
+}
+
 func TestBadInputFailsWithOneLine(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
@@ -257,6 +270,9 @@ func TestBadInputFailsWithOneLine(t *testing.T) {
 		{"UnknownService", d.env, []string{"import", "--corpus", "c", "--service", "nope", "/tmp"}, "unknown service nope"},
 		{"DuplicateService", d.env, []string{"service", "add", "echo"}, "service echo already exists"},
 		{"BadTaskID", d.env, []string{"task", "show", "abc"}, `task ID "abc"`},
+		{"StatusUnknownCorpus", d.env, []string{"status", "--corpus", "nope"}, "corpus nope: not found"},
+		{"StatusWatchUnknownService", d.env, []string{"status", "--watch", "--service", "nope"}, "service nope: not found"},
+		{"DBStartWithDatabaseURL", wrongDB, []string{"db", "start"}, "--database-url (or $DATABASE_URL) is set"},
 		{"WrongDatabaseURL", wrongDB, []string{"status"}, "connect to the database: failed to connect"},
 		{"WrongDatabaseURLMigrate", wrongDB, []string{"migrate", "status"}, "connect to the database: failed to connect"},
 		{"WrongDatabaseURLImport", wrongDB, []string{"import", "--corpus", "c", "--service", "echo", "/tmp"}, "connect to the database"},
@@ -268,6 +284,23 @@ func TestBadInputFailsWithOneLine(t *testing.T) {
 			oneLineFailure(t, r, tc.want)
 			require.NotContains(t, r.stderr, "secret")
 		})
+	}
+}
+
+// Run where no embedded cluster is (the wrong directory, a mistyped --home), a command that
+// only reads says so, rather than creating an empty cluster and reporting it empty.
+func TestReadOnlyCommandsDoNotCreateACluster(t *testing.T) {
+	t.Parallel()
+	home := filepath.Join(t.TempDir(), "home")
+	env := []string{"CORTEXQ_HOME=" + home}
+	for _, args := range [][]string{
+		{"status"}, {"task", "show", "1"}, {"service", "list"}, {"keys", "list"},
+		{"migrate", "status"}, {"migrate", "down"}, {"db", "url"}, {"db", "psql", "-c", "SELECT 1"},
+	} {
+		r := cortexq(t, env, args...)
+		oneLineFailure(t, r, "no embedded PostgreSQL in "+home+`: "cortexq `+args[0])
+		_, err := os.Stat(home)
+		require.ErrorIs(t, err, os.ErrNotExist, "cortexq %v made %s", args, home)
 	}
 }
 

@@ -53,6 +53,9 @@ func dbStart(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
+	if err := notWithDatabaseURL(c); err != nil {
+		return err
+	}
 	cl, err := embedded(c)
 	if err != nil {
 		return err
@@ -73,6 +76,9 @@ func dbStop(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
+	if err := notWithDatabaseURL(c); err != nil {
+		return err
+	}
 	cl, err := embedded(c)
 	if err != nil {
 		return err
@@ -87,6 +93,16 @@ func dbStop(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "the embedded PostgreSQL in %s is not running\n", cl.Dir())
 	}
 	return nil
+}
+
+// notWithDatabaseURL refuses to start or stop the embedded cluster while the commands use
+// another database: the operator would be looking at the wrong one.
+func notWithDatabaseURL(c *cli.Context) error {
+	if c.String(flagDatabaseURL) == "" {
+		return nil
+	}
+	return fmt.Errorf("--database-url (or $DATABASE_URL) is set: the commands use that database, not the " +
+		"embedded one in --home; unset it to manage the embedded cluster")
 }
 
 func dbURL(c *cli.Context) error {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -314,8 +315,16 @@ func embedded(c *cli.Context) (*pgembed.Cluster, error) {
 	})
 }
 
+// readOnlyCommands only read the database: run where no embedded cluster exists (the wrong
+// directory, a mistyped --home), they say so instead of creating an empty one and reporting
+// that it is empty.
+var readOnlyCommands = map[string]bool{
+	"status": true, "task show": true, "service list": true, "keys list": true,
+	"migrate status": true, "migrate down": true, "db url": true, "db psql": true, "db grant-audit": true,
+}
+
 // databaseURL returns --database-url, or the embedded cluster's, starting it (and creating and
-// migrating it on first use) if need be.
+// migrating it on first use, unless the command only reads) if need be.
 func databaseURL(c *cli.Context) (string, error) {
 	if u := c.String(flagDatabaseURL); u != "" {
 		return u, nil
@@ -324,11 +333,28 @@ func databaseURL(c *cli.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if name := commandName(c); readOnlyCommands[name] && !cl.Initialized() {
+		return "", fmt.Errorf("no embedded PostgreSQL in %s: %q only reads a database, so it does not create one. "+
+			"Run it where the cluster is (or give --home, or --database-url); "+
+			"\"cortexq db start\" or a command that writes, such as import, creates the cluster", cl.Dir(), "cortexq "+name)
+	}
 	if _, err := cl.Start(c.Context); err != nil {
 		return "", err
 	}
 	slog.Debug("using the embedded PostgreSQL", "dir", cl.Dir())
 	return cl.DSN(), nil
+}
+
+// commandName is the running command's name below the app, "task show" for instance.
+func commandName(c *cli.Context) string {
+	var names []string
+	for _, ctx := range c.Lineage() {
+		if ctx.Command != nil && ctx.Command.Name != "" && ctx.Command.Name != c.App.Name {
+			names = append(names, ctx.Command.Name)
+		}
+	}
+	slices.Reverse(names)
+	return strings.Join(names, " ")
 }
 
 // connect opens a pool on the database and checks that it answers.

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -28,7 +30,14 @@ func migrateCommand() *cli.Command {
 				Name:      "down",
 				Usage:     "roll back the newest migration, or every migration after VERSION (0: all of them)",
 				ArgsUsage: "[VERSION]",
-				Action:    migrateDown,
+				Description: "Rolling back 00004 drops the worker keys (the CURVE allow-list), and rolling back 00001\n" +
+					"drops every cortexq table: tasks, their history and results' records. While those tables hold\n" +
+					"rows, migrate down refuses (and rolls nothing back) unless --yes is given.",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "yes", Usage: "roll back even migrations whose tables hold rows (their data is lost)",
+						EnvVars: envVars("MIGRATE_DOWN_YES")},
+				},
+				Action: migrateDown,
 			},
 			{
 				Name:   "status",
@@ -40,7 +49,7 @@ func migrateCommand() *cli.Command {
 }
 
 // withProvider runs fn with a goose provider on the database.
-func withProvider(c *cli.Context, fn func(ctx context.Context, p *goose.Provider) error) error {
+func withProvider(c *cli.Context, fn func(ctx context.Context, p *goose.Provider, db *sql.DB) error) error {
 	dsn, err := databaseURL(c)
 	if err != nil {
 		return err
@@ -60,7 +69,7 @@ func withProvider(c *cli.Context, fn func(ctx context.Context, p *goose.Provider
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
-	return fn(c.Context, p)
+	return fn(c.Context, p, db)
 }
 
 func printResults(c *cli.Context, verb string, results []*goose.MigrationResult) {
@@ -85,7 +94,7 @@ func migrateUp(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	return withProvider(c, func(ctx context.Context, p *goose.Provider) error {
+	return withProvider(c, func(ctx context.Context, p *goose.Provider, db *sql.DB) error {
 		results, err := p.Up(ctx)
 		printResults(c, "apply", results)
 		if err != nil {
@@ -112,7 +121,12 @@ func migrateDown(c *cli.Context) error {
 	default:
 		return usagef(c, "want at most one VERSION")
 	}
-	return withProvider(c, func(ctx context.Context, p *goose.Provider) error {
+	return withProvider(c, func(ctx context.Context, p *goose.Provider, db *sql.DB) error {
+		if !c.Bool("yes") {
+			if err := refuseDataLoss(ctx, p, db, to); err != nil {
+				return err
+			}
+		}
 		if to < 0 {
 			r, err := p.Down(ctx)
 			if errors.Is(err, goose.ErrNoNextVersion) {
@@ -136,11 +150,47 @@ func migrateDown(c *cli.Context) error {
 	})
 }
 
+// dropsData lists, for each migration whose rollback drops tables of records, those tables.
+var dropsData = map[int64][]string{
+	1: {"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "runs", "workers"},
+	4: {"worker_keys"},
+}
+
+// refuseDataLoss fails when rolling back to version to (-1: the newest migration only) would
+// drop a table that holds rows.
+func refuseDataLoss(ctx context.Context, p *goose.Provider, db *sql.DB, to int64) error {
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate down: %w", err)
+	}
+	if to < 0 {
+		to = current - 1
+	}
+	var lost []string
+	for v := current; v > to && v > 0; v-- {
+		for _, table := range dropsData[v] {
+			var n int64
+			err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+table).Scan(&n)
+			if err != nil {
+				return fmt.Errorf("migrate down: count the rows of %s: %w", table, err)
+			}
+			if n > 0 {
+				lost = append(lost, fmt.Sprintf("%s (%d rows, dropped by rolling back %05d)", table, n, v))
+			}
+		}
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("migrate down: nothing rolled back: it would drop %s; give --yes to drop them",
+			strings.Join(lost, ", "))
+	}
+	return nil
+}
+
 func migrateStatus(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	return withProvider(c, func(ctx context.Context, p *goose.Provider) error {
+	return withProvider(c, func(ctx context.Context, p *goose.Provider, db *sql.DB) error {
 		st, err := p.Status(ctx)
 		if err != nil {
 			return fmt.Errorf("migrate status: %w", err)

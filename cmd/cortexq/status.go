@@ -53,6 +53,10 @@ func runStatus(c *cli.Context) error {
 		return err
 	}
 	defer done()
+	// A mistyped name is an error, not "no tasks" (which --watch would take for "all done").
+	if err := store.CheckNames(c.Context, c.String(flagCorpus), c.String(flagService)); err != nil {
+		return err
+	}
 	clear := watch && isTerminal(os.Stdout)
 	for frame := 0; ; frame++ {
 		rows, err := store.Progress(c.Context, c.String(flagCorpus), c.String(flagService))

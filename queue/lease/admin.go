@@ -72,6 +72,23 @@ func (s *Store) LookupScope(ctx context.Context, corpus, service string) (Scope,
 	return Scope{CorpusID: c.ID, ServiceID: svc.ID}, nil
 }
 
+// CheckNames reports, as queue.ErrNotFound, a corpus or service name that does not exist; an
+// empty name is not checked.
+func (s *Store) CheckNames(ctx context.Context, corpus, service string) error {
+	q := dbsqlc.New(s.pool)
+	if corpus != "" {
+		if _, err := q.CorpusByName(ctx, corpus); err != nil {
+			return translate("corpus "+corpus, err)
+		}
+	}
+	if service != "" {
+		if _, err := q.ServiceByName(ctx, service); err != nil {
+			return translate("service "+service, err)
+		}
+	}
+	return nil
+}
+
 // ImportRequest adds tasks for source archives of one corpus and service.
 type ImportRequest struct {
 	// Corpus is created, with CorpusPath, if missing.
