@@ -251,40 +251,48 @@ func TestBadInputFailsWithOneLine(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
 	wrongDB := []string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/x"}
-	for _, tc := range []struct {
-		name string
-		env  []string
-		args []string
-		want string
-	}{
-		{"UnknownFlag", d.env, []string{"import", "--nope"}, "flag provided but not defined: -nope (see cortexq import --help)"},
-		{"UnknownFlagAfterArgument", d.env, []string{"service", "add", "x", "--nope"}, "flag provided but not defined: --nope"},
-		{"UnknownGlobalFlag", d.env, []string{"--nope", "status"}, "flag provided but not defined: -nope (see cortexq --help)"},
-		{"BadFlagValue", d.env, []string{"status", "--interval", "soon"}, `invalid value "soon" for flag -interval`},
-		{"BadLogLevel", d.env, []string{"--log-level", "loud", "status"}, `--log-level "loud"`},
-		{"UnknownCommand", d.env, []string{"frobnicate"}, `unknown command "frobnicate" (see cortexq --help)`},
-		{"UnknownSubcommand", d.env, []string{"migrate", "sideways"}, `unknown command "sideways" (see cortexq migrate --help)`},
-		{"MissingFlag", d.env, []string{"import", "/tmp"}, "--corpus is required"},
-		{"MissingPath", d.env, []string{"import", "--corpus", "c", "--service", "echo", "/no/such/dir"}, "import: /no/such/dir: no such file or directory"},
-		{"MissingList", d.env, []string{"import", "--corpus", "c", "--service", "echo", "--from-list", "/no/such/list"}, "no such file or directory"},
-		{"UnknownService", d.env, []string{"import", "--corpus", "c", "--service", "nope", "/tmp"}, "unknown service nope"},
-		{"DuplicateService", d.env, []string{"service", "add", "echo"}, "service echo already exists"},
-		{"BadTaskID", d.env, []string{"task", "show", "abc"}, `task ID "abc"`},
+	t.Run("Cases", func(cases *testing.T) { // returns when every parallel case is done
+		for _, tc := range []struct {
+			name string
+			env  []string
+			args []string
+			want string
+		}{
+			{"UnknownFlag", d.env, []string{"import", "--nope"}, "flag provided but not defined: -nope (see cortexq import --help)"},
+			{"UnknownFlagAfterArgument", d.env, []string{"service", "add", "x", "--nope"}, "flag provided but not defined: --nope"},
+			{"UnknownGlobalFlag", d.env, []string{"--nope", "status"}, "flag provided but not defined: -nope (see cortexq --help)"},
+			{"BadFlagValue", d.env, []string{"status", "--interval", "soon"}, `invalid value "soon" for flag -interval`},
+			{"BadLogLevel", d.env, []string{"--log-level", "loud", "status"}, `--log-level "loud"`},
+			{"UnknownCommand", d.env, []string{"frobnicate"}, `unknown command "frobnicate" (see cortexq --help)`},
+			{"UnknownSubcommand", d.env, []string{"migrate", "sideways"}, `unknown command "sideways" (see cortexq migrate --help)`},
+			{"MissingFlag", d.env, []string{"import", "/tmp"}, "--corpus is required"},
+			{"MissingPath", d.env, []string{"import", "--corpus", "c", "--service", "echo", "/no/such/dir"}, "import: /no/such/dir: no such file or directory"},
+			{"MissingList", d.env, []string{"import", "--corpus", "c", "--service", "echo", "--from-list", "/no/such/list"}, "no such file or directory"},
+			{"UnknownService", d.env, []string{"import", "--corpus", "c", "--service", "nope", "/tmp"}, "unknown service nope"},
+			{"DuplicateService", d.env, []string{"service", "add", "echo"}, "service echo already exists"},
+			{"BadTaskID", d.env, []string{"task", "show", "abc"}, `task ID "abc"`},
+			{"ImportFindsNothing", d.env, []string{"import", "--corpus", "typo", "--service", "echo", d.t.TempDir()}, "no source archives in "},
+			{"ImportPathsAndList", d.env, []string{"import", "--corpus", "c", "--service", "echo", "--from-list", "/dev/null", "/tmp"}, "give PATHs to walk or --from-list, not both"},
+			{"ImportCorpusNameWithNewline", d.env, []string{"import", "--corpus", "bad\nname", "--service", "echo", "/tmp"}, "has a control character"},
+			{"ServeNoInFlight", d.env, []string{"serve", "--max-in-flight", "0"}, "--max-in-flight 0: want at least 1"},
+		{"ServeZeroLease", d.env, []string{"serve", "--lease-timeout", "0"}, "--lease-timeout 0s: want at least 1s"},
 		{"StatusUnknownCorpus", d.env, []string{"status", "--corpus", "nope"}, "corpus nope: not found"},
-		{"StatusWatchUnknownService", d.env, []string{"status", "--watch", "--service", "nope"}, "service nope: not found"},
-		{"DBStartWithDatabaseURL", wrongDB, []string{"db", "start"}, "--database-url (or $DATABASE_URL) is set"},
-		{"WrongDatabaseURL", wrongDB, []string{"status"}, "connect to the database: failed to connect"},
-		{"WrongDatabaseURLMigrate", wrongDB, []string{"migrate", "status"}, "connect to the database: failed to connect"},
-		{"WrongDatabaseURLImport", wrongDB, []string{"import", "--corpus", "c", "--service", "echo", "/tmp"}, "connect to the database"},
-		{"BadDatabaseURL", []string{"DATABASE_URL=postgres://u:secret@[bad"}, []string{"status"}, "cannot parse"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			r := cortexq(t, tc.env, tc.args...)
-			oneLineFailure(t, r, tc.want)
-			require.NotContains(t, r.stderr, "secret")
-		})
-	}
+			{"StatusWatchUnknownService", d.env, []string{"status", "--watch", "--service", "nope"}, "service nope: not found"},
+			{"DBStartWithDatabaseURL", wrongDB, []string{"db", "start"}, "--database-url (or $DATABASE_URL) is set"},
+			{"WrongDatabaseURL", wrongDB, []string{"status"}, "connect to the database: failed to connect"},
+			{"WrongDatabaseURLMigrate", wrongDB, []string{"migrate", "status"}, "connect to the database: failed to connect"},
+			{"WrongDatabaseURLImport", wrongDB, []string{"import", "--corpus", "c", "--service", "echo", "/tmp"}, "connect to the database"},
+			{"BadDatabaseURL", []string{"DATABASE_URL=postgres://u:secret@[bad"}, []string{"status"}, "cannot parse"},
+		} {
+			cases.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				r := cortexq(t, tc.env, tc.args...)
+				oneLineFailure(t, r, tc.want)
+				require.NotContains(t, r.stderr, "secret")
+			})
+		}
+	})
+	require.Equal(t, 0, d.count(`SELECT count(*) FROM corpora`), "no corpus made by a failed import")
 }
 
 // Run where no embedded cluster is (the wrong directory, a mistyped --home), a command that

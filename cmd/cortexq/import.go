@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -55,8 +57,14 @@ func runImport(c *cli.Context) error {
 		return err
 	}
 	list := c.String("from-list")
-	if len(paths) == 0 && list == "" {
+	switch {
+	case len(paths) == 0 && list == "":
 		return usagef(c, "want at least one PATH, or --from-list")
+	case len(paths) > 0 && list != "":
+		return usagef(c, "give PATHs to walk or --from-list, not both")
+	}
+	if err := checkCorpusName(c.String(flagCorpus)); err != nil {
+		return usagef(c, "--corpus: %v", err)
 	}
 	// Bad paths fail before anything touches the database.
 	roots := make([]string, len(paths))
@@ -151,6 +159,14 @@ func runImport(c *cli.Context) error {
 		}
 	}
 	slog.Debug("entries found", "entries", len(entries), "skipped", skipped, "elapsed", time.Since(began))
+	if len(entries) == 0 {
+		// Most likely a wrong path: creating the corpus would take its name for nothing.
+		what := strings.Join(paths, ", ")
+		if list != "" {
+			what = list
+		}
+		return fmt.Errorf("import: no source archives in %s (%d files skipped: not source archives); nothing imported", what, skipped)
+	}
 
 	corpusPath := ""
 	switch {
@@ -178,6 +194,24 @@ func runImport(c *cli.Context) error {
 	fmt.Fprintf(c.App.Writer, "corpus %s%s, service %s: %d tasks added, %d already present, %d skipped (not source archives)%s, in %s\n",
 		c.String(flagCorpus), created, c.String(flagService), sum.Added, sum.Existing, skipped, run,
 		time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// checkCorpusName refuses corpus names that would garble status lines and logs: empty, over
+// 200 bytes, not UTF-8, with a control character, or with blanks at either end.
+func checkCorpusName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty name")
+	case len(name) > 200:
+		return fmt.Errorf("%d bytes, want at most 200", len(name))
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%q is not valid UTF-8", name)
+	case strings.TrimSpace(name) != name:
+		return fmt.Errorf("%q begins or ends with blanks", name)
+	case strings.ContainsFunc(name, unicode.IsControl):
+		return fmt.Errorf("%q has a control character", name)
+	}
 	return nil
 }
 

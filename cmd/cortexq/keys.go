@@ -49,6 +49,7 @@ func keysCommand() *cli.Command {
 				ArgsUsage: "PUBLIC_KEY|KEY_FILE",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "name", Usage: "the key's name (required): 1-64 letters, digits, '.', '_' or '-'", EnvVars: envVars("KEYS_NAME")},
+					&cli.BoolFlag{Name: "rename", Usage: "let a key allowed under another name take --name (its workers are then recorded under the new name)", EnvVars: envVars("KEYS_RENAME")},
 				},
 				// A Z85 key may begin with '-': the action parses the arguments (see positional).
 				SkipFlagParsing: true,
@@ -206,11 +207,30 @@ func keysAllow(c *cli.Context) error {
 		return err
 	}
 	defer done()
+	// The name is the principal results are checked against: changing it must be meant.
+	keys, err := store.WorkerKeys(c.Context)
+	if err != nil {
+		return err
+	}
+	was := ""
+	for _, k := range keys {
+		if k.PublicKey == public && k.RevokedAt == nil && k.Name != c.String("name") {
+			was = k.Name
+		}
+	}
+	if was != "" && !c.Bool("rename") {
+		return fmt.Errorf("key %s is allowed as %s: give --rename to name it %s (its workers are then recorded as key:%s/...)",
+			public, was, c.String("name"), c.String("name"))
+	}
 	k, err := store.AllowKey(c.Context, public, c.String("name"))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "allowed key %s as %s; replicas let it in within their --keys-refresh\n", k.PublicKey, k.Name)
+	renamed := ""
+	if was != "" {
+		renamed = " (renamed from " + was + ")"
+	}
+	fmt.Fprintf(c.App.Writer, "allowed key %s as %s%s; replicas let it in within their --keys-refresh\n", k.PublicKey, k.Name, renamed)
 	return nil
 }
 

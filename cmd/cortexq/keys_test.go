@@ -42,6 +42,11 @@ func TestKeys(t *testing.T) {
 	d.ok("keys", "allow", bob, "--name", "bob")
 	r = cortexq(t, d.env, "keys", "allow", bob, "--name", "../bob")
 	require.Equal(t, 2, r.code, r.stderr)
+	// The name is the principal: an allowed key takes another only with --rename.
+	oneLineFailure(t, cortexq(t, d.env, "keys", "allow", bob, "--name", "robert"), "is allowed as bob: give --rename")
+	require.Contains(t, d.ok("keys", "allow", bob, "--name", "bob"), "as bob;", "allowing it again under its name is fine")
+	require.Contains(t, d.ok("keys", "allow", bob, "--name", "robert", "--rename"), "as robert (renamed from bob)")
+	d.ok("keys", "allow", bob, "--name", "bob", "--rename")
 	dashed := "-N%6X&)jX5Pe#5kY5yr(=2{-6j7$Vth9lDsY0v.+" // Z85 keys may begin with '-'
 	require.Contains(t, d.ok("keys", "allow", dashed, "--name", "dash"), "allowed key "+dashed+" as dash")
 	require.Contains(t, d.ok("keys", "revoke", dashed), dashed)

@@ -46,7 +46,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "late-result-window", Usage: "how long a task out of flight still takes a late result (0: none)", Value: lease.LateResultWindowDefault, EnvVars: envVars("LATE_RESULT_WINDOW")},
 			&cli.DurationFlag{Name: "reap-interval", Usage: "time between reaper passes (run by the elected leader)", Value: reaper.IntervalDefault, EnvVars: envVars("REAP_INTERVAL")},
 			&cli.DurationFlag{Name: "drain-timeout", Usage: "on SIGTERM, how long to wait for the results of this replica's leases", Value: 60 * time.Second, EnvVars: envVars("DRAIN_TIMEOUT")},
-			&cli.DurationFlag{Name: "db-outage-budget", Usage: "how long the database may be unreachable before the replica exits non-zero (nothing is lost: restart it later)", Value: dispatch.OutageBudgetDefault, EnvVars: envVars("DB_OUTAGE_BUDGET")},
+			&cli.DurationFlag{Name: "db-outage-budget", Usage: "how long the database may be unreachable before the replica exits non-zero (nothing is lost: restart it later); 0: never", Value: dispatch.OutageBudgetDefault, EnvVars: envVars("DB_OUTAGE_BUDGET")},
 			&cli.Int64Flag{Name: "max-result-bytes", Usage: "results larger than this are recorded Invalid (cortex/result_too_large)", Value: dispatch.MaxResultBytesDefault, EnvVars: envVars("MAX_RESULT_BYTES")},
 			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes", Value: dispatch.ConfigDefault().MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
 			&cli.IntFlag{Name: "tcp-keepalive-idle", Usage: "TCP keepalive idle seconds on worker sockets (interval 30 s, 4 probes); <= 0 disables", Value: dispatch.TCPKeepaliveIdleDefault, EnvVars: envVars("TCP_KEEPALIVE_IDLE")},
@@ -55,7 +55,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "claimers", Usage: "claim transactions running at once", Value: dispatch.ClaimersDefault, EnvVars: envVars("CLAIMERS")},
 			&cli.IntFlag{Name: "claim-batch", Usage: "most results one claim transaction records", Value: dispatch.ClaimBatchDefault, EnvVars: envVars("CLAIM_BATCH")},
 			&cli.DurationFlag{Name: "claim-flush", Usage: "how long a claim batch waits for more results after its first (latency against transactions per result)", Value: dispatch.ClaimFlushDefault, EnvVars: envVars("CLAIM_FLUSH")},
-			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
+			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica (at least 4)", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
 			clockSkewFlag(),
 			curveSecretKeyFileFlag(),
 			keysRefreshFlag(),
@@ -64,10 +64,51 @@ func serveCommand() *cli.Command {
 	}
 }
 
+// checkServeFlags refuses values that make no sense, rather than quietly taking defaults for
+// them: a flag given is a flag meant.
+func checkServeFlags(c *cli.Context) error {
+	for _, f := range []struct {
+		name string
+		min  int
+	}{
+		{"max-in-flight", 1}, {"message-size", 1}, {"leasers", 1}, {"claimers", 1}, {"claim-batch", 1},
+		// Leases, claims, the hot mirror's resync, River's leader election and the reaper's pass.
+		{"db-pool-size", 4},
+	} {
+		if n := c.Int(f.name); n < f.min {
+			return usagef(c, "--%s %d: want at least %d", f.name, n, f.min)
+		}
+	}
+	if n := c.Int64("max-result-bytes"); n < 1 {
+		return usagef(c, "--max-result-bytes %d: want at least 1", n)
+	}
+	for _, f := range []struct {
+		name string
+		min  time.Duration
+		why  string
+	}{
+		{"lease-timeout", time.Second, "at least 1s (leases are whole seconds)"},
+		{"reap-interval", time.Millisecond, "a positive duration"},
+		{"keys-refresh", time.Millisecond, "a positive duration"},
+		{"claim-flush", 0, "0 or more"},
+		{"drain-timeout", 0, "0 or more"},
+		{"late-result-window", 0, "0 (none) or more"},
+		{"db-outage-budget", 0, "0 (never give up) or more"},
+	} {
+		if d := c.Duration(f.name); d < f.min {
+			return usagef(c, "--%s %s: want %s", f.name, d, f.why)
+		}
+	}
+	return nil
+}
+
 func serve(c *cli.Context) error {
 	tuneGC()
 	if c.Args().Present() {
 		return usagef(c, "unexpected argument %q", c.Args().First())
+	}
+	if err := checkServeFlags(c); err != nil {
+		return err
 	}
 	skew := c.Duration("clock-skew")
 	if skew != 0 {
@@ -92,7 +133,7 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	poolSize := func(cfg *pgxpool.Config) { cfg.MaxConns = int32(max(c.Int("db-pool-size"), 4)) }
+	poolSize := func(cfg *pgxpool.Config) { cfg.MaxConns = int32(c.Int("db-pool-size")) }
 	pool, err := connectDSN(c.Context, dsn, poolSize, lease.TunePool)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -100,7 +101,7 @@ func New(pool *pgxpool.Pool, store *lease.Store, cfg Config) (*river.Client[pgx.
 				func() (river.JobArgs, *river.InsertOpts) { return Args{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true}),
 		},
-		Logger:            logger.With("component", "river"),
+		Logger:            slog.New(routineDebug{logger.Handler()}).With("component", "river"),
 		FetchCooldown:     50 * time.Millisecond,
 		FetchPollInterval: min(cfg.Interval, time.Second),
 		// River's wall-clock readings, corrected to the database clock (see dbClock); its
@@ -112,3 +113,22 @@ func New(pool *pgxpool.Pool, store *lease.Store, cfg Config) (*river.Client[pgx.
 	}
 	return client, nil
 }
+
+// routineDebug logs River's routine report of its job counts, which it gives at info level every
+// few seconds, at debug level: at info it made up half of an idle replica's log.
+type routineDebug struct{ h slog.Handler }
+
+func (r routineDebug) Enabled(ctx context.Context, l slog.Level) bool { return r.h.Enabled(ctx, l) }
+
+func (r routineDebug) Handle(ctx context.Context, rec slog.Record) error {
+	if rec.Level == slog.LevelInfo && strings.HasPrefix(rec.Message, "producer: Producer job counts") {
+		if !r.h.Enabled(ctx, slog.LevelDebug) {
+			return nil
+		}
+		rec.Level = slog.LevelDebug
+	}
+	return r.h.Handle(ctx, rec)
+}
+
+func (r routineDebug) WithAttrs(as []slog.Attr) slog.Handler { return routineDebug{r.h.WithAttrs(as)} }
+func (r routineDebug) WithGroup(name string) slog.Handler    { return routineDebug{r.h.WithGroup(name)} }

@@ -1,7 +1,9 @@
 package reaper
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -136,4 +138,21 @@ func TestFallback(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, fallbackOnce(ctx, store, interval, time.Hour, nil, nil), "the last pass is stale: reap")
 	})
+}
+
+func TestRiversRoutineCountsLogAtDebug(t *testing.T) {
+	var buf bytes.Buffer
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		buf.Reset()
+		l := slog.New(routineDebug{slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level})})
+		l.Info("producer: Producer job counts", "num_completed_jobs", 3)
+		l.Info("elector: Gained leadership")
+		out := buf.String()
+		require.Contains(t, out, "level=INFO msg=\"elector: Gained leadership\"")
+		if level == slog.LevelInfo {
+			require.NotContains(t, out, "Producer job counts", "routine counts are not logged at info")
+		} else {
+			require.Contains(t, out, "level=DEBUG msg=\"producer: Producer job counts\" num_completed_jobs=3")
+		}
+	}
 }
