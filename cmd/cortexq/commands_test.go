@@ -376,3 +376,13 @@ func TestStatusReportsBrokenInvariantsLoudly(t *testing.T) {
 	require.Contains(t, r.stderr, "INVARIANT VIOLATED")
 	require.Contains(t, r.stderr, "DispatchedTaskHasOneActiveRow: 1 rows")
 }
+
+func TestNewerSchemaIsSaid(t *testing.T) {
+	d := newTestDB(t)
+	_, err := d.pool.Exec(d.ctx, `INSERT INTO goose_db_version (version_id, is_applied) VALUES (99, true)`)
+	require.NoError(t, err)
+	r := cortexq(t, d.env, "status")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stderr, "the database schema is newer than this binary")
+	require.Contains(t, r.stderr, "schema_version=99")
+}

@@ -46,7 +46,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "late-result-window", Usage: "how long a task out of flight still takes a late result (0: none)", Value: lease.LateResultWindowDefault, EnvVars: envVars("LATE_RESULT_WINDOW")},
 			&cli.DurationFlag{Name: "reap-interval", Usage: "time between reaper passes (run by the elected leader)", Value: reaper.IntervalDefault, EnvVars: envVars("REAP_INTERVAL")},
 			&cli.DurationFlag{Name: "drain-timeout", Usage: "on SIGTERM, how long to wait for the results of this replica's leases", Value: 60 * time.Second, EnvVars: envVars("DRAIN_TIMEOUT")},
-			&cli.DurationFlag{Name: "db-outage-budget", Usage: "how long the database may be unreachable before the replica exits non-zero (nothing is lost: restart it later); 0: never", Value: dispatch.OutageBudgetDefault, EnvVars: envVars("DB_OUTAGE_BUDGET")},
+			&cli.DurationFlag{Name: "db-outage-budget", Usage: "how long database calls may keep failing, from the first failure, before the replica stops and exits non-zero (stopping takes up to ~10 s more; nothing is lost: restart it later); 0: never", Value: dispatch.OutageBudgetDefault, EnvVars: envVars("DB_OUTAGE_BUDGET")},
 			&cli.Int64Flag{Name: "max-result-bytes", Usage: "results larger than this are recorded Invalid (cortex/result_too_large)", Value: dispatch.MaxResultBytesDefault, EnvVars: envVars("MAX_RESULT_BYTES")},
 			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes", Value: dispatch.ConfigDefault().MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
 			&cli.IntFlag{Name: "tcp-keepalive-idle", Usage: "TCP keepalive idle seconds on worker sockets (interval 30 s, 4 probes); <= 0 disables", Value: dispatch.TCPKeepaliveIdleDefault, EnvVars: envVars("TCP_KEEPALIVE_IDLE")},
@@ -265,6 +265,16 @@ func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	if pending {
 		return errNotMigrated
+	}
+	// A newer binary migrated this database: an older one may not know its rules. Said, not
+	// refused, since a rolling upgrade runs both for a while.
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("check the schema: %w", err)
+	}
+	if sources := p.ListSources(); len(sources) > 0 && current > sources[len(sources)-1].Version {
+		slog.Warn("the database schema is newer than this binary: run the cortexq that migrated it",
+			"schema_version", current, "binary_knows_up_to", sources[len(sources)-1].Version)
 	}
 	return nil
 }

@@ -158,6 +158,6 @@ func checkInvariants(c *cli.Context, store *lease.Store) error {
 	for _, v := range violations {
 		fmt.Fprintf(w, "!!!   %s\n", v)
 	}
-	fmt.Fprintln(w, "!!! Run the named queries of sql/audit/invariants.sql in psql to see the rows, and report a bug.")
+	fmt.Fprintln(w, "!!! Run the named queries of sql/audit/invariants.sql (in the cortexq source repository) in psql to see the rows, and report a bug.")
 	return fmt.Errorf("%d invariant(s) violated: %s", len(violations), violations[0].Rule)
 }
