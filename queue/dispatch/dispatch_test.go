@@ -125,10 +125,7 @@ func TestSizeCap(t *testing.T) {
 		e := newEnv(t, withMaxResult(capBytes))
 		small := e.stage(1, capBytes*3/4-1000)
 		big := e.stage(1, capBytes*3)
-		_, stop := e.workers(2)
-		e.waitTerminal(60*time.Second, false)
-		stop()
-		e.requireEchoed(small)
+		e.echoAll(2, false, small)
 		require.Equal(t, queue.StatusInvalid, e.status(big[0]))
 		var what string
 		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT what FROM task_messages WHERE task_id = $1`, big[0]).Scan(&what))
@@ -161,10 +158,7 @@ func TestSaboteur(t *testing.T) {
 		p.close()
 		clock.Advance(2 * time.Minute) // past the one-minute lease
 		require.Equal(t, 50, e.reap().Requeued)
-		_, stop := e.workers(4)
-		e.waitTerminal(60*time.Second, false)
-		stop()
-		e.requireEchoed(ids)
+		e.echoAll(4, false, ids)
 		var retried int
 		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(DISTINCT task_id) FROM attempts WHERE attempt = 1`).Scan(&retried))
 		require.Equal(t, 50, retried, "each sabotaged task was retried once")
@@ -190,10 +184,7 @@ func TestDisconnect(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // let the ventilator serve the ghosts
 		clock.Advance(2 * time.Minute)
 		e.reap()
-		_, stop := e.workers(3)
-		e.waitTerminal(60*time.Second, true)
-		stop()
-		e.requireEchoed(ids)
+		e.echoAll(3, true, ids)
 	})
 
 	t.Run("TwoWorkersWithOneIdentityLoseNothing", func(t *testing.T) {

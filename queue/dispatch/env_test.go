@@ -159,6 +159,16 @@ func (e *env) workers(n int, tune ...func(*worker.Config)) (*worker.Stats, func(
 	return cfg.Stats, stop
 }
 
+// echoAll runs n echo workers until no task is TODO or dispatched (reaping as the leader would,
+// if reap), stops them, and checks that the tasks ids were echoed.
+func (e *env) echoAll(n int, reap bool, ids []int64) {
+	e.t.Helper()
+	_, stop := e.workers(n)
+	e.waitTerminal(60*time.Second, reap)
+	stop()
+	e.requireEchoed(ids)
+}
+
 // counts reports tasks by status.
 func (e *env) counts() map[queue.Status]int {
 	e.t.Helper()

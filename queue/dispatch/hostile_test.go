@@ -130,10 +130,7 @@ func TestHostile(t *testing.T) {
 		again.result("echo", id, payload)
 		e.waitStatus(id, queue.StatusNoProblem)
 
-		_, stop := e.workers(3)
-		e.waitTerminal(60*time.Second, false)
-		stop()
-		e.requireEchoed(ids)
+		e.echoAll(3, false, ids)
 	})
 
 	t.Run("BogusTaskIDSpamIsBoundedAndRealTasksFinish", func(t *testing.T) {
@@ -273,10 +270,7 @@ func TestHostile(t *testing.T) {
 		require.Equal(t, queue.StatusTODO, e.status(ids[0]), "no result under another service was taken")
 
 		// Real workers of a real service are served all along: its name is cached.
-		_, stop := e.workers(2)
-		e.waitTerminal(60*time.Second, false)
-		stop()
-		e.requireEchoed(ids)
+		e.echoAll(2, false, ids)
 	})
 
 	t.Run("UnreadableSourceGetsNoWorkNotACutPayload", func(t *testing.T) {
