@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/stretchr/testify/require"
 
@@ -392,4 +394,86 @@ func TestSinkFrameLimitStaysUnderTwoGiB(t *testing.T) {
 	require.Equal(t, int64(32<<10), sinkFrameMax(16<<10))
 	require.Equal(t, int64(math.MaxInt32), sinkFrameMax(MaxResultBytesDefault))
 	require.Equal(t, int64(math.MaxInt32), sinkFrameMax(math.MaxInt64))
+}
+
+// Two accepted results of one task in one batch publish to one target; a rollback undoes them
+// latest first, so the earlier archive is back and each result is at its own temp name.
+func TestUnpublishUndoesLatestFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "echo.zip")
+	require.NoError(t, os.WriteFile(target, []byte("O"), 0o644))
+	mk := func(data string) *item {
+		tmp := filepath.Join(dir, ".echo.zip.tmp-"+data)
+		require.NoError(t, os.WriteFile(tmp, []byte(data), 0o644))
+		return &item{result: lease.Result{TaskID: 1}, tmp: tmp, target: target}
+	}
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "<" + err.Error() + ">"
+		}
+		return string(b)
+	}
+	s := &Server{logger: testLogger(t)}
+	rolledBack := &pgconn.PgError{Code: "40P01"}
+
+	a, b := mk("A"), mk("B")
+	pubs := &publishes{}
+	for _, it := range []*item{a, b} {
+		require.NoError(t, it.publish())
+		pubs.order = append(pubs.order, it)
+	}
+	require.Equal(t, "B", read(target))
+	s.unpublishAfter(pubs, rolledBack)
+	require.Equal(t, []string{"O", "A", "B"}, []string{read(target), read(a.tmp), read(b.tmp)})
+
+	// Once a try may have committed (a connection lost), no later failure undoes anything.
+	for _, it := range []*item{a, b} {
+		require.NoError(t, it.publish())
+		pubs.order = append(pubs.order, it)
+	}
+	s.unpublishAfter(pubs, errors.New("connection reset after COMMIT was sent"))
+	s.unpublishAfter(pubs, rolledBack)
+	require.Equal(t, "B", read(target), "what may have committed stays published")
+}
+
+// Accepted results of two attempts of one task, claimed in one batch that PostgreSQL refuses a
+// few times: once the claim is taken, the archive is the result that stands.
+func TestTwoAttemptsInOneRolledBackBatch(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	e := newEnv(t, withClock(clock), func(_ *lease.Config, d *Config) { d.ClaimFlush = 300 * time.Millisecond })
+	ids := e.stage(1, 500)
+	target := filepath.Join(filepath.Dir(e.entry(ids[0])), "echo.zip")
+	w1 := newRawPeer(t, e, "w1")
+	id, _ := w1.lease("echo")
+	require.Equal(t, ids[0], id)
+	clock.Advance(2 * time.Minute)
+	require.Equal(t, 1, e.reap().Requeued)
+	w2 := newRawPeer(t, e, "w2")
+	id, _ = w2.lease("echo")
+	require.Equal(t, ids[0], id)
+	require.NoError(t, os.WriteFile(target, []byte("EARLIER ARCHIVE"), 0o644))
+	_, err := e.pool.Exec(e.ctx, `
+		CREATE FUNCTION fail_claims() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN RAISE EXCEPTION 'injected claim failure'; END$$;
+		CREATE TRIGGER fail_claims BEFORE UPDATE OF status ON tasks
+		FOR EACH ROW WHEN (NEW.status < 0) EXECUTE FUNCTION fail_claims();`)
+	require.NoError(t, err)
+	first, second := sourceZip(t, 0, 500, 101), sourceZip(t, 0, 500, 202)
+	w1.result("echo", id, first)
+	w2.result("echo", id, second)
+	require.Eventually(t, func() bool {
+		return counterValue(e.server.metrics.dbErrors.WithLabelValues("claim")) >= 1
+	}, 20*time.Second, 5*time.Millisecond)
+	_, err = e.pool.Exec(e.ctx, `DROP TRIGGER fail_claims ON tasks`)
+	require.NoError(t, err)
+	e.waitOutcome(id, 1, 1, "accepted")
+	got, err := os.ReadFile(target)
+	require.NoError(t, err)
+	require.Equal(t, second, got, "the newer attempt's result stands, on disk as in the database")
+	left, err := filepath.Glob(filepath.Join(filepath.Dir(target), ".*"))
+	require.NoError(t, err)
+	require.Empty(t, left)
 }

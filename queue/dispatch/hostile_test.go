@@ -336,6 +336,22 @@ func TestHostile(t *testing.T) {
 		e.waitStatus(ids[1], queue.StatusNoProblem)
 	})
 
+	t.Run("OneResultFramePastTheKeptPartIsRecordedInvalid", func(t *testing.T) {
+		t.Parallel()
+		// An 8 MiB cap keeps 12 MiB of a result and lets frames of up to 16 MiB through.
+		e := newEnv(t, withMaxResult(8<<20))
+		ids := e.stage(1, 1000)
+		p := newRawPeer(t, e, "big")
+		id, _ := p.lease("echo")
+		require.Equal(t, ids[0], id)
+		_, err := p.push.SendMessage("big", "echo", strconv.FormatInt(id, 10), bytes.Repeat([]byte("z"), 13<<20))
+		require.NoError(t, err)
+		e.waitStatus(id, queue.StatusInvalid)
+		var details string
+		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT details FROM task_messages WHERE task_id = $1 AND what = 'result_too_large'`, id).Scan(&details))
+		require.Contains(t, details, fmt.Sprintf("%d bytes", 13<<20))
+	})
+
 	t.Run("CraftedArchivesAreReadSafely", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)

@@ -61,6 +61,10 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 			s.logger.Warn("sink receive failed", "error", err)
 			continue
 		}
+		if msg.droppedFrames > 0 && len(msg.frames) == lim.headers {
+			// Even the first data frame was past the limit: the result is its size alone.
+			msg.frames = append(msg.frames, nil)
+		}
 		res, err := wire.ParseResult(msg.frames)
 		if err == nil && msg.droppedFrames > 0 {
 			res.Size = satAdd(res.Size, msg.droppedBytes)
@@ -303,10 +307,11 @@ func (it *item) unpublish() error {
 	}
 	var errs []error
 	if it.tmp != "" {
-		if err := os.Link(it.target, it.tmp); err != nil {
+		if it.backup == "" {
+			// No earlier archive (or no hard links): the result's leaves the target empty.
+			errs = append(errs, os.Rename(it.target, it.tmp))
+		} else if err := os.Link(it.target, it.tmp); err != nil {
 			errs = append(errs, err)
-		} else if it.backup == "" {
-			errs = append(errs, os.Remove(it.target))
 		}
 	}
 	if it.backup != "" {
@@ -372,7 +377,20 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 		results[i] = it.result
 		index[&results[i]] = it
 	}
-	hooks := lease.ClaimHooks{Publish: func(d *lease.Decision) error { return index[d.Result].publish() }}
+	// pubs are the batch's publishes in the order they were made: two accepted results of one
+	// task in a batch publish to the same target, and undoing them must go in reverse.
+	pubs := &publishes{}
+	hooks := lease.ClaimHooks{Publish: func(d *lease.Decision) error {
+		it := index[d.Result]
+		if it.published {
+			return nil // published by an earlier try of the same claim
+		}
+		if err := it.publish(); err != nil {
+			return err
+		}
+		pubs.order = append(pubs.order, it)
+		return nil
+	}}
 	if s.cfg.SyncArchives {
 		// One syncfs per file system for the whole batch, after the renames and before the
 		// commit: a recorded result's archive is on disk, at a fraction of a fsync per file.
@@ -391,7 +409,7 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 		if err == nil || s.health.expired() || attempt >= 20 {
 			break
 		}
-		s.unpublishAfter(batch, err)
+		s.unpublishAfter(pubs, err)
 		s.metrics.dbErrors.WithLabelValues("claim").Inc()
 		s.logger.Warn("claim failed; retrying", "results", len(batch), "attempt", attempt+1, "error", err)
 		time.Sleep(min(time.Duration(attempt+1)*250*time.Millisecond, 3*time.Second))
@@ -399,7 +417,7 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 	s.metrics.claimBatch.Observe(float64(len(batch)))
 	if err != nil {
 		s.logger.Error("claim failed; the tasks stay in flight for the reaper", "results", len(batch), "error", err)
-		s.unpublishAfter(batch, err)
+		s.unpublishAfter(pubs, err)
 		for _, it := range batch {
 			it.cleanup()
 		}
@@ -427,19 +445,32 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 	}
 }
 
-// unpublishAfter undoes the batch's publishes after a claim that failed with err, if it
-// certainly did not commit (lease.RolledBack). If it may have, the archives stay: a claim that
-// committed and lost its answer must not lose its archives too.
-func (s *Server) unpublishAfter(batch []*item, err error) {
+// publishes are a claim's archive publishes, in order, over its tries.
+type publishes struct {
+	order []*item
+	// kept is set once a try failed in a way that may have committed: from then on, nothing
+	// published is undone, since its claim may stand in the database.
+	kept bool
+}
+
+// unpublishAfter undoes the claim's publishes, latest first, after a try that failed with err,
+// if no try so far may have committed (lease.RolledBack): a claim that committed and lost its
+// answer must not lose its archives too, even when a later try fails for certain.
+func (s *Server) unpublishAfter(pubs *publishes, err error) {
 	if !lease.RolledBack(err) {
+		pubs.kept = true
+	}
+	if pubs.kept {
 		return
 	}
-	for _, it := range batch {
+	for i := len(pubs.order) - 1; i >= 0; i-- {
+		it := pubs.order[i]
 		if uerr := it.unpublish(); uerr != nil {
 			s.logger.Error("claim rolled back, but an archive could not be put back", "task_id", it.result.TaskID,
 				"target", it.target, "error", uerr)
 		}
 	}
+	pubs.order = pubs.order[:0]
 }
 
 // framesReader reads a message's data frames as one byte stream.
