@@ -345,12 +345,7 @@ func TestClaimRolledBackPutsTheEarlierArchiveBack(t *testing.T) {
 	earlier := []byte("EARLIER ARCHIVE")
 	require.NoError(t, os.WriteFile(target(ids[0]), earlier, 0o644))
 	// Every claim that records a status fails inside PostgreSQL, until the trigger goes.
-	_, err := e.pool.Exec(e.ctx, `
-		CREATE FUNCTION fail_claims() RETURNS trigger LANGUAGE plpgsql AS
-		$$BEGIN RAISE EXCEPTION 'injected claim failure'; END$$;
-		CREATE TRIGGER fail_claims BEFORE UPDATE OF status ON tasks
-		FOR EACH ROW WHEN (NEW.status < 0) EXECUTE FUNCTION fail_claims();`)
-	require.NoError(t, err)
+	e.failClaims()
 
 	p := newRawPeer(t, e, "w")
 	var payloads [][]byte
@@ -455,19 +450,14 @@ func TestTwoAttemptsInOneRolledBackBatch(t *testing.T) {
 	id, _ = w2.lease("echo")
 	require.Equal(t, ids[0], id)
 	require.NoError(t, os.WriteFile(target, []byte("EARLIER ARCHIVE"), 0o644))
-	_, err := e.pool.Exec(e.ctx, `
-		CREATE FUNCTION fail_claims() RETURNS trigger LANGUAGE plpgsql AS
-		$$BEGIN RAISE EXCEPTION 'injected claim failure'; END$$;
-		CREATE TRIGGER fail_claims BEFORE UPDATE OF status ON tasks
-		FOR EACH ROW WHEN (NEW.status < 0) EXECUTE FUNCTION fail_claims();`)
-	require.NoError(t, err)
+	e.failClaims()
 	first, second := sourceZip(t, 0, 500, 101), sourceZip(t, 0, 500, 202)
 	w1.result("echo", id, first)
 	w2.result("echo", id, second)
 	require.Eventually(t, func() bool {
 		return counterValue(e.server.metrics.dbErrors.WithLabelValues("claim")) >= 1
 	}, 20*time.Second, 5*time.Millisecond)
-	_, err = e.pool.Exec(e.ctx, `DROP TRIGGER fail_claims ON tasks`)
+	_, err := e.pool.Exec(e.ctx, `DROP TRIGGER fail_claims ON tasks`)
 	require.NoError(t, err)
 	e.waitOutcome(id, 1, 1, "accepted")
 	got, err := os.ReadFile(target)
@@ -476,4 +466,16 @@ func TestTwoAttemptsInOneRolledBackBatch(t *testing.T) {
 	left, err := filepath.Glob(filepath.Join(filepath.Dir(target), ".*"))
 	require.NoError(t, err)
 	require.Empty(t, left)
+}
+
+// failClaims makes every claim that records a status fail inside PostgreSQL, until the trigger
+// fail_claims is dropped.
+func (e *env) failClaims() {
+	e.t.Helper()
+	_, err := e.pool.Exec(e.ctx, `
+		CREATE FUNCTION fail_claims() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN RAISE EXCEPTION 'injected claim failure'; END$$;
+		CREATE TRIGGER fail_claims BEFORE UPDATE OF status ON tasks
+		FOR EACH ROW WHEN (NEW.status < 0) EXECUTE FUNCTION fail_claims();`)
+	require.NoError(e.t, err)
 }
