@@ -211,8 +211,7 @@ func (l *loop) answer(ctx context.Context, log *slog.Logger, idFrame []byte, res
 		return
 	}
 	if err := l.pushResult(ctx, idFrame, result); err != nil {
-		var rerr *resultReadError
-		if errors.As(err, &rerr) && ctx.Err() == nil {
+		if errors.Is(err, wire.ErrPayloadRead) && ctx.Err() == nil {
 			// Nothing of the cut result went out (the half message left with its socket):
 			// answer with an empty result, which the dispatcher retries at once.
 			log.Error("result unreadable; sending an empty result", "err", err)
@@ -299,9 +298,8 @@ func (l *loop) pushResult(ctx context.Context, idFrame []byte, r io.Reader) erro
 		}
 	}
 	err := l.sendHeader(ctx, idFrame)
-	rr := &readRecorder{r: r}
 	if err == nil {
-		err = l.chunker.WriteChunks(rr, func(frame []byte, more bool) error {
+		err = l.chunker.WriteChunks(r, func(frame []byte, more bool) error {
 			flags := zmq.Flag(0)
 			if more {
 				flags = zmq.SNDMORE
@@ -313,34 +311,11 @@ func (l *loop) pushResult(ctx context.Context, idFrame []byte, r io.Reader) erro
 		// The socket may hold half a message: drop it with its queue (libzmq discards an
 		// unfinished message) and start afresh.
 		l.closeSocket(&l.push, 0)
-		if rr.err != nil {
-			return &resultReadError{err: err}
-		}
 		return err
 	}
 	l.cfg.Stats.Pushed.Add(1)
 	return nil
 }
-
-// readRecorder remembers the error its reader returned, other than io.EOF.
-type readRecorder struct {
-	r   io.Reader
-	err error
-}
-
-func (rr *readRecorder) Read(p []byte) (int, error) {
-	n, err := rr.r.Read(p)
-	if err != nil && err != io.EOF {
-		rr.err = err
-	}
-	return n, err
-}
-
-// resultReadError is a push that failed reading its result, not on the socket.
-type resultReadError struct{ err error }
-
-func (e *resultReadError) Error() string { return e.err.Error() }
-func (e *resultReadError) Unwrap() error { return e.err }
 
 func (l *loop) sendHeader(ctx context.Context, idFrame []byte) error {
 	for _, f := range [][]byte{[]byte(l.identity), []byte(l.cfg.Service), idFrame} {

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -333,7 +332,7 @@ func databaseURL(c *cli.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if name := commandName(c); readOnlyCommands[name] && !cl.Initialized() {
+	if name := strings.TrimPrefix(helpName(c), c.App.Name+" "); readOnlyCommands[name] && !cl.Initialized() {
 		return "", fmt.Errorf("no embedded PostgreSQL in %s: %q only reads a database, so it does not create one. "+
 			"Run it where the cluster is (or give --home, or --database-url); "+
 			"\"cortexq db start\" or a command that writes, such as import, creates the cluster", cl.Dir(), "cortexq "+name)
@@ -343,18 +342,6 @@ func databaseURL(c *cli.Context) (string, error) {
 	}
 	slog.Debug("using the embedded PostgreSQL", "dir", cl.Dir())
 	return cl.DSN(), nil
-}
-
-// commandName is the running command's name below the app, "task show" for instance.
-func commandName(c *cli.Context) string {
-	var names []string
-	for _, ctx := range c.Lineage() {
-		if ctx.Command != nil && ctx.Command.Name != "" && ctx.Command.Name != c.App.Name {
-			names = append(names, ctx.Command.Name)
-		}
-	}
-	slices.Reverse(names)
-	return strings.Join(names, " ")
 }
 
 // connect opens a pool on the database and checks that it answers.

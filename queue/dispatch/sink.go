@@ -71,7 +71,7 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 			res.Data = nil // only its size is needed now: it is over the cap, or unusable
 			if res.Size <= s.cfg.MaxResultBytes {
 				err = &wire.FrameError{Reason: wire.ReasonTooManyFrames,
-					Detail: fmt.Sprintf("%d bytes in more than %d frames", res.Size, len(msg.frames)-3)}
+					Detail: fmt.Sprintf("%d bytes in more than %d frames", res.Size, len(msg.frames)-lim.headers)}
 			}
 		}
 		if err != nil {
@@ -262,11 +262,9 @@ func (s *Server) writeTemp(target string, data [][]byte) (string, error) {
 
 // publish puts an accepted result's archive in place, inside the claim's transaction. The
 // archive it replaces is kept aside (a hard link, no copy) until the claim's outcome is known,
-// so that a claim that does not commit can put it back (unpublish).
+// so that a claim that does not commit can put it back (unpublish). The claim's hook calls it
+// only for an item not published yet.
 func (it *item) publish() error {
-	if it.published {
-		return nil // published by an earlier try of the same claim
-	}
 	switch {
 	case it.removeOld:
 		it.backup = it.backupName()

@@ -60,33 +60,35 @@ type Scope struct {
 // LookupScope finds a corpus and a service by name. Either one unknown is queue.ErrNotFound, with
 // its name in the message.
 func (s *Store) LookupScope(ctx context.Context, corpus, service string) (Scope, error) {
-	q := dbsqlc.New(s.pool)
-	c, err := q.CorpusByName(ctx, corpus)
-	if err != nil {
-		return Scope{}, translate("corpus "+corpus, err)
-	}
-	svc, err := q.ServiceByName(ctx, service)
-	if err != nil {
-		return Scope{}, translate("service "+service, err)
-	}
-	return Scope{CorpusID: c.ID, ServiceID: svc.ID}, nil
+	return s.lookupNames(ctx, corpus, service)
 }
 
 // CheckNames reports, as queue.ErrNotFound, a corpus or service name that does not exist; an
 // empty name is not checked.
 func (s *Store) CheckNames(ctx context.Context, corpus, service string) error {
+	_, err := s.lookupNames(ctx, corpus, service)
+	return err
+}
+
+// lookupNames finds the ids of a corpus and a service by name; an empty name is left at 0.
+func (s *Store) lookupNames(ctx context.Context, corpus, service string) (Scope, error) {
 	q := dbsqlc.New(s.pool)
+	var scope Scope
 	if corpus != "" {
-		if _, err := q.CorpusByName(ctx, corpus); err != nil {
-			return translate("corpus "+corpus, err)
+		c, err := q.CorpusByName(ctx, corpus)
+		if err != nil {
+			return Scope{}, translate("corpus "+corpus, err)
 		}
+		scope.CorpusID = c.ID
 	}
 	if service != "" {
-		if _, err := q.ServiceByName(ctx, service); err != nil {
-			return translate("service "+service, err)
+		svc, err := q.ServiceByName(ctx, service)
+		if err != nil {
+			return Scope{}, translate("service "+service, err)
 		}
+		scope.ServiceID = svc.ID
 	}
-	return nil
+	return scope, nil
 }
 
 // ImportRequest adds tasks for source archives of one corpus and service.

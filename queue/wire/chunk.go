@@ -10,6 +10,10 @@ import (
 // The frame's bytes are only valid during the call (ZeroMQ's send copies them).
 type SendFunc func(frame []byte, more bool) error
 
+// ErrPayloadRead is what a WriteChunks error that came from reading the payload, not from
+// sending it, matches with errors.Is.
+var ErrPayloadRead = errors.New("read payload")
+
 // Chunker cuts payloads into frames with one reusable buffer, so a loop that sends many
 // payloads allocates once. A Chunker is not safe for concurrent use.
 type Chunker struct {
@@ -53,7 +57,7 @@ func (c *Chunker) WriteChunks(r io.Reader, send SendFunc) error {
 			}
 			return nil
 		default:
-			return fmt.Errorf("read payload: %w", err)
+			return fmt.Errorf("%w: %w", ErrPayloadRead, err)
 		}
 	}
 }
