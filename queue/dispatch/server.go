@@ -39,6 +39,10 @@ type Server struct {
 	unknown *xsync.Map[string, time.Time] // service names recently not found
 	claimIn chan *item
 	held    *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
+	// coldReqs takes the writers' lookups of tasks not mirrored to the batcher, and slow holds
+	// the results of peers past their bogus budget (guard.go).
+	coldReqs chan lookup
+	slow     slowLane
 	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
 	// the goroutines that log them: at most a line per 5 s each for the whole replica.
 	logLimits struct{ dropped, writeFailed, unusableDropped *wire.RateLimiter }
@@ -213,6 +217,11 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		time.AfterFunc(writersGrace, stopWriters)
 	})()
+	s.coldReqs = make(chan lookup, s.cfg.Writers)
+	var lookups sync.WaitGroup
+	lookups.Go(func() { s.lookupBatches(wctx, s.coldReqs) })
+	slowStop := make(chan struct{})
+	lookups.Go(func() { s.runSlowLane(wctx, s.claimIn, slowStop) })
 	for range s.cfg.Writers {
 		writers.Go(func() { s.writer(wctx, inbox, s.claimIn) })
 	}
@@ -235,6 +244,9 @@ func (s *Server) Run(ctx context.Context) error {
 	err = g.Wait()
 	leasers.Wait()
 	writers.Wait()
+	close(s.coldReqs)
+	close(slowStop)
+	lookups.Wait()
 	close(s.claimIn)
 	claimers.Wait()
 	stopFlush()
