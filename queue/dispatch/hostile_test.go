@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,6 +248,54 @@ func TestHostile(t *testing.T) {
 				e.requireEchoed(ids)
 			})
 		}
+	})
+
+	t.Run("AWorkerThatNeverAnswersHoldsOnlyItsCap", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, func(l *lease.Config, d *Config) { l.LeaseTimeout, d.MaxInFlight = 3*time.Second, 30 })
+		ids := e.stage(40, 1000)
+		// The hoarder asks again as soon as it has a reply, and never answers.
+		hoarder, err := zmq.NewSocket(zmq.DEALER)
+		require.NoError(t, err)
+		defer hoarder.Close()
+		require.NoError(t, hoarder.SetLinger(0))
+		require.NoError(t, hoarder.SetIdentity("hoarder"))
+		require.NoError(t, hoarder.SetRcvtimeo(time.Second))
+		require.NoError(t, hoarder.Connect(e.vent))
+		ctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)
+		defer cancel()
+		var hoarded atomic.Int64
+		var hoarding sync.WaitGroup
+		hoarding.Go(func() {
+			for ctx.Err() == nil {
+				if _, err := hoarder.Send("echo", 0); err != nil {
+					return
+				}
+				if msg, err := hoarder.RecvMessageBytes(0); err == nil && string(msg[0]) != wire.MockTaskID {
+					hoarded.Add(1)
+				}
+			}
+		})
+		defer hoarding.Wait()
+		defer cancel()
+		time.Sleep(500 * time.Millisecond) // the hoarder asks first
+		_, stop := e.workers(1)
+		// Reap as the leader would: the hoarder's leases expire after 3 s and are retried.
+		deadline := time.Now().Add(60 * time.Second)
+		for c := e.counts(); c[queue.StatusTODO]+c[queue.StatusDispatched] > 0; c = e.counts() {
+			require.True(t, time.Now().Before(deadline), "tasks left: %v", c)
+			e.reap()
+			time.Sleep(250 * time.Millisecond)
+		}
+		stop()
+		cancel()
+		hoarding.Wait()
+		c := e.counts()
+		honest, dead := c[queue.StatusNoProblem], c[queue.StatusFatal]
+		t.Logf("%d tasks: the honest worker completed %d, %d dead-lettered; the hoarder got %d leases and %.0f worker_cap replies",
+			len(ids), honest, dead, hoarded.Load(), counterValue(e.server.metrics.mocks.WithLabelValues("worker_cap")))
+		require.GreaterOrEqual(t, honest, len(ids)*9/10, "the honest worker gets at least 90%% of the tasks")
+		require.LessOrEqual(t, dead, MaxInFlightPerWorkerDefault, "the hoarder dead-letters at most the tasks it can hold at once")
 	})
 
 	t.Run("ASpammingKeySpendsOnlyItsOwnBudget", func(t *testing.T) {
