@@ -267,6 +267,12 @@ func withClock(c *testClock) envOption {
 	return func(l *lease.Config, _ *Config) { l.NowFunc = c.Now }
 }
 
+// withWorkerCap lets one worker hold n unanswered leases: for tests where one raw peer
+// stands for a worker that holds many.
+func withWorkerCap(n int) envOption {
+	return func(_ *lease.Config, d *Config) { d.MaxInFlightPerWorker = n }
+}
+
 func withMaxResult(n int64) envOption {
 	return func(_ *lease.Config, d *Config) { d.MaxResultBytes = n }
 }

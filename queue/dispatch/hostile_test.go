@@ -298,6 +298,27 @@ func TestHostile(t *testing.T) {
 		require.LessOrEqual(t, dead, MaxInFlightPerWorkerDefault, "the hoarder dead-letters at most the tasks it can hold at once")
 	})
 
+	t.Run("AKeyHoldsOnlyItsCapWhateverItsWorkersCallThemselves", func(t *testing.T) {
+		t.Parallel()
+		e, server := curveEnv(t, func(_ *lease.Config, d *Config) { d.MaxInFlightPerKey = 2 })
+		mallory, alice := newKeyPair(t), newKeyPair(t)
+		e.allow(mallory, "mallory")
+		e.allow(alice, "alice")
+		e.stage(5, 100)
+		// A fresh worker name for every request: each is under its own cap, not under its key's.
+		for i := range 4 {
+			id, _ := newCurvePeer(t, e, fmt.Sprintf("fresh-%d", i), server, &mallory).lease("echo")
+			if i < 2 {
+				require.NotZero(t, id)
+			} else {
+				require.Zero(t, id, "request %d of the key gets no work", i+1)
+			}
+		}
+		id, _ := newCurvePeer(t, e, "w1", server, &alice).lease("echo")
+		require.NotZero(t, id, "another key is not held back")
+		require.Equal(t, 2.0, counterValue(e.server.metrics.mocks.WithLabelValues("worker_cap")))
+	})
+
 	t.Run("ASpammingKeySpendsOnlyItsOwnBudget", func(t *testing.T) {
 		t.Parallel()
 		e, server := curveEnv(t, withSecurity(func(s *Security) {
@@ -455,7 +476,7 @@ func TestHostile(t *testing.T) {
 
 	t.Run("CraftedArchivesAreReadSafely", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
+		e := newEnv(t, withWorkerCap(10))
 		type craft struct {
 			name    string
 			archive []byte
