@@ -39,8 +39,8 @@ type Server struct {
 	unknown *xsync.Map[string, time.Time] // service names recently not found
 	claimIn chan *item
 	held    *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
-	// coldReqs takes the writers' lookups of tasks not mirrored to the batcher, and slow holds
-	// the results of peers past their bogus budget (guard.go).
+	// coldReqs carries the writers' lookups of tasks not mirrored to the batcher, and slow
+	// holds the results of peers past their bogus budget (guard.go).
 	coldReqs chan lookup
 	slow     slowLane
 	// resyncNow asks maintain for a resync of the hot mirror soon; resyncs counts those begun
@@ -86,7 +86,7 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		bound:   make(chan struct{}),
 		health:  newHealth(cfg.OutageBudget),
 		held:    semaphore.NewWeighted(resultsHeldMax),
-
+		// One resync asked for is enough for every request that asks meanwhile.
 		resyncNow: make(chan struct{}, 1),
 	}
 	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped} {

@@ -23,13 +23,21 @@ type request struct {
 	key      string // the name of its CURVE key ("" in plain mode)
 }
 
-// cappedRequest is a request of a worker at its cap, waiting for the hot mirror's next resync
-// to tell whether the leases it counts are still unanswered.
+// cappedRequest is a request of a worker at its cap. The hot mirror may still count leases
+// whose results another replica took, or is about to take, or that expired: the request waits
+// for the mirror's resyncs to tell, up to capHold, before it is refused.
 type cappedRequest struct {
 	service lease.Service
 	req     request
-	after   uint64 // the request is decided once resyncs.done reaches after
+	after   uint64    // the request is looked at again once resyncs.done reaches after
+	until   time.Time // then refused, if its worker is still at its cap
 }
+
+// capHold is how long a request at its worker's cap waits for the worker's leases to be
+// answered: longer than a result takes from a worker's PUSH socket to its claim on any
+// replica (a slow lane included), so that an honest worker whose last results are still on
+// their way is served, not refused and made to sleep out its throttle.
+const capHold = 2 * time.Second
 
 // leaseJob is one lease transaction's work: requests of one service.
 type leaseJob struct {
@@ -282,28 +290,30 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stoppi
 		return // this worker already waits for a reply; it gets one
 	}
 	r := request{identity: identity, worker: from.worker(wire.WorkerName(identity)), key: from.key}
-	if v.atCap(r) && len(v.capped) < v.s.cfg.MaxInFlight {
-		// The mirror may still count leases answered through another replica, or expired:
-		// the next resync tells.
-		v.capped = append(v.capped, cappedRequest{service: svc, req: r, after: v.s.resyncSoon()})
-		v.waiting[string(identity)] = true
+	if !v.atCap(r) {
+		v.admit(svc, r)
 		return
 	}
-	v.admit(svc, r)
+	if len(v.capped) >= v.s.cfg.MaxInFlight {
+		v.refuseCapped(r)
+		return
+	}
+	v.capped = append(v.capped, cappedRequest{service: svc, req: r, after: v.s.resyncSoon(), until: time.Now().Add(capHold)})
+	v.waiting[string(identity)] = true
 }
 
-// admit queues a request for a lease, unless its worker is at its cap or the replica is
-// saturated.
-func (v *ventilator) admit(svc lease.Service, r request) {
-	if v.atCap(r) {
-		v.mock(r.identity, "worker_cap")
-		if n, emit := v.capLog.Record(); emit {
-			v.s.logger.Warn("requests of workers at their cap of unanswered leases get no work", "count", n,
-				"worker", r.worker, "max_in_flight_per_worker", v.s.cfg.MaxInFlightPerWorker,
-				"max_in_flight_per_key", v.s.cfg.MaxInFlightPerKey)
-		}
-		return
+// refuseCapped answers a request of a worker at its cap with no work.
+func (v *ventilator) refuseCapped(r request) {
+	v.mock(r.identity, "worker_cap")
+	if n, emit := v.capLog.Record(); emit {
+		v.s.logger.Warn("requests of workers at their cap of unanswered leases get no work", "count", n,
+			"worker", r.worker, "max_in_flight_per_worker", v.s.cfg.MaxInFlightPerWorker,
+			"max_in_flight_per_key", v.s.cfg.MaxInFlightPerKey)
 	}
+}
+
+// admit queues a request for a lease, unless the replica is saturated.
+func (v *ventilator) admit(svc lease.Service, r request) {
 	if queue.Saturated(v.s.hot.Len()+v.queued, v.s.cfg.MaxInFlight) {
 		v.mock(r.identity, "backpressure")
 		return
@@ -351,17 +361,27 @@ func (v *ventilator) atCap(r request) bool {
 		v.s.hot.HeldByKey(r.key)+v.askingKey[r.key] >= cfg.MaxInFlightPerKey
 }
 
-// decideCapped admits the requests held for a resync that is now over, or refuses them.
+// decideCapped looks again at the requests held at their cap whose resync is over: it admits
+// those under the cap now, refuses those held for capHold, and has the others wait for
+// another resync.
 func (v *ventilator) decideCapped() {
 	done := v.s.resyncs.done.Load()
+	now := time.Now()
 	kept := v.capped[:0]
 	for _, c := range v.capped {
-		if done < c.after {
+		switch {
+		case done < c.after:
 			kept = append(kept, c)
-			continue
+		case !v.atCap(c.req):
+			delete(v.waiting, string(c.req.identity))
+			v.admit(c.service, c.req)
+		case now.After(c.until):
+			delete(v.waiting, string(c.req.identity))
+			v.refuseCapped(c.req)
+		default:
+			c.after = v.s.resyncSoon()
+			kept = append(kept, c)
 		}
-		delete(v.waiting, string(c.req.identity))
-		v.admit(c.service, c.req)
 	}
 	clear(v.capped[len(kept):])
 	v.capped = kept
