@@ -380,20 +380,31 @@ func (h *paced) wait(ctx context.Context) error {
 	return nil
 }
 
-// saboteur leases k tasks on a raw DEALER, reads their payloads and vanishes.
+// saboteur leases k tasks, each on a raw DEALER of its own (a worker may hold only
+// --max-in-flight-per-worker leases), reads their payloads and vanishes.
 func saboteur(vent, service string, k int) error {
+	for i := range k {
+		if err := leaseAndVanish(vent, service, fmt.Sprintf("chaos-saboteur-%d-%d", os.Getpid(), i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaseAndVanish leases one task as worker identity and reads its payload.
+func leaseAndVanish(vent, service, identity string) error {
 	d, err := zmq.NewSocket(zmq.DEALER)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	_ = d.SetLinger(0)
-	_ = d.SetIdentity(fmt.Sprintf("chaos-saboteur-%d", os.Getpid()))
+	_ = d.SetIdentity(identity)
 	_ = d.SetRcvtimeo(10 * time.Second)
 	if err := d.Connect(vent); err != nil {
 		return err
 	}
-	for got := 0; got < k; {
+	for {
 		if _, err := d.Send(service, 0); err != nil {
 			return err
 		}
@@ -402,10 +413,9 @@ func saboteur(vent, service string, k int) error {
 			return err
 		}
 		if string(msg[0]) != "0" {
-			got++
+			return nil
 		}
 	}
-	return nil
 }
 
 // benchRiver runs n no-op River jobs on the database (River tuned as its authors tune it for

@@ -42,6 +42,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "sink", Usage: "ZeroMQ endpoint (PULL) workers push results to", Value: dispatch.SinkAddrDefault, EnvVars: envVars("SINK")},
 			&cli.StringFlag{Name: "http", Usage: "address serving /metrics and /healthz; empty: none", Value: ":9464", EnvVars: envVars("HTTP")},
 			&cli.IntFlag{Name: "max-in-flight", Usage: "leases this replica holds at most before it answers 'no work' (backpressure)", Value: dispatch.MaxInFlightDefault, EnvVars: envVars("MAX_IN_FLIGHT")},
+			&cli.IntFlag{Name: "max-in-flight-per-worker", Usage: "unanswered leases of this replica one worker identity may hold; past it a request gets 'no work' (worker_cap)", Value: dispatch.MaxInFlightPerWorkerDefault, EnvVars: envVars("MAX_IN_FLIGHT_PER_WORKER")},
+			&cli.IntFlag{Name: "max-in-flight-per-key", Usage: "with CURVE, unanswered leases of this replica all the workers of one key may hold together (0: no cap per key)", Value: 0, EnvVars: envVars("MAX_IN_FLIGHT_PER_KEY")},
 			&cli.DurationFlag{Name: "lease-timeout", Usage: "lease of a service without its own lease_timeout_seconds; a retry gets (retries+1) times it", Value: lease.LeaseTimeoutDefault, EnvVars: envVars("LEASE_TIMEOUT")},
 			&cli.DurationFlag{Name: "late-result-window", Usage: "how long a task out of flight still takes a late result (0: none)", Value: lease.LateResultWindowDefault, EnvVars: envVars("LATE_RESULT_WINDOW")},
 			&cli.DurationFlag{Name: "reap-interval", Usage: "time between reaper passes (run by the elected leader)", Value: reaper.IntervalDefault, EnvVars: envVars("REAP_INTERVAL")},
@@ -71,7 +73,8 @@ func checkServeFlags(c *cli.Context) error {
 		name string
 		min  int
 	}{
-		{"max-in-flight", 1}, {"message-size", 1}, {"leasers", 1}, {"claimers", 1}, {"claim-batch", 1},
+		{"max-in-flight", 1}, {"max-in-flight-per-worker", 1}, {"max-in-flight-per-key", 0},
+		{"message-size", 1}, {"leasers", 1}, {"claimers", 1}, {"claim-batch", 1},
 		// Leases, claims, the hot mirror's resync, River's leader election and the reaper's pass.
 		{"db-pool-size", 4},
 	} {
@@ -163,6 +166,7 @@ func serve(c *cli.Context) error {
 	srv, err := dispatch.New(store, dispatch.Config{
 		VentilatorAddr: c.String("ventilator"), SinkAddr: c.String("sink"), Security: security,
 		MaxInFlight: c.Int("max-in-flight"), MessageSize: c.Int("message-size"),
+		MaxInFlightPerWorker: c.Int("max-in-flight-per-worker"), MaxInFlightPerKey: c.Int("max-in-flight-per-key"),
 		MaxResultBytes: c.Int64("max-result-bytes"), TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
 		SyncArchives: c.Bool("sync-archives"), OutageBudget: budget,
 		Leasers: c.Int("leasers"), Claimers: c.Int("claimers"),

@@ -22,6 +22,15 @@ type Config struct {
 	// MaxInFlight is how many leases this replica holds at most; past it, requests get mock
 	// replies (backpressure).
 	MaxInFlight int
+	// MaxInFlightPerWorker is how many unanswered leases of this replica one worker may hold:
+	// a request past it gets a no-work reply (worker_cap), so that one worker that requests and
+	// never answers cannot take every task. A CorTeX worker holds one task at a time; the
+	// second is room for its last result, still on its way or answered through another
+	// replica, when its next request comes.
+	MaxInFlightPerWorker int
+	// MaxInFlightPerKey, when positive, is the same cap for all the workers of one CURVE key
+	// together (a worker could take a fresh name for every request); zero: no cap per key.
+	MaxInFlightPerKey int
 	// MessageSize is the payload chunk size.
 	MessageSize int
 	// MaxResultBytes caps a result: a larger one is recorded Invalid (cortex/result_too_large).
@@ -60,37 +69,39 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	VentilatorAddrDefault   = "tcp://*:51695"
-	SinkAddrDefault         = "tcp://*:51696"
-	MaxInFlightDefault      = 5000
-	MaxResultBytesDefault   = int64(2) << 30
-	LeaseBatchDefault       = 256
-	LeasersDefault          = 1
-	ClaimBatchDefault       = 256
-	ClaimFlushDefault       = 5 * time.Millisecond
-	ClaimersDefault         = 1
-	WritersDefault          = 4
-	TCPKeepaliveIdleDefault = 120
-	BindRetryDefault        = 75 * time.Second
+	VentilatorAddrDefault       = "tcp://*:51695"
+	SinkAddrDefault             = "tcp://*:51696"
+	MaxInFlightDefault          = 5000
+	MaxInFlightPerWorkerDefault = 2
+	MaxResultBytesDefault       = int64(2) << 30
+	LeaseBatchDefault           = 256
+	LeasersDefault              = 1
+	ClaimBatchDefault           = 256
+	ClaimFlushDefault           = 5 * time.Millisecond
+	ClaimersDefault             = 1
+	WritersDefault              = 4
+	TCPKeepaliveIdleDefault     = 120
+	BindRetryDefault            = 75 * time.Second
 )
 
 // ConfigDefault returns a Config with every default set.
 func ConfigDefault() Config {
 	return Config{
-		VentilatorAddr:   VentilatorAddrDefault,
-		SinkAddr:         SinkAddrDefault,
-		MaxInFlight:      MaxInFlightDefault,
-		MessageSize:      wire.MessageSize,
-		MaxResultBytes:   MaxResultBytesDefault,
-		LeaseBatch:       LeaseBatchDefault,
-		Leasers:          LeasersDefault,
-		ClaimBatch:       ClaimBatchDefault,
-		ClaimFlush:       ClaimFlushDefault,
-		Claimers:         ClaimersDefault,
-		Writers:          WritersDefault,
-		SyncArchives:     true,
-		TCPKeepaliveIdle: TCPKeepaliveIdleDefault,
-		BindRetry:        BindRetryDefault,
+		VentilatorAddr:       VentilatorAddrDefault,
+		SinkAddr:             SinkAddrDefault,
+		MaxInFlight:          MaxInFlightDefault,
+		MaxInFlightPerWorker: MaxInFlightPerWorkerDefault,
+		MessageSize:          wire.MessageSize,
+		MaxResultBytes:       MaxResultBytesDefault,
+		LeaseBatch:           LeaseBatchDefault,
+		Leasers:              LeasersDefault,
+		ClaimBatch:           ClaimBatchDefault,
+		ClaimFlush:           ClaimFlushDefault,
+		Claimers:             ClaimersDefault,
+		Writers:              WritersDefault,
+		SyncArchives:         true,
+		TCPKeepaliveIdle:     TCPKeepaliveIdleDefault,
+		BindRetry:            BindRetryDefault,
 	}
 }
 
@@ -104,6 +115,9 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = d.MaxInFlight
+	}
+	if c.MaxInFlightPerWorker <= 0 {
+		c.MaxInFlightPerWorker = d.MaxInFlightPerWorker
 	}
 	if c.MessageSize <= 0 {
 		c.MessageSize = d.MessageSize

@@ -33,17 +33,14 @@ type Security struct {
 	// HandshakeTimeout bounds a new connection's ZMTP handshake, so a peer that stalls in it
 	// (a slow loris) holds nothing for long (HandshakeTimeoutDefault if zero).
 	HandshakeTimeout time.Duration
-	// PeerBogusRate and PeerBogusBurst bound, per peer (its key under CURVE, else its IP
-	// address), the results naming a task that does not exist or that it may not answer: past
-	// the budget, its results for tasks this replica does not mirror are dropped without a
-	// database lookup until the budget refills. Defaults PeerBogusRateDefault and
-	// PeerBogusBurstDefault.
+	// PeerBogusRate and PeerBogusBurst are, per peer (its key under CURVE, else its IP
+	// address), the budget of results naming a task that does not exist or that it may not
+	// answer, and of messages naming a service that does not exist: past it, its results for
+	// tasks this replica does not mirror are looked up in the slow lane (guard.go), and a
+	// service name that is not cached is refused without a lookup, until the budget refills.
+	// Defaults PeerBogusRateDefault and PeerBogusBurstDefault.
 	PeerBogusRate  float64
 	PeerBogusBurst int
-	// BogusRate and BogusBurst are the same budget for all peers together (BogusRateDefault,
-	// BogusBurstDefault).
-	BogusRate  float64
-	BogusBurst int
 	// MissingTTL is how long a task id found missing is answered from memory (MissingTTLDefault
 	// if zero): a repeated bogus id costs no lookup.
 	MissingTTL time.Duration
@@ -55,8 +52,6 @@ const (
 	HandshakeTimeoutDefault = 10 * time.Second
 	PeerBogusRateDefault    = 20.0
 	PeerBogusBurstDefault   = 100
-	BogusRateDefault        = 200.0
-	BogusBurstDefault       = 1000
 	MissingTTLDefault       = 30 * time.Second
 )
 
@@ -73,14 +68,15 @@ type security struct {
 	publicKey string
 	keys      atomic.Pointer[map[string]string] // allowed public key (Z85) → name
 
-	global  *bucket
 	peersMu sync.Mutex
 	peers   map[string]*bucket
 	missing *xsync.Map[int64, time.Time]
 
-	// coldLookups counts the database lookups of result task ids that are not mirrored, and
-	// serviceLookups those of service names that are not cached.
+	// coldLookups counts the result task ids looked up at once (not mirrored, sender within its
+	// budget), slowLookups the slow lane's queries, and serviceLookups the lookups of service
+	// names that are not cached.
 	coldLookups    atomic.Int64
+	slowLookups    atomic.Int64
 	serviceLookups atomic.Int64
 	lookups        prometheus.Counter
 	limited        prometheus.Counter
@@ -104,18 +100,11 @@ func newSecurity(cfg Security, reg prometheus.Registerer) (*security, error) {
 	if cfg.PeerBogusBurst <= 0 {
 		cfg.PeerBogusBurst = PeerBogusBurstDefault
 	}
-	if cfg.BogusRate <= 0 {
-		cfg.BogusRate = BogusRateDefault
-	}
-	if cfg.BogusBurst <= 0 {
-		cfg.BogusBurst = BogusBurstDefault
-	}
 	if cfg.MissingTTL <= 0 {
 		cfg.MissingTTL = MissingTTLDefault
 	}
 	sec := &security{
 		cfg:       cfg,
-		global:    newBucket(cfg.BogusRate, cfg.BogusBurst),
 		peers:     map[string]*bucket{},
 		missing:   xsync.NewMap[int64, time.Time](),
 		zapLog:    wire.NewRateLimiter(5 * time.Second),
@@ -135,9 +124,9 @@ func newSecurity(cfg Security, reg prometheus.Registerer) (*security, error) {
 		sec.curve, sec.publicKey = true, pub
 	}
 	sec.lookups = prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_cold_task_lookups_total",
-		Help: "Database lookups of result task ids this replica does not mirror."})
+		Help: "Database queries looking up the tasks of results this replica does not mirror (each for a batch of ids)."})
 	sec.limited = prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_bogus_results_limited_total",
-		Help: "Results dropped without a lookup because their peer spent its budget for bogus task ids."})
+		Help: "Messages of peers past their budget for bogus ids: results looked up in the slow lane, service names refused without a lookup."})
 	sec.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_curve_refusals_total",
 		Help: "CURVE handshakes refused by the ZAP handler, and messages dropped from keys no longer allowed, by socket."}, []string{"socket"})
 	if reg == nil {

@@ -111,7 +111,12 @@ func (e *env) claims(outcome lease.Outcome) float64 {
 }
 
 func (e *env) discarded(socket, reason string) float64 {
-	return counterValue(e.server.metrics.discards.WithLabelValues(socket, reason))
+	return discardedOf(e.server, socket, reason)
+}
+
+// discardedOf reads how many messages s discarded on socket for reason.
+func discardedOf(s *Server, socket, reason string) float64 {
+	return counterValue(s.metrics.discards.WithLabelValues(socket, reason))
 }
 
 // counterValue reads a counter.

@@ -149,7 +149,7 @@ func TestSaboteur(t *testing.T) {
 	t.Run("ReaperRecoversFiftyLeasesOfAVanishedWorker", func(t *testing.T) {
 		t.Parallel()
 		clock := &testClock{}
-		e := newEnv(t, withClock(clock))
+		e := newEnv(t, withClock(clock), withWorkerCap(50))
 		ids := e.stage(60, 1000)
 		p := newRawPeer(t, e, "saboteur")
 		for range 50 {

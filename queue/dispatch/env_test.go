@@ -62,16 +62,22 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	e := &env{t: t, ctx: ctx, pool: pool, store: store, dir: t.TempDir(), svcName: "echo"}
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO corpora (name, path) VALUES ('c', $1) RETURNING id`, e.dir).Scan(&e.corpus))
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO services (name) VALUES ('echo') RETURNING id`).Scan(&e.svc))
+	e.server, e.vent, e.sink, e.stop = runServer(t, store, dcfg)
+	return e
+}
+
+// runServer runs a Server on store; stop (also a cleanup) stops it and checks its error.
+func runServer(t *testing.T, store *lease.Store, dcfg Config) (srv *Server, vent, sink string, stop func()) {
+	t.Helper()
 	srv, err := New(store, dcfg)
 	require.NoError(t, err)
-	e.server = srv
-	runCtx, cancel := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(runCtx) }()
-	e.vent, e.sink, err = srv.Endpoints(ctx)
+	vent, sink, err = srv.Endpoints(context.Background())
 	require.NoError(t, err)
 	var once sync.Once
-	e.stop = func() {
+	stop = func() {
 		once.Do(func() {
 			cancel()
 			select {
@@ -82,8 +88,34 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 			}
 		})
 	}
-	t.Cleanup(e.stop)
-	return e
+	t.Cleanup(stop)
+	return srv, vent, sink, stop
+}
+
+// replica is another replica on an env's database.
+type replica struct {
+	server     *Server
+	vent, sink string
+}
+
+// replica starts another replica named name on e's database, its lease clock moved by clock
+// (nil: the database's).
+func (e *env) replica(name string, clock *testClock, opts ...envOption) *replica {
+	e.t.Helper()
+	lcfg := lease.Config{Replica: name, LeaseTimeout: time.Minute}
+	if clock != nil {
+		lcfg.NowFunc = clock.Now
+	}
+	dcfg := Config{
+		VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*",
+		Logger: testLogger(e.t), SyncArchives: false, BindRetry: time.Second,
+	}
+	for _, o := range opts {
+		o(&lcfg, &dcfg)
+	}
+	r := &replica{}
+	r.server, r.vent, r.sink, _ = runServer(e.t, lease.New(e.pool, lcfg), dcfg)
+	return r
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -233,6 +265,12 @@ func (e *env) requireEchoed(ids []int64) {
 
 func withClock(c *testClock) envOption {
 	return func(l *lease.Config, _ *Config) { l.NowFunc = c.Now }
+}
+
+// withWorkerCap lets one worker hold n unanswered leases: for tests where one raw peer
+// stands for a worker that holds many.
+func withWorkerCap(n int) envOption {
+	return func(_ *lease.Config, d *Config) { d.MaxInFlightPerWorker = n }
 }
 
 func withMaxResult(n int64) envOption {

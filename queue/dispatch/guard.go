@@ -13,17 +13,40 @@ import (
 
 // A message is "bogus" when it names a service that does not exist, or it is a result that
 // names a task that does not exist, a task of another service, or one its sender may not
-// answer (decided Unknown or NotHolder). A flood of them must not become a database lookup per
-// message: a task id found missing is remembered for MissingTTL, and each peer, and all peers
-// together, have a budget of bogus results (a token bucket). A peer past its budget, or any
-// peer while the common budget is spent, has its results for tasks this replica does not
-// mirror dropped unlooked-at ("bogus_budget") until the budget refills. Results for tasks this
-// replica leased itself never wait on a budget, and an honest peer's results for another
-// replica's tasks (found) cost it nothing. So the lookups a flood causes are bounded by
-// burst + rate × time, plus one per writer in flight.
+// answer (decided Unknown or NotHolder). A flood of them must cost the database a bounded
+// amount per unit of time, and must never cost an honest result:
+//
+//   - A result for a task this replica mirrors (leased itself) never waits on anything.
+//   - Every other result's task is looked up through one batcher (lookupBatches): the ids the
+//     writers ask for while a query runs go together in the next one, so these lookups take at
+//     most one database connection at a time, whatever the flood.
+//   - A task id found missing is remembered for MissingTTL: a repeated bogus id costs nothing.
+//   - Each peer (its key under CURVE, else its IP address) has a budget of bogus results, a
+//     token bucket. There is no budget shared by all peers, so one peer's flood never spends
+//     another's. A peer within its budget is looked up at once. A peer past it has its results
+//     parked in the slow lane, which is looked up in one query every slowLaneEvery: its
+//     results are taken late, never dropped for the budget (an honest worker behind the same
+//     address as a flooder loses nothing).
+//   - The slow lane holds at most slowLaneMax results (their data counts against the sink's
+//     held bytes as before). Only a flood of more than slowLaneMax fresh ids per slowLaneEvery
+//     (20,000 a second) fills it; then the results of peers past their budget are dropped
+//     (slow_lane_full), counted and logged.
 
-// errBogusBudget is the error of a lookup refused because the peer spent its bogus budget.
-var errBogusBudget = errors.New("the sender spent its budget for bogus task ids")
+// errBogusBudget is the error of a service lookup refused because the peer spent its budget.
+var errBogusBudget = errors.New("the sender spent its budget for bogus names")
+
+// errParked is the error of a task lookup that was not made at once because the sender is
+// past its budget: the result goes to the slow lane.
+var errParked = errors.New("the sender spent its budget for bogus task ids: looked up in the slow lane")
+
+// Bounds of the slow lane.
+const (
+	slowLaneEvery = 200 * time.Millisecond
+	slowLaneMax   = 4096
+)
+
+// lookupBatchMax is the most task ids one batched lookup asks for.
+const lookupBatchMax = 1024
 
 // bucket is a token bucket: rate tokens a second, at most burst.
 type bucket struct {
@@ -89,15 +112,14 @@ func (sec *security) peerBucket(p peer, now time.Time) *bucket {
 	return b
 }
 
-// spent reports whether p, or all peers together, spent the bogus budget.
+// spent reports whether p spent its bogus budget.
 func (sec *security) spent(p peer, now time.Time) bool {
-	return sec.peerBucket(p, now).spent(now) || sec.global.spent(now)
+	return sec.peerBucket(p, now).spent(now)
 }
 
-// charge counts a bogus result of p against its budget and the common one.
+// charge counts a bogus message of p against its budget.
 func (sec *security) charge(p peer, now time.Time) {
 	sec.peerBucket(p, now).take(now)
-	sec.global.take(now)
 }
 
 // chargeOutcome charges p for a result the claim found bogus.
@@ -107,8 +129,60 @@ func (s *Server) chargeOutcome(p peer, o lease.Outcome) {
 	}
 }
 
-// coldTask looks up, in the database, a result's task that the hot mirror does not hold,
-// within the sender's bogus budget (see above). The sender is the peer of ctx (withPeer).
+// lookup is a writer's request for a task the hot mirror does not hold.
+type lookup struct {
+	id    int64
+	reply chan answers // buffered: the batcher never waits for a writer
+}
+
+// answers are the outcome of one batched lookup: the tasks found, or the error of the query.
+type answers struct {
+	infos map[int64]lease.TaskInfo
+	err   error
+}
+
+// lookupBatches serves the writers' lookups until reqs is closed, one query at a time, each
+// for every id asked for since the last one began (up to lookupBatchMax).
+func (s *Server) lookupBatches(ctx context.Context, reqs <-chan lookup) {
+	batch := make([]lookup, 0, lookupBatchMax)
+	for first := range reqs {
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < lookupBatchMax {
+			select {
+			case r, ok := <-reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		ids := make([]int64, len(batch))
+		for i, r := range batch {
+			ids[i] = r.id
+		}
+		a := s.taskInfos(ctx, ids)
+		for _, r := range batch {
+			r.reply <- a
+		}
+	}
+}
+
+// taskInfos runs one cold lookup query.
+func (s *Server) taskInfos(ctx context.Context, ids []int64) answers {
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s.sec.lookups.Inc()
+	infos, err := s.store.TaskInfos(qctx, ids)
+	s.health.record(err)
+	return answers{infos: infos, err: err}
+}
+
+// coldTask finds, in the database, a result's task that the hot mirror does not hold (see
+// above). The sender is the peer of ctx (withPeer). A sender past its budget gets errParked,
+// unless ctx carries the slow lane's answers (withAnswers).
 func (s *Server) coldTask(ctx context.Context, id int64) (lease.TaskInfo, error) {
 	sec := s.sec
 	now := time.Now()
@@ -116,22 +190,28 @@ func (s *Server) coldTask(ctx context.Context, id int64) (lease.TaskInfo, error)
 		return lease.TaskInfo{}, fmt.Errorf("task %d (recently found missing): %w", id, queue.ErrNotFound)
 	}
 	p := peerOf(ctx)
-	if sec.spent(p, now) {
-		sec.limited.Inc()
-		if n, emit := sec.bogusLog.Record(); emit {
-			s.logger.Warn("results for unknown tasks over budget: dropped without a lookup", "count", n,
-				"peer", p.budgetName(), "task_id", id)
+	a, ok := ctx.Value(answersCtxKey{}).(answers)
+	if !ok {
+		if sec.spent(p, now) {
+			return lease.TaskInfo{}, fmt.Errorf("task %d: %w", id, errParked)
 		}
-		return lease.TaskInfo{}, fmt.Errorf("task %d: %w", id, errBogusBudget)
+		sec.coldLookups.Add(1)
+		req := lookup{id: id, reply: make(chan answers, 1)}
+		select {
+		case s.coldReqs <- req:
+		case <-ctx.Done():
+			return lease.TaskInfo{}, ctx.Err()
+		}
+		select {
+		case a = <-req.reply:
+		case <-ctx.Done():
+			return lease.TaskInfo{}, ctx.Err()
+		}
 	}
-	sec.coldLookups.Add(1)
-	sec.lookups.Inc()
-	infos, err := s.store.TaskInfos(ctx, []int64{id})
-	s.health.record(err)
-	if err != nil {
-		return lease.TaskInfo{}, err
+	if a.err != nil {
+		return lease.TaskInfo{}, a.err
 	}
-	t, ok := infos[id]
+	t, ok := a.infos[id]
 	if !ok {
 		sec.charge(p, now)
 		if sec.missing.Size() >= 1<<16 {
@@ -143,7 +223,72 @@ func (s *Server) coldTask(ctx context.Context, id int64) (lease.TaskInfo, error)
 	return t, nil
 }
 
-type peerCtxKey struct{}
+// slowLane is the results of peers past their budget, waiting for their lookup.
+type slowLane struct {
+	mu     sync.Mutex
+	parked []inbound
+}
+
+// park adds in to the slow lane; it reports false when the lane is full.
+func (l *slowLane) park(in inbound) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.parked) >= slowLaneMax {
+		return false
+	}
+	l.parked = append(l.parked, in)
+	return true
+}
+
+// take empties the slow lane.
+func (l *slowLane) take() []inbound {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	parked := l.parked
+	l.parked = nil
+	return parked
+}
+
+// runSlowLane looks up the parked results every slowLaneEvery, in one query, and places them
+// as a writer would. Once stop is closed (no writer parks any more) it serves what is left and
+// returns.
+func (s *Server) runSlowLane(ctx context.Context, out chan<- *item, stop <-chan struct{}) {
+	tick := time.NewTicker(slowLaneEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			s.serveSlowLane(ctx, out)
+		case <-stop:
+			for s.serveSlowLane(ctx, out) {
+			}
+			return
+		}
+	}
+}
+
+// serveSlowLane looks up and places the parked results; it reports whether there were any.
+func (s *Server) serveSlowLane(ctx context.Context, out chan<- *item) bool {
+	parked := s.slow.take()
+	if len(parked) == 0 {
+		return false
+	}
+	ids := make([]int64, len(parked))
+	for i, in := range parked {
+		ids[i] = in.res.TaskID
+	}
+	s.sec.slowLookups.Add(1)
+	actx := context.WithValue(ctx, answersCtxKey{}, s.taskInfos(ctx, ids))
+	for _, in := range parked {
+		s.place(actx, in, out)
+	}
+	return true
+}
+
+type (
+	peerCtxKey    struct{}
+	answersCtxKey struct{}
+)
 
 // withPeer returns ctx carrying the sender of the message being handled.
 func withPeer(ctx context.Context, p peer) context.Context {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
+	"github.com/cortexq/cortexq/worker"
 )
 
 // Hostile peers: each input leaves the replica up and every real task correct.
@@ -139,7 +141,6 @@ func TestHostile(t *testing.T) {
 		clock := &testClock{}
 		e := newEnv(t, withClock(clock), withSecurity(func(s *Security) {
 			s.PeerBogusRate, s.PeerBogusBurst = rate, burst
-			s.BogusRate, s.BogusBurst = 4*rate, 4*burst
 		}))
 		ids := e.stage(60, 5000)
 		_, stop := e.workers(4)
@@ -160,21 +161,24 @@ func TestHostile(t *testing.T) {
 			require.NoError(t, err)
 		}
 		dropped := func() float64 {
-			return e.discarded("sink", "unknown_task") + e.discarded("sink", "unknown_task_rate_limited")
+			return e.discarded("sink", "unknown_task") + e.discarded("sink", "slow_lane_full")
 		}
 		require.Eventually(t, func() bool { return dropped() == spam }, 60*time.Second, 20*time.Millisecond,
 			"every bogus result is counted as dropped")
 		elapsed := time.Since(start).Seconds()
-		lookups := e.server.sec.coldLookups.Load()
+		lookups, slow := e.server.sec.coldLookups.Load(), e.server.sec.slowLookups.Load()
 		bound := int64(burst+rate*elapsed) + int64(e.server.cfg.Writers)
-		t.Logf("%d bogus results in %.2fs: %d database lookups (bound %d), %.0f dropped unlooked-at",
-			spam, elapsed, lookups, bound, e.discarded("sink", "unknown_task_rate_limited"))
-		require.LessOrEqual(t, lookups, bound, "lookups within burst + rate × time")
-		require.Positive(t, e.discarded("sink", "unknown_task_rate_limited"))
+		slowBound := int64(elapsed/slowLaneEvery.Seconds()) + 2
+		t.Logf("%d bogus results in %.2fs: %d ids looked up at once (bound %d), %d slow-lane queries (bound %d), %.0f dropped with the slow lane full",
+			spam, elapsed, lookups, bound, slow, slowBound, e.discarded("sink", "slow_lane_full"))
+		require.LessOrEqual(t, lookups, bound, "ids looked up at once within burst + rate × time")
+		require.LessOrEqual(t, slow, slowBound, "one slow-lane query per slowLaneEvery")
+		require.Positive(t, counterValue(e.server.sec.limited), "the spammer's results went to the slow lane")
 
 		// A real result that found its task missing from the hot mirror (a resync can drop a
-		// lease made during it) is looked up within the budget, or dropped while the flood has
-		// spent it: then its lease expires and the reaper retries the task.
+		// lease made during it) is looked up at once, or in the slow lane while the flood has
+		// spent the budget of its address; only with the slow lane full is it dropped, and then
+		// its lease expires and the reaper retries the task.
 		e.waitTerminalReaping(clock, 60*time.Second)
 		stop()
 		e.requireEchoed(ids)
@@ -195,11 +199,136 @@ func TestHostile(t *testing.T) {
 		e.waitStatus(more[0], queue.StatusNoProblem)
 	})
 
+	t.Run("BogusResultFloodDropsNoHonestResult", func(t *testing.T) {
+		// Two replicas, an echo worker connected to both (so about half the results for A's
+		// leases reach B, which must look their tasks up), and results for tasks that do not
+		// exist flooding B: from the worker's own address at 50/s, or from 20 addresses at 25/s
+		// each. Every honest result is taken at its first attempt.
+		for _, tc := range []struct {
+			name    string
+			sources int
+			rate    float64
+		}{{"OneAddress", 1, 50}, {"TwentyAddresses", 20, 25}} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				clock := &testClock{}
+				e := newEnv(t, withClock(clock))
+				b := e.replica("r2", clock)
+				ids := e.stage(300, 1000)
+				ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
+				defer cancel()
+				var floods sync.WaitGroup
+				defer floods.Wait()
+				defer cancel()
+				for i := range tc.sources {
+					source := "" // the worker's address, 127.0.0.1
+					if tc.sources > 1 {
+						source = fmt.Sprintf("127.0.0.%d:0;", 2+i)
+					}
+					endpoint := "tcp://" + source + tcpAddr(t, b.sink)
+					floods.Go(func() { floodBogus(ctx, t, endpoint, int64(900_000_000+i*1_000_000), tc.rate) })
+				}
+				// Let the floods spend what budgets they can before the honest work starts.
+				time.Sleep(6 * time.Second)
+				_, stop := e.workers(2, func(c *worker.Config) {
+					c.Ventilator, c.Sink = e.vent+","+b.vent, e.sink+","+b.sink
+				})
+				e.waitTerminalReaping(clock, 120*time.Second)
+				stop()
+				cancel()
+				floods.Wait()
+				var attempts int
+				require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM attempts WHERE task_id = ANY($1)`, ids).Scan(&attempts))
+				leased := e.server.metrics.leases
+				t.Logf("%d honest tasks (%0.f leased by A, %0.f by B), %d attempts: %d honest results dropped; B parked %.0f results in the slow lane in %d queries, dropped %.0f as unknown",
+					len(ids), counterValue(leased), counterValue(b.server.metrics.leases), attempts, attempts-len(ids),
+					counterValue(b.server.sec.limited), b.server.sec.slowLookups.Load(), discardedOf(b.server, "sink", "unknown_task"))
+				require.Equal(t, len(ids), attempts, "every honest result is taken at its first attempt")
+				require.Zero(t, discardedOf(b.server, "sink", "slow_lane_full"))
+				// Leases of one replica answered through the other are counted against the
+				// worker there until a resync, which a request at the cap waits for: it is
+				// never refused for them.
+				for _, s := range []*Server{e.server, b.server} {
+					require.Zero(t, counterValue(s.metrics.mocks.WithLabelValues("worker_cap")))
+				}
+				e.requireEchoed(ids)
+			})
+		}
+	})
+
+	t.Run("AWorkerThatNeverAnswersHoldsOnlyItsCap", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, func(l *lease.Config, d *Config) { l.LeaseTimeout, d.MaxInFlight = 3*time.Second, 30 })
+		ids := e.stage(40, 1000)
+		// The hoarder asks again as soon as it has a reply, and never answers.
+		hoarder, err := zmq.NewSocket(zmq.DEALER)
+		require.NoError(t, err)
+		defer hoarder.Close()
+		require.NoError(t, hoarder.SetLinger(0))
+		require.NoError(t, hoarder.SetIdentity("hoarder"))
+		require.NoError(t, hoarder.SetRcvtimeo(time.Second))
+		require.NoError(t, hoarder.Connect(e.vent))
+		ctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)
+		defer cancel()
+		var hoarded atomic.Int64
+		var hoarding sync.WaitGroup
+		hoarding.Go(func() {
+			for ctx.Err() == nil {
+				if _, err := hoarder.Send("echo", 0); err != nil {
+					return
+				}
+				if msg, err := hoarder.RecvMessageBytes(0); err == nil && string(msg[0]) != wire.MockTaskID {
+					hoarded.Add(1)
+				}
+			}
+		})
+		defer hoarding.Wait()
+		defer cancel()
+		time.Sleep(500 * time.Millisecond) // the hoarder asks first
+		_, stop := e.workers(1)
+		// Reap as the leader would: the hoarder's leases expire after 3 s and are retried.
+		deadline := time.Now().Add(60 * time.Second)
+		for c := e.counts(); c[queue.StatusTODO]+c[queue.StatusDispatched] > 0; c = e.counts() {
+			require.True(t, time.Now().Before(deadline), "tasks left: %v", c)
+			e.reap()
+			time.Sleep(250 * time.Millisecond)
+		}
+		stop()
+		cancel()
+		hoarding.Wait()
+		c := e.counts()
+		honest, dead := c[queue.StatusNoProblem], c[queue.StatusFatal]
+		t.Logf("%d tasks: the honest worker completed %d, %d dead-lettered; the hoarder got %d leases and %.0f worker_cap replies",
+			len(ids), honest, dead, hoarded.Load(), counterValue(e.server.metrics.mocks.WithLabelValues("worker_cap")))
+		require.GreaterOrEqual(t, honest, len(ids)*9/10, "the honest worker gets at least 90%% of the tasks")
+		require.LessOrEqual(t, dead, MaxInFlightPerWorkerDefault, "the hoarder dead-letters at most the tasks it can hold at once")
+	})
+
+	t.Run("AKeyHoldsOnlyItsCapWhateverItsWorkersCallThemselves", func(t *testing.T) {
+		t.Parallel()
+		e, server := curveEnv(t, func(_ *lease.Config, d *Config) { d.MaxInFlightPerKey = 2 })
+		mallory, alice := newKeyPair(t), newKeyPair(t)
+		e.allow(mallory, "mallory")
+		e.allow(alice, "alice")
+		e.stage(5, 100)
+		// A fresh worker name for every request: each is under its own cap, not under its key's.
+		for i := range 4 {
+			id, _ := newCurvePeer(t, e, fmt.Sprintf("fresh-%d", i), server, &mallory).lease("echo")
+			if i < 2 {
+				require.NotZero(t, id)
+			} else {
+				require.Zero(t, id, "request %d of the key gets no work", i+1)
+			}
+		}
+		id, _ := newCurvePeer(t, e, "w1", server, &alice).lease("echo")
+		require.NotZero(t, id, "another key is not held back")
+		require.Equal(t, 2.0, counterValue(e.server.metrics.mocks.WithLabelValues("worker_cap")))
+	})
+
 	t.Run("ASpammingKeySpendsOnlyItsOwnBudget", func(t *testing.T) {
 		t.Parallel()
 		e, server := curveEnv(t, withSecurity(func(s *Security) {
 			s.PeerBogusRate, s.PeerBogusBurst = 1, 10
-			s.BogusRate, s.BogusBurst = 1000, 1000
 		}))
 		alice, mallory := newKeyPair(t), newKeyPair(t)
 		e.allow(alice, "alice")
@@ -209,7 +338,7 @@ func TestHostile(t *testing.T) {
 			spammer.pushResult("echo", int64(700_000_000+i), []byte("junk"))
 		}
 		require.Eventually(t, func() bool {
-			return e.discarded("sink", "unknown_task")+e.discarded("sink", "unknown_task_rate_limited") == 2000
+			return e.discarded("sink", "unknown_task")+e.discarded("sink", "slow_lane_full") == 2000
 		}, 30*time.Second, 20*time.Millisecond)
 		require.LessOrEqual(t, e.server.sec.coldLookups.Load(), int64(10+30+e.server.cfg.Writers))
 
@@ -229,7 +358,6 @@ func TestHostile(t *testing.T) {
 		const rate, burst = 50.0, 100
 		e := newEnv(t, withSecurity(func(s *Security) {
 			s.PeerBogusRate, s.PeerBogusBurst = rate, burst
-			s.BogusRate, s.BogusBurst = 4*rate, 4*burst
 		}))
 		_, err := e.pool.Exec(e.ctx, `INSERT INTO services (name) VALUES ('other')`)
 		require.NoError(t, err)
@@ -253,7 +381,7 @@ func TestHostile(t *testing.T) {
 		}
 		dropped := func() float64 {
 			n := 0.0
-			for _, r := range []string{"wrong_service", "unknown_service", "unknown_service_rate_limited", "unknown_task_rate_limited"} {
+			for _, r := range []string{"wrong_service", "unknown_service", "unknown_service_rate_limited", "slow_lane_full"} {
 				n += e.discarded("sink", r)
 			}
 			return n
@@ -354,7 +482,7 @@ func TestHostile(t *testing.T) {
 
 	t.Run("CraftedArchivesAreReadSafely", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t)
+		e := newEnv(t, withWorkerCap(10))
 		type craft struct {
 			name    string
 			archive []byte
@@ -487,6 +615,26 @@ func TestHostile(t *testing.T) {
 		defer cancel()
 		require.NoError(t, e.server.ReloadKeys(ctx), "the replica still answers")
 	})
+}
+
+// floodBogus pushes results for new task ids that do not exist, from first on, to endpoint at
+// rate a second until ctx is done.
+func floodBogus(ctx context.Context, t *testing.T, endpoint string, first int64, rate float64) {
+	push, err := zmq.NewSocket(zmq.PUSH)
+	require.NoError(t, err)
+	defer push.Close()
+	require.NoError(t, push.SetLinger(0))
+	require.NoError(t, push.Connect(endpoint))
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	for id := first; ; id++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		_, _ = push.SendMessageDontwait("flood", "echo", strconv.FormatInt(id, 10), "PK junk")
+	}
 }
 
 // waitTerminalReaping waits until no task is TODO or dispatched; whenever nothing moved for 3 s

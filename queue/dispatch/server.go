@@ -39,6 +39,14 @@ type Server struct {
 	unknown *xsync.Map[string, time.Time] // service names recently not found
 	claimIn chan *item
 	held    *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
+	// coldReqs carries the writers' lookups of tasks not mirrored to the batcher, and slow
+	// holds the results of peers past their bogus budget (guard.go).
+	coldReqs chan lookup
+	slow     slowLane
+	// resyncNow asks maintain for a resync of the hot mirror soon; resyncs counts those begun
+	// and those done, so that a request held for the next one knows when it is over.
+	resyncNow chan struct{}
+	resyncs   struct{ begun, done atomic.Uint64 }
 	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
 	// the goroutines that log them: at most a line per 5 s each for the whole replica.
 	logLimits struct{ dropped, writeFailed, unusableDropped *wire.RateLimiter }
@@ -56,8 +64,12 @@ const unknownServiceTTL = 5 * time.Second
 const writersGrace = 10 * time.Second
 
 // hotResync is how often the hot mirror is rebuilt from the database (rows another replica's
-// reaper moved on leave it there).
-const hotResync = 5 * time.Second
+// reaper moved on, or whose results another replica took, leave it there); hotResyncMin is
+// the least time between two resyncs asked for sooner (resyncSoon).
+const (
+	hotResync    = 5 * time.Second
+	hotResyncMin = 250 * time.Millisecond
+)
 
 // New returns a Server on store. OutageBudget of cfg is taken from the store's pool retries.
 func New(store *lease.Store, cfg Config) (*Server, error) {
@@ -74,6 +86,8 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		bound:   make(chan struct{}),
 		health:  newHealth(cfg.OutageBudget),
 		held:    semaphore.NewWeighted(resultsHeldMax),
+		// One resync asked for is enough for every request that asks meanwhile.
+		resyncNow: make(chan struct{}, 1),
 	}
 	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped} {
 		*l = wire.NewRateLimiter(5 * time.Second)
@@ -213,6 +227,11 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		time.AfterFunc(writersGrace, stopWriters)
 	})()
+	s.coldReqs = make(chan lookup, s.cfg.Writers)
+	var lookups sync.WaitGroup
+	lookups.Go(func() { s.lookupBatches(wctx, s.coldReqs) })
+	slowStop := make(chan struct{})
+	lookups.Go(func() { s.runSlowLane(wctx, s.claimIn, slowStop) })
 	for range s.cfg.Writers {
 		writers.Go(func() { s.writer(wctx, inbox, s.claimIn) })
 	}
@@ -235,6 +254,9 @@ func (s *Server) Run(ctx context.Context) error {
 	err = g.Wait()
 	leasers.Wait()
 	writers.Wait()
+	close(s.coldReqs)
+	close(slowStop)
+	lookups.Wait()
 	close(s.claimIn)
 	claimers.Wait()
 	stopFlush()
@@ -257,13 +279,15 @@ func sinkFrameMax(maxResult int64) int64 {
 	return min(satAdd(maxResult, maxResult), math.MaxInt32)
 }
 
-// maintain resyncs the hot mirror and stops the server when the database has been away longer
-// than the outage budget.
+// maintain resyncs the hot mirror, every hotResync and when asked (resyncSoon), and stops the
+// server when the database has been away longer than the outage budget.
 func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) error {
 	tick := time.NewTicker(hotResync)
 	defer tick.Stop()
 	check := time.NewTicker(250 * time.Millisecond)
 	defer check.Stop()
+	var last time.Time
+	var soon <-chan time.Time // the resync asked for, once hotResyncMin after the last
 	for {
 		select {
 		case <-ctx.Done():
@@ -275,20 +299,51 @@ func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) err
 				stop(err)
 				return err
 			}
+		case <-s.resyncNow:
+			if soon == nil {
+				soon = time.After(hotResyncMin - time.Since(last))
+			}
+		case <-soon:
+			soon = nil
+			s.resync(ctx)
+			last = time.Now()
 		case <-tick.C:
-			since := s.hot.Generation()
-			rows, err := s.store.InFlightRows(ctx)
-			s.health.record(err)
-			if err != nil {
-				continue
-			}
-			tasks := make([]hot.Task, len(rows))
-			for i, r := range rows {
-				tasks[i] = hot.Task{ID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry}
-			}
-			s.hot.Reset(tasks, since)
+			s.resync(ctx)
+			last = time.Now()
 		}
 	}
+}
+
+// resync rebuilds the hot mirror from this replica's in-flight rows in the database.
+func (s *Server) resync(ctx context.Context) {
+	s.resyncs.begun.Add(1)
+	defer s.resyncs.done.Add(1)
+	since := s.hot.Generation()
+	rows, err := s.store.InFlightRows(ctx)
+	s.health.record(err)
+	if err != nil {
+		return
+	}
+	tasks := make([]hot.Task, len(rows))
+	for i, r := range rows {
+		tasks[i] = hot.Task{ID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry,
+			Worker: r.Worker}
+		if s.sec.curve {
+			tasks[i].Key = lease.KeyOfWorker(r.Worker)
+		}
+	}
+	s.hot.Reset(tasks, since)
+}
+
+// resyncSoon asks for a resync of the hot mirror within hotResyncMin, and reports how many
+// resyncs will have been done once it is over (compare resyncs.done).
+func (s *Server) resyncSoon() uint64 {
+	after := s.resyncs.begun.Load() + 1
+	select {
+	case s.resyncNow <- struct{}{}:
+	default: // one is asked for already
+	}
+	return after
 }
 
 // service looks a service up by name, answering names recently not found from memory. A name

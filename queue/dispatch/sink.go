@@ -124,30 +124,42 @@ func satAdd(a, b int64) int64 {
 // writer places results: it finds each one's task and target path, writes the archive to a
 // temp file beside the target and reads its report.
 func (s *Server) writer(ctx context.Context, inbox <-chan inbound, out chan<- *item) {
-	limiter, writeLimiter := s.logLimits.dropped, s.logLimits.writeFailed
 	for in := range inbox {
-		pctx, cancel := context.WithTimeout(withPeer(ctx, in.from), 10*time.Second)
-		it, reason, err := s.prepare(pctx, in.res)
-		cancel()
-		s.held.Release(in.weight)
-		if it != nil {
-			in.from.stamp(&it.result)
-			it.from = in.from
-			out <- it
-			continue
+		s.place(ctx, in, out)
+	}
+}
+
+// place is a writer's work on one result. A result whose sender is past its bogus budget is
+// parked in the slow lane (guard.go), which places it later.
+func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
+	pctx, cancel := context.WithTimeout(withPeer(ctx, in.from), 10*time.Second)
+	it, reason, err := s.prepare(pctx, in.res)
+	cancel()
+	if errors.Is(err, errParked) {
+		if s.slow.park(in) {
+			s.sec.limited.Inc()
+			return
 		}
-		if reason == "write_failed" {
-			s.metrics.writeErrors.Inc()
-			if n, emit := writeLimiter.Record(); emit {
-				s.logger.Error("result archive not written; the task stays for a retry", "count", n,
-					"task_id", in.res.TaskID, "error", err)
-			}
+		reason = "slow_lane_full"
+	}
+	s.held.Release(in.weight)
+	if it != nil {
+		in.from.stamp(&it.result)
+		it.from = in.from
+		out <- it
+		return
+	}
+	if reason == "write_failed" {
+		s.metrics.writeErrors.Inc()
+		if n, emit := s.logLimits.writeFailed.Record(); emit {
+			s.logger.Error("result archive not written; the task stays for a retry", "count", n,
+				"task_id", in.res.TaskID, "error", err)
 		}
-		s.metrics.discards.WithLabelValues("sink", reason).Inc()
-		if n, emit := limiter.Record(); emit {
-			s.logger.Warn("results dropped", "count", n, "reason", reason, "task_id", in.res.TaskID,
-				"worker", in.res.Identity, "service", in.res.Service, "error", err)
-		}
+	}
+	s.metrics.discards.WithLabelValues("sink", reason).Inc()
+	if n, emit := s.logLimits.dropped.Record(); emit {
+		s.logger.Warn("results dropped", "count", n, "reason", reason, "task_id", in.res.TaskID,
+			"worker", in.res.Identity, "service", in.res.Service, "peer", in.from.budgetName(), "error", err)
 	}
 }
 
@@ -164,8 +176,8 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		return nil, "db_error", err
 	}
 	task, err := s.taskOf(ctx, res.TaskID)
-	if errors.Is(err, errBogusBudget) {
-		return nil, "unknown_task_rate_limited", err
+	if errors.Is(err, errParked) {
+		return nil, "", err
 	}
 	if err != nil {
 		if errors.Is(err, queue.ErrNotFound) {

@@ -20,7 +20,24 @@ import (
 type request struct {
 	identity []byte
 	worker   string
+	key      string // the name of its CURVE key ("" in plain mode)
 }
+
+// cappedRequest is a request of a worker at its cap. The hot mirror may still count leases
+// whose results another replica took, or is about to take, or that expired: the request waits
+// for the mirror's resyncs to tell, up to capHold, before it is refused.
+type cappedRequest struct {
+	service lease.Service
+	req     request
+	after   uint64    // the request is looked at again once resyncs.done reaches after
+	until   time.Time // then refused, if its worker is still at its cap
+}
+
+// capHold is how long a request at its worker's cap waits for the worker's leases to be
+// answered: longer than a result takes from a worker's PUSH socket to its claim on any
+// replica (a slow lane included), so that an honest worker whose last results are still on
+// their way is served, not refused and made to sleep out its throttle.
+const capHold = 2 * time.Second
 
 // leaseJob is one lease transaction's work: requests of one service.
 type leaseJob struct {
@@ -50,10 +67,16 @@ type ventilator struct {
 	order   []int32 // services with pending requests, oldest first
 	waiting map[string]bool
 	queued  int // requests pending or being leased
-	chunker *wire.Chunker
-	src     []byte // the source archive being sent (readSource)
-	discard *wire.RateLimiter
-	sendErr *wire.RateLimiter
+	// asking and askingKey count the requests pending or being leased per worker and per key,
+	// which the caps count with the leases held.
+	asking    map[string]int
+	askingKey map[string]int
+	capped    []cappedRequest
+	chunker   *wire.Chunker
+	src       []byte // the source archive being sent (readSource)
+	discard   *wire.RateLimiter
+	sendErr   *wire.RateLimiter
+	capLog    *wire.RateLimiter
 }
 
 type pendingService struct {
@@ -68,13 +91,16 @@ func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
 	}
 	v := &ventilator{
 		s: s, router: router,
-		jobs:    make(chan leaseJob, s.cfg.Leasers),
-		done:    make(chan leaseDone, s.cfg.Leasers),
-		pending: map[int32]*pendingService{},
-		waiting: map[string]bool{},
-		chunker: wire.NewChunker(s.cfg.MessageSize),
-		discard: wire.NewRateLimiter(5 * time.Second),
-		sendErr: wire.NewRateLimiter(5 * time.Second),
+		jobs:      make(chan leaseJob, s.cfg.Leasers),
+		done:      make(chan leaseDone, s.cfg.Leasers),
+		pending:   map[int32]*pendingService{},
+		waiting:   map[string]bool{},
+		asking:    map[string]int{},
+		askingKey: map[string]int{},
+		chunker:   wire.NewChunker(s.cfg.MessageSize),
+		discard:   wire.NewRateLimiter(5 * time.Second),
+		sendErr:   wire.NewRateLimiter(5 * time.Second),
+		capLog:    wire.NewRateLimiter(5 * time.Second),
 	}
 	for _, set := range []func() error{
 		func() error { return router.SetRouterMandatory(1) },
@@ -189,6 +215,7 @@ func (v *ventilator) run(ctx context.Context) error {
 		if v.s.stopLeasing.Load() {
 			v.refusePending() // requests that came before StopLeasing lease nothing after it
 		}
+		v.decideCapped()
 		for int(v.s.leasing.Load()) < v.s.cfg.Leasers && len(v.order) > 0 && !stopping {
 			id := v.order[0]
 			p := v.pending[id]
@@ -214,11 +241,16 @@ func (v *ventilator) refusePending() {
 		for _, r := range v.pending[id].reqs {
 			v.mock(r.identity, "stopping")
 			delete(v.waiting, string(r.identity))
-			v.queued--
+			v.unask(r)
 		}
 		delete(v.pending, id)
 	}
 	v.order = v.order[:0]
+	for _, c := range v.capped {
+		v.mock(c.req.identity, "stopping")
+		delete(v.waiting, string(c.req.identity))
+	}
+	v.capped = v.capped[:0]
 }
 
 // handle takes one request off the socket.
@@ -257,8 +289,33 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stoppi
 	if v.waiting[string(identity)] {
 		return // this worker already waits for a reply; it gets one
 	}
+	r := request{identity: identity, worker: from.worker(wire.WorkerName(identity)), key: from.key}
+	if !v.atCap(r) {
+		v.admit(svc, r)
+		return
+	}
+	if len(v.capped) >= v.s.cfg.MaxInFlight {
+		v.refuseCapped(r)
+		return
+	}
+	v.capped = append(v.capped, cappedRequest{service: svc, req: r, after: v.s.resyncSoon(), until: time.Now().Add(capHold)})
+	v.waiting[string(identity)] = true
+}
+
+// refuseCapped answers a request of a worker at its cap with no work.
+func (v *ventilator) refuseCapped(r request) {
+	v.mock(r.identity, "worker_cap")
+	if n, emit := v.capLog.Record(); emit {
+		v.s.logger.Warn("requests of workers at their cap of unanswered leases get no work", "count", n,
+			"worker", r.worker, "max_in_flight_per_worker", v.s.cfg.MaxInFlightPerWorker,
+			"max_in_flight_per_key", v.s.cfg.MaxInFlightPerKey)
+	}
+}
+
+// admit queues a request for a lease, unless the replica is saturated.
+func (v *ventilator) admit(svc lease.Service, r request) {
 	if queue.Saturated(v.s.hot.Len()+v.queued, v.s.cfg.MaxInFlight) {
-		v.mock(identity, "backpressure")
+		v.mock(r.identity, "backpressure")
 		return
 	}
 	p := v.pending[svc.ID]
@@ -267,15 +324,75 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stoppi
 		v.pending[svc.ID] = p
 		v.order = append(v.order, svc.ID)
 	}
-	p.reqs = append(p.reqs, request{identity: identity, worker: from.worker(wire.WorkerName(identity))})
-	v.waiting[string(identity)] = true
+	p.reqs = append(p.reqs, r)
+	v.waiting[string(r.identity)] = true
 	v.queued++
+	v.asking[r.worker]++
+	if r.key != "" {
+		v.askingKey[r.key]++
+	}
+}
+
+// unask uncounts a request that is no longer pending or being leased.
+func (v *ventilator) unask(r request) {
+	v.queued--
+	decrement(v.asking, r.worker)
+	if r.key != "" {
+		decrement(v.askingKey, r.key)
+	}
+}
+
+func decrement(counts map[string]int, name string) {
+	if counts[name] <= 1 {
+		delete(counts, name)
+	} else {
+		counts[name]--
+	}
+}
+
+// atCap reports whether r's worker, or its key, holds as many unanswered leases of this
+// replica (mirrored, or being leased) as it may.
+func (v *ventilator) atCap(r request) bool {
+	cfg := v.s.cfg
+	if v.s.hot.Held(r.worker)+v.asking[r.worker] >= cfg.MaxInFlightPerWorker {
+		return true
+	}
+	return r.key != "" && cfg.MaxInFlightPerKey > 0 &&
+		v.s.hot.HeldByKey(r.key)+v.askingKey[r.key] >= cfg.MaxInFlightPerKey
+}
+
+// decideCapped looks again at the requests held at their cap whose resync is over: it admits
+// those under the cap now, refuses those held for capHold, and has the others wait for
+// another resync.
+func (v *ventilator) decideCapped() {
+	done := v.s.resyncs.done.Load()
+	now := time.Now()
+	kept := v.capped[:0]
+	for _, c := range v.capped {
+		switch {
+		case done < c.after:
+			kept = append(kept, c)
+		case !v.atCap(c.req):
+			delete(v.waiting, string(c.req.identity))
+			v.admit(c.service, c.req)
+		case now.After(c.until):
+			delete(v.waiting, string(c.req.identity))
+			v.refuseCapped(c.req)
+		default:
+			c.after = v.s.resyncSoon()
+			kept = append(kept, c)
+		}
+	}
+	clear(v.capped[len(kept):])
+	v.capped = kept
 }
 
 // deliver sends the tasks of a finished lease transaction, and mock replies to the requests it
 // found no task for.
 func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
-	v.queued -= len(d.job.reqs)
+	for _, r := range d.job.reqs {
+		v.unask(r)
+	}
 	if d.err != nil {
 		v.s.logger.Error("lease failed; requests get no work", "service", d.job.service.Name,
 			"requests", len(d.job.reqs), "error", d.err)
@@ -296,7 +413,7 @@ func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
 			continue
 		}
 		byWorker[l.Worker] = reqs[1:]
-		if !v.sendTask(ctx, reqs[0].identity, l) {
+		if !v.sendTask(ctx, reqs[0], l) {
 			returns = append(returns, l)
 		}
 	}
@@ -318,8 +435,10 @@ func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
 // failed half way would reach the worker as a cut payload that looks whole, and its verdict
 // would be recorded. Read first, an unreadable source gets a no-work reply and is left to
 // the reaper, as a missing one is.
-func (v *ventilator) sendTask(ctx context.Context, identity []byte, l lease.Lease) bool {
-	v.s.hot.Put(hot.Task{ID: l.TaskID, Run: l.Run, ServiceID: l.ServiceID, CorpusID: l.CorpusID, Entry: l.Entry})
+func (v *ventilator) sendTask(ctx context.Context, r request, l lease.Lease) bool {
+	identity := r.identity
+	v.s.hot.Put(hot.Task{ID: l.TaskID, Run: l.Run, ServiceID: l.ServiceID, CorpusID: l.CorpusID, Entry: l.Entry,
+		Worker: l.Worker, Key: r.key})
 	payload, readErr := v.readSource(l.Entry)
 	defer v.releaseSource()
 	// DONTWAIT: a peer that stopped reading (its queue full) must not stall every other worker.

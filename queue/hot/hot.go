@@ -1,9 +1,11 @@
-// Package hot mirrors the rows this replica leased: an O(1) in-flight count for backpressure and
-// a task lookup for the sink's fast path. It does no I/O: the database is the truth, and a task
-// it does not mirror is looked up there by the caller.
+// Package hot mirrors the rows this replica leased: an O(1) in-flight count for backpressure,
+// the unanswered leases of each worker and key for their caps, and a task lookup for the
+// sink's fast path. It does no I/O: the database is the truth, and a task it does not mirror
+// is looked up there by the caller.
 package hot
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/puzpuzpuz/xsync/v4"
@@ -16,6 +18,10 @@ type Task struct {
 	ServiceID int32
 	CorpusID  int32
 	Entry     string
+	// Worker is the worker the task is leased to, and Key the name of the CURVE key it
+	// authenticated with ("" in plain mode): the mirror counts each one's tasks.
+	Worker string
+	Key    string
 	// gen is the mirror's generation when the task was put (see Generation).
 	gen uint64
 }
@@ -25,20 +31,63 @@ type Map struct {
 	tasks *xsync.Map[int64, Task]
 	n     atomic.Int64
 	gen   atomic.Uint64
+
+	// heldMu guards the tasks counted per worker and per key; a name with none is not kept.
+	heldMu  sync.Mutex
+	workers map[string]int
+	keys    map[string]int
 }
 
 // New returns an empty Map.
-func New() *Map { return &Map{tasks: xsync.NewMap[int64, Task]()} }
+func New() *Map {
+	return &Map{tasks: xsync.NewMap[int64, Task](), workers: map[string]int{}, keys: map[string]int{}}
+}
 
 // Len reports how many tasks are mirrored, in O(1).
 func (m *Map) Len() int { return int(m.n.Load()) }
 
+// Held reports how many mirrored tasks are leased to worker.
+func (m *Map) Held(worker string) int {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	return m.workers[worker]
+}
+
+// HeldByKey reports how many mirrored tasks are leased to workers of key.
+func (m *Map) HeldByKey(key string) int {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	return m.keys[key]
+}
+
+// count adds d to the tasks of t's worker and key.
+func (m *Map) count(t Task, d int) {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	add := func(counts map[string]int, name string) {
+		if name == "" {
+			return
+		}
+		if n := counts[name] + d; n > 0 {
+			counts[name] = n
+		} else {
+			delete(counts, name)
+		}
+	}
+	add(m.workers, t.Worker)
+	add(m.keys, t.Key)
+}
+
 // Put mirrors t, replacing any entry of the same task without counting it twice.
 func (m *Map) Put(t Task) {
 	t.gen = m.gen.Add(1)
-	if _, loaded := m.tasks.LoadAndStore(t.ID, t); !loaded {
+	prev, loaded := m.tasks.LoadAndStore(t.ID, t)
+	if loaded {
+		m.count(prev, -1)
+	} else {
 		m.n.Add(1)
 	}
+	m.count(t, 1)
 }
 
 // Get returns the mirrored task id, if any.
@@ -46,8 +95,9 @@ func (m *Map) Get(id int64) (Task, bool) { return m.tasks.Load(id) }
 
 // Delete drops task id; dropping a task not mirrored is a no-op.
 func (m *Map) Delete(id int64) {
-	if _, loaded := m.tasks.LoadAndDelete(id); loaded {
+	if prev, loaded := m.tasks.LoadAndDelete(id); loaded {
 		m.n.Add(-1)
+		m.count(prev, -1)
 	}
 }
 
@@ -56,7 +106,8 @@ func (m *Map) Generation() uint64 { return m.gen.Load() }
 
 // Reset replaces the mirror's content with tasks (the database's view of this replica's
 // in-flight rows, read after Generation returned since), keeping the entries put after since:
-// the snapshot could not see those.
+// the snapshot could not see those. The counts per worker and key follow: a lease that expired
+// or was answered through another replica stops counting against its worker here.
 func (m *Map) Reset(tasks []Task, since uint64) {
 	want := make(map[int64]Task, len(tasks))
 	for _, t := range tasks {

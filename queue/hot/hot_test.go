@@ -42,6 +42,43 @@ func TestMap(t *testing.T) {
 	}
 }
 
+func TestMapHeld(t *testing.T) {
+	tests := []struct {
+		name       string
+		ops        func(m *Map)
+		a, b, keyK int // tasks held by workers a and b, and by key k
+	}{
+		{"PutCountsTheWorkerAndKey", func(m *Map) {
+			m.Put(Task{ID: 1, Worker: "a", Key: "k"})
+			m.Put(Task{ID: 2, Worker: "a", Key: "k"})
+			m.Put(Task{ID: 3, Worker: "b"})
+		}, 2, 1, 2},
+		{"RePutMovesTheTaskToItsNewWorker", func(m *Map) {
+			m.Put(Task{ID: 1, Worker: "a", Key: "k"})
+			m.Put(Task{ID: 1, Worker: "b"})
+		}, 0, 1, 0},
+		{"DeleteUncounts", func(m *Map) {
+			m.Put(Task{ID: 1, Worker: "a", Key: "k"})
+			m.Delete(1)
+			m.Delete(1)
+		}, 0, 0, 0},
+		{"ResetUncountsLeasesGoneFromTheDatabase", func(m *Map) {
+			m.Put(Task{ID: 1, Worker: "a", Key: "k"}) // expired, or answered through another replica
+			m.Put(Task{ID: 2, Worker: "a", Key: "k"})
+			m.Reset([]Task{{ID: 2, Worker: "a", Key: "k"}, {ID: 3, Worker: "b"}}, m.Generation())
+		}, 1, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New()
+			tt.ops(m)
+			require.Equal(t, tt.a, m.Held("a"))
+			require.Equal(t, tt.b, m.Held("b"))
+			require.Equal(t, tt.keyK, m.HeldByKey("k"))
+		})
+	}
+}
+
 func TestMapConcurrent(t *testing.T) {
 	m := New()
 	var wg sync.WaitGroup

@@ -56,6 +56,20 @@ func KeyedWorker(key, worker string) string { return keyPrefix(key) + worker }
 
 func keyPrefix(key string) string { return "key:" + key + "/" }
 
+// KeyOfWorker reports the name of the key a worker name was recorded under (KeyedWorker), or
+// "" for a name without one. Key names have no '/', so the first one ends the key.
+func KeyOfWorker(worker string) string {
+	rest, ok := strings.CutPrefix(worker, "key:")
+	if !ok {
+		return ""
+	}
+	key, _, ok := strings.Cut(rest, "/")
+	if !ok {
+		return ""
+	}
+	return key
+}
+
 // AllowedKeys returns the allow-list as it stands: public key → name, revoked keys left out.
 func (s *Store) AllowedKeys(ctx context.Context) (map[string]string, error) {
 	rows, err := dbsqlc.New(s.pool).WorkerKeysAllowed(ctx)

@@ -142,3 +142,14 @@ func TestWorkerKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, all, 2)
 }
+
+func TestKeyOfWorker(t *testing.T) {
+	for _, tt := range []struct{ worker, key string }{
+		{KeyedWorker("alice", "w1"), "alice"},
+		{KeyedWorker("fleet-a", "host/with/slashes"), "fleet-a"},
+		{"w1", ""},
+		{"key:no-slash", ""},
+	} {
+		require.Equal(t, tt.key, KeyOfWorker(tt.worker), tt.worker)
+	}
+}
