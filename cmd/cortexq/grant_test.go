@@ -79,7 +79,16 @@ func TestGrantAuditSendsThePasswordHashed(t *testing.T) {
 	require.False(t, strings.Contains(string(log), password), "the password is in the server's log")
 	require.Contains(t, string(log), "ALTER ROLE "+role+" PASSWORD 'SCRAM-SHA-256$4096:")
 
-	// Passwords checked for this role only (the test cluster trusts everyone else).
+	checkPasswords(t, d, role)
+	conn, err := pgx.Connect(d.ctx, asRole(t, d.dsn, role, password))
+	require.NoError(t, err, "the role logs in with its password")
+	conn.Close(d.ctx)
+}
+
+// checkPasswords makes the test cluster check role's password (it trusts everyone else) until
+// the end of the test, and waits until a wrong password is refused.
+func checkPasswords(t *testing.T, d *testDB, role string) {
+	t.Helper()
 	var hba string
 	require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT current_setting('hba_file')`).Scan(&hba))
 	orig, err := os.ReadFile(hba)
@@ -100,7 +109,4 @@ func TestGrantAuditSendsThePasswordHashed(t *testing.T) {
 		}
 		return err != nil
 	}, 10*time.Second, 50*time.Millisecond, "a wrong password is refused once the rules are loaded")
-	conn, err := pgx.Connect(d.ctx, asRole(t, d.dsn, role, password))
-	require.NoError(t, err, "the role logs in with its password")
-	conn.Close(d.ctx)
 }
