@@ -19,9 +19,10 @@ func dbCommand() *cli.Command {
 		Description: "Without --database-url (or $DATABASE_URL) every command uses a PostgreSQL cluster of its own in\n" +
 			"--home ($CORTEXQ_HOME, default ./.cortexq): made with the local PostgreSQL binaries (--pg-bin) and\n" +
 			"migrated on first use, started on demand, stopped only by `cortexq db stop`. It listens on a unix\n" +
-			"socket only (in --home/run, or /tmp/cortexq-<hash> when that path is too long), reachable by its\n" +
-			"owner alone, with durable settings (fsync on). As root the cluster runs as the postgres user, and\n" +
-			"the directories on the way to --home are made traversable (o+x) for it; this is logged.",
+			"socket only (in --home/run or, when that path is too long, in a private directory of a random name\n" +
+			"in /tmp, recorded in --home/socket_dir), reachable by its owner alone, with durable settings (fsync\n" +
+			"on). As root the cluster runs as the postgres user, and the directories on the way to --home are\n" +
+			"made traversable (o+x) for it; this is logged.",
 		Subcommands: []*cli.Command{
 			{
 				Name:   "start",
