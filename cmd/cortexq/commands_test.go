@@ -117,6 +117,42 @@ func TestImportStaysBeneathTheCorpusPath(t *testing.T) {
 	})
 }
 
+// TestMigrationGivesCorporaAPathHoldingTheirEntries: corpora made before entries had to lie
+// beneath their path get one that holds them all, so that replicas still serve their tasks.
+func TestMigrationGivesCorporaAPathHoldingTheirEntries(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("migrate", "down", "6")
+	var svc int32
+	require.NoError(t, d.pool.QueryRow(d.ctx, `INSERT INTO services (name) VALUES ('echo') RETURNING id`).Scan(&svc))
+	want := map[string]string{}
+	for _, c := range []struct {
+		name, path string
+		entries    []string
+		want       string
+	}{
+		{"single", "/corpus/a0/a0.zip", []string{"/corpus/a0/a0.zip"}, "/corpus/a0"},
+		{"list", "/home/op/lists", []string{"/corpus/b1/b1.zip", "/corpus/b10/b10.zip"}, "/corpus"},
+		{"empty", "", []string{"/data/x/y.zip", "/data/x/z/z.zip"}, "/data/x"},
+		{"fine", "/corpus/", []string{"/corpus/c/c.zip"}, "/corpus/"},
+		{"root", "/", []string{"/corpus/d/d.zip"}, "/"},
+		{"none", "/nowhere", nil, "/nowhere"},
+	} {
+		var id int32
+		require.NoError(t, d.pool.QueryRow(d.ctx, `INSERT INTO corpora (name, path) VALUES ($1, $2) RETURNING id`, c.name, c.path).Scan(&id))
+		for _, e := range c.entries {
+			_, err := d.pool.Exec(d.ctx, `INSERT INTO tasks (corpus_id, service_id, entry) VALUES ($1, $2, $3)`, id, svc, e)
+			require.NoError(t, err)
+		}
+		want[c.name] = c.want
+	}
+	d.ok("migrate", "up")
+	for name, path := range want {
+		var got string
+		require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT path FROM corpora WHERE name = $1`, name).Scan(&got))
+		require.Equal(t, path, got, "corpus %s", name)
+	}
+}
+
 func touch(t *testing.T, path string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, nil, 0o644))

@@ -230,6 +230,9 @@ func isBeneath(dir, path string) bool {
 // among them that lead out of it: they are opened as the replicas open them (os.Root at the
 // corpus path), which follows a link only while it stays beneath.
 func checkBeneath(corpus, corpusPath string, entries []string, links map[string]bool) error {
+	if filepath.IsAbs(corpusPath) {
+		corpusPath = filepath.Clean(corpusPath)
+	}
 	for _, e := range entries {
 		if !filepath.IsAbs(corpusPath) || !isBeneath(corpusPath, e) {
 			return fmt.Errorf("%s is not beneath the path %q of corpus %s: nothing imported "+
