@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,6 +75,19 @@ func TestCorpusFiles(t *testing.T) {
 		p := newRawPeer(t, e, "reader")
 		id, payload := p.lease("echo")
 		require.Zero(t, id, "no task is sent (a payload of %d bytes)", len(payload))
+		e.waitAnswered(ids[0])
+	})
+
+	t.Run("FIFOAsAnEntryDoesNotHangTheVentilator", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		ids := e.stage(1, 100)
+		entry := e.entry(ids[0])
+		require.NoError(t, os.Remove(entry))
+		require.NoError(t, syscall.Mkfifo(entry, 0o644))
+		p := newRawPeer(t, e, "reader")
+		id, _ := p.lease("echo")
+		require.Zero(t, id, "no task is sent")
 		e.waitAnswered(ids[0])
 	})
 

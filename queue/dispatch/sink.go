@@ -188,7 +188,8 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 	it.target = resultPath(base, task.Entry, svc.Name, task.SandboxID)
 	if it.target == "" {
 		it.result.Kind = lease.KindUnusable
-		s.logger.Warn("no result path for the task's entry; left to the reaper", "task_id", res.TaskID, "entry", task.Entry)
+		s.logger.Warn("no result path for the task's entry (no directory, or not beneath its corpus's path); left to the reaper",
+			"task_id", res.TaskID, "entry", task.Entry, "corpus_path", base)
 		return it, "", nil
 	}
 	if res.Size > s.cfg.MaxResultBytes {
