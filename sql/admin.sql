@@ -11,9 +11,12 @@ VALUES (@name, @path)
 ON CONFLICT (name) DO NOTHING
 RETURNING *;
 
--- name: ScopeLock :exec
--- ScopeLock serializes imports into one corpus and service until the transaction ends.
-SELECT pg_advisory_xact_lock(@corpus_id::int, @service_id::int);
+-- name: CorpusLockForImport :one
+-- CorpusLockForImport serializes imports into a corpus until the transaction ends, and reports
+-- its path. A row lock, not an advisory one: it needs UPDATE on corpora, which a read-only
+-- (audit) role cannot take to hold imports up; NO KEY UPDATE lets tasks referencing the corpus
+-- be inserted meanwhile.
+SELECT path FROM corpora WHERE id = @id FOR NO KEY UPDATE;
 
 -- name: TaskImport :execrows
 -- TaskImport adds TODO tasks for the entries not yet known for the corpus and service; entries

@@ -67,6 +67,92 @@ func TestImport(t *testing.T) {
 	})
 }
 
+func TestImportStaysBeneathTheCorpusPath(t *testing.T) {
+	t.Run("SymlinkOutOfTheCorpusIsRefused", func(t *testing.T) {
+		d := newTestDB(t)
+		d.ok("service", "add", "echo")
+		root, outside := t.TempDir(), t.TempDir()
+		secret := filepath.Join(outside, "secret")
+		touch(t, secret)
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "a"), 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "b"), 0o755))
+		touch(t, filepath.Join(root, "b", "source.zip"))
+		require.NoError(t, os.Symlink(secret, filepath.Join(root, "a", "source.zip")))
+		r := cortexq(t, d.env, "import", "--corpus", "c", "--service", "echo", root)
+		oneLineFailure(t, r, filepath.Join(root, "a", "source.zip")+" is a symbolic link to "+secret)
+		require.Contains(t, r.stderr, "refused, nothing imported")
+		require.Equal(t, 0, d.count(`SELECT count(*) FROM tasks`))
+		require.Equal(t, 0, d.count(`SELECT count(*) FROM corpora`), "nothing kept of the refused import")
+	})
+
+	t.Run("SymlinkWithinTheCorpusIsImported", func(t *testing.T) {
+		d := newTestDB(t)
+		d.ok("service", "add", "echo")
+		root := t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "a"), 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "b"), 0o755))
+		touch(t, filepath.Join(root, "b", "real.zip"))
+		require.NoError(t, os.Symlink("../b/real.zip", filepath.Join(root, "a", "source.zip")))
+		out := d.ok("import", "--corpus", "c", "--service", "echo", root)
+		require.Contains(t, out, "2 tasks added")
+	})
+
+	t.Run("EntryOutsideAnExistingCorpusIsRefused", func(t *testing.T) {
+		d := newTestDB(t)
+		d.ok("service", "add", "echo")
+		first, second := t.TempDir(), t.TempDir()
+		touch(t, filepath.Join(first, "one.zip"))
+		touch(t, filepath.Join(second, "two.zip"))
+		require.Contains(t, d.ok("import", "--corpus", "c", "--service", "echo", first), "1 tasks added")
+		r := cortexq(t, d.env, "import", "--corpus", "c", "--service", "echo", second)
+		oneLineFailure(t, r, filepath.Join(second, "two.zip")+" is not beneath the path \""+first+"\" of corpus c")
+		require.Equal(t, 1, d.count(`SELECT count(*) FROM tasks`))
+
+		// Two PATHs of a new corpus: its path is the directory holding both.
+		out := d.ok("import", "--corpus", "both", "--service", "echo", first, second)
+		require.Contains(t, out, "2 tasks added")
+		var path string
+		require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT path FROM corpora WHERE name = 'both'`).Scan(&path))
+		require.Equal(t, filepath.Dir(first), path)
+	})
+}
+
+// TestMigrationGivesCorporaAPathHoldingTheirEntries: corpora made before entries had to lie
+// beneath their path get one that holds them all, so that replicas still serve their tasks.
+func TestMigrationGivesCorporaAPathHoldingTheirEntries(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("migrate", "down", "6")
+	var svc int32
+	require.NoError(t, d.pool.QueryRow(d.ctx, `INSERT INTO services (name) VALUES ('echo') RETURNING id`).Scan(&svc))
+	want := map[string]string{}
+	for _, c := range []struct {
+		name, path string
+		entries    []string
+		want       string
+	}{
+		{"single", "/corpus/a0/a0.zip", []string{"/corpus/a0/a0.zip"}, "/corpus/a0"},
+		{"list", "/home/op/lists", []string{"/corpus/b1/b1.zip", "/corpus/b10/b10.zip"}, "/corpus"},
+		{"empty", "", []string{"/data/x/y.zip", "/data/x/z/z.zip"}, "/data/x"},
+		{"fine", "/corpus/", []string{"/corpus/c/c.zip"}, "/corpus/"},
+		{"root", "/", []string{"/corpus/d/d.zip"}, "/"},
+		{"none", "/nowhere", nil, "/nowhere"},
+	} {
+		var id int32
+		require.NoError(t, d.pool.QueryRow(d.ctx, `INSERT INTO corpora (name, path) VALUES ($1, $2) RETURNING id`, c.name, c.path).Scan(&id))
+		for _, e := range c.entries {
+			_, err := d.pool.Exec(d.ctx, `INSERT INTO tasks (corpus_id, service_id, entry) VALUES ($1, $2, $3)`, id, svc, e)
+			require.NoError(t, err)
+		}
+		want[c.name] = c.want
+	}
+	d.ok("migrate", "up")
+	for name, path := range want {
+		var got string
+		require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT path FROM corpora WHERE name = $1`, name).Scan(&got))
+		require.Equal(t, path, got, "corpus %s", name)
+	}
+}
+
 func touch(t *testing.T, path string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, nil, 0o644))

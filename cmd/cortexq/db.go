@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -17,9 +19,10 @@ func dbCommand() *cli.Command {
 		Description: "Without --database-url (or $DATABASE_URL) every command uses a PostgreSQL cluster of its own in\n" +
 			"--home ($CORTEXQ_HOME, default ./.cortexq): made with the local PostgreSQL binaries (--pg-bin) and\n" +
 			"migrated on first use, started on demand, stopped only by `cortexq db stop`. It listens on a unix\n" +
-			"socket only (in --home/run, or /tmp/cortexq-<hash> when that path is too long), reachable by its\n" +
-			"owner alone, with durable settings (fsync on). As root the cluster runs as the postgres user, and\n" +
-			"the directories on the way to --home are made traversable (o+x) for it; this is logged.",
+			"socket only (in --home/run or, when that path is too long, in a private directory of a random name\n" +
+			"in /tmp, recorded in --home/socket_dir), reachable by its owner alone, with durable settings (fsync\n" +
+			"on). As root the cluster runs as the postgres user, and the directories on the way to --home are\n" +
+			"made traversable (o+x) for it; this is logged.",
 		Subcommands: []*cli.Command{
 			{
 				Name:   "start",
@@ -135,11 +138,71 @@ func dbPsql(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("psql not found: %w", err)
 	}
+	// The password goes to psql through its environment: its arguments are anyone's to read (ps).
+	dsn, password := splitPassword(dsn)
+	env := os.Environ()
+	if password != "" {
+		env = append(env, "PGPASSWORD="+password)
+	}
 	argv := append([]string{"psql", dsn}, c.Args().Slice()...)
-	if err := syscall.Exec(psql, argv, os.Environ()); err != nil {
+	if err := syscall.Exec(psql, argv, env); err != nil {
 		return fmt.Errorf("run %s: %w", psql, err)
 	}
 	return nil
+}
+
+// splitPassword takes the password out of a connection string, URL (user:password@, or a
+// password parameter) or keyword/value form; the rest is unchanged.
+func splitPassword(dsn string) (rest, password string) {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		if p, ok := u.User.Password(); ok {
+			password = p
+			u.User = url.User(u.User.Username())
+		}
+		if q := u.Query(); q.Has("password") {
+			password = q.Get("password")
+			q.Del("password")
+			u.RawQuery = q.Encode()
+		}
+		if password == "" {
+			return dsn, ""
+		}
+		return u.String(), password
+	}
+	// Keyword/value: key = value pairs, a value bare or single-quoted with backslash escapes;
+	// the last password wins, as in libpq.
+	var kept []string
+	for s := strings.TrimSpace(dsn); s != ""; s = strings.TrimSpace(s) {
+		key, after, ok := strings.Cut(s, "=")
+		if !ok {
+			return dsn, "" // not a connection string psql would take either: left as it is
+		}
+		key, after = strings.TrimSpace(key), strings.TrimLeft(after, " \t\n")
+		var value strings.Builder
+		n := 0
+		if strings.HasPrefix(after, "'") {
+			for n = 1; n < len(after) && after[n] != '\''; n++ {
+				if after[n] == '\\' && n+1 < len(after) {
+					n++
+				}
+				value.WriteByte(after[n])
+			}
+			n++ // the closing quote
+		} else {
+			for n < len(after) && !strings.ContainsRune(" \t\n", rune(after[n])) {
+				n++
+			}
+			value.WriteString(after[:n])
+		}
+		n = min(n, len(after))
+		if key == "password" {
+			password = value.String()
+		} else {
+			kept = append(kept, key+"="+after[:n])
+		}
+		s = after[n:]
+	}
+	return strings.Join(kept, " "), password
 }
 
 func isExecutable(path string) bool {

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -49,4 +54,60 @@ func TestEmbeddedDatabase(t *testing.T) {
 	// Any command starts it again; what was there is kept.
 	require.Contains(t, run("service", "list"), "echo")
 	require.Contains(t, run("db", "stop"), "stopped")
+}
+
+func TestSplitPassword(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ dsn, rest, password string }{
+		{"postgres://u:s3cret@h:5432/db?sslmode=disable", "postgres://u@h:5432/db?sslmode=disable", "s3cret"},
+		{"postgresql://u@h/db?password=p%40ss&sslmode=disable", "postgresql://u@h/db?sslmode=disable", "p@ss"},
+		{"postgres://postgres@/cortexq?host=%2Ftmp%2Fx&sslmode=disable", "postgres://postgres@/cortexq?host=%2Ftmp%2Fx&sslmode=disable", ""},
+		{"host=/tmp user=u password=s3cret dbname=db", "host=/tmp user=u dbname=db", "s3cret"},
+		{"host=h password = 'a b' dbname='d b'", "host=h dbname='d b'", "a b"},
+		{`password='a \' b' user=u`, "user=u", "a ' b"},
+		{"user=u", "user=u", ""},
+	} {
+		rest, password := splitPassword(tc.dsn)
+		require.Equal(t, tc.rest, rest, tc.dsn)
+		require.Equal(t, tc.password, password, tc.dsn)
+	}
+}
+
+// TestPsqlGetsThePasswordThroughItsEnvironment runs `db psql` as a role whose password is
+// checked, and reads psql's arguments as ps would while it runs.
+func TestPsqlGetsThePasswordThroughItsEnvironment(t *testing.T) {
+	d := newTestDB(t)
+	role := testRole(t, d, "psql")
+	password := fmt.Sprintf("pw-%d", time.Now().UnixNano())
+	d.ok("db", "grant-audit", role, "--password", password)
+	checkPasswords(t, d, role)
+
+	cmd := exec.Command(binary(t), "db", "psql", "-X", "-At", "-c", "SELECT current_user, pg_sleep(2)")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+asRole(t, d.dsn, role, password))
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// Read the arguments of the process (cortexq, then psql: Debian's wrapper, then the real
+	// one, in the same process) until it ends.
+	seen := 0
+	timeout := time.After(30 * time.Second)
+	for running := true; running; {
+		select {
+		case err := <-done:
+			require.NoError(t, err, errOut.String())
+			running = false
+		case <-timeout:
+			t.Fatal("psql did not end within 30 s")
+		case <-time.After(5 * time.Millisecond):
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+			if argv := strings.ReplaceAll(string(b), "\x00", " "); err == nil && strings.Contains(argv, "psql") {
+				seen++
+				require.NotContains(t, argv, password)
+			}
+		}
+	}
+	require.NotZero(t, seen, "psql's arguments were read")
+	require.Equal(t, role+"|", strings.TrimSpace(out.String()), "psql logged in with the password")
 }

@@ -2,10 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
 )
@@ -24,13 +31,18 @@ func grantAuditCommand() *cli.Command {
 		Description: "Grants ROLE SELECT on the audit_* views and on the cortexq tables (services, corpora, tasks,\n" +
 			"dispatch, attempts, task_messages, runs, workers, reaper_passes, worker_keys), USAGE on their\n" +
 			"schema, and nothing else: no write, no River table, and its sessions default to read-only\n" +
-			"transactions. A missing role is created NOLOGIN (for SET ROLE or GRANT ROLE TO a person) unless\n" +
-			"--login is given. Run it as a role that may create roles (the database owner with CREATEROLE,\n" +
-			"or a superuser), and again after `cortexq migrate up` adds views. It refuses a role that is a\n" +
-			"superuser or may create roles or databases.",
+			"transactions. Read-only holds by privileges too, for a session that turns that default off: the\n" +
+			"database's TEMPORARY privilege and the large-object creating functions (lo_creat, lo_create,\n" +
+			"lo_from_bytea) are revoked from PUBLIC (the database owner and superusers keep them; cortexq\n" +
+			"needs neither). The functions' privileges can only be revoked by a superuser; run by another role\n" +
+			"the command says what it could not revoke. A missing role is created NOLOGIN (for SET ROLE or\n" +
+			"GRANT ROLE TO a person) unless --login is given. A password is sent to the server hashed\n" +
+			"(SCRAM-SHA-256), never in clear text. Run it as a role that may create roles (the database owner\n" +
+			"with CREATEROLE, or a superuser), and again after `cortexq migrate up` adds views. It refuses a\n" +
+			"role that is a superuser or may create roles or databases.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "login", Usage: "let the role log in (a new role; an existing one is altered)", EnvVars: envVars("AUDIT_LOGIN")},
-			&cli.StringFlag{Name: "password", Usage: "the role's password (implies --login); prefer the environment variable", EnvVars: envVars("AUDIT_PASSWORD")},
+			&cli.StringFlag{Name: "password", Usage: "the role's password (implies --login; printable ASCII, sent hashed); prefer the environment variable", EnvVars: envVars("AUDIT_PASSWORD")},
 		},
 		Action: dbGrantAudit,
 	}
@@ -43,6 +55,9 @@ func dbGrantAudit(c *cli.Context) error {
 	}
 	if len(args) != 1 || args[0] == "" {
 		return usagef(c, "want one ROLE")
+	}
+	if err := checkPassword(c.String("password")); err != nil {
+		return usagef(c, "--password: %v", err)
 	}
 	pool, err := connect(c)
 	if err != nil {
@@ -59,6 +74,10 @@ func dbGrantAudit(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "role %s %s (%s): SELECT on %d tables and %d audit views of schema %s, read-only sessions\n",
 		args[0], verb, map[bool]string{true: "LOGIN", false: "NOLOGIN"}[res.login], res.tables, res.views, res.schema)
+	if len(res.loose) > 0 {
+		fmt.Fprintf(c.App.Writer, "warning: role %s may still use %s: run `cortexq db grant-audit` as a superuser to revoke it\n",
+			args[0], strings.Join(res.loose, " and "))
+	}
 	return nil
 }
 
@@ -66,7 +85,12 @@ type grantResult struct {
 	created, login bool
 	tables, views  int
 	schema         string
+	loose          []string // what the role may still do that an audit role should not
 }
+
+// writeFuncs are the functions that create large objects, which outlive the session that made
+// them: an audit session with its read-only default turned off could fill the disk with them.
+const writeFuncs = "lo_creat(integer), lo_create(oid), lo_from_bytea(oid, bytea)"
 
 // grantAudit makes role a read-only audit role of the database pool is on, in one transaction.
 func grantAudit(ctx context.Context, pool *pgxpool.Pool, role string, login bool, password string) (grantResult, error) {
@@ -107,7 +131,12 @@ func grantAudit(ctx context.Context, pool *pgxpool.Pool, role string, login bool
 		}
 		res.login = canLogin
 		if password != "" {
-			if err := exec("ALTER ROLE %I PASSWORD %L", role, password); err != nil {
+			verifier, err := scramVerifier(password)
+			if err != nil {
+				return err
+			}
+			// The verifier, not the password: statements may be logged (log_statement = ddl).
+			if err := exec("ALTER ROLE %I PASSWORD %L", role, verifier); err != nil {
 				return fmt.Errorf("set the password of %s: %w", role, err)
 			}
 		}
@@ -123,6 +152,43 @@ func grantAudit(ctx context.Context, pool *pgxpool.Pool, role string, login bool
 		}
 		if err := exec("GRANT USAGE ON SCHEMA %I TO %I", res.schema, role); err != nil {
 			return fmt.Errorf("grant schema usage: %w", err)
+		}
+		// Read-only by privileges, not only by the session default, which a session may turn
+		// off. TEMPORARY and these functions are PUBLIC's by default: revoked from PUBLIC, the
+		// database owner and superusers keep them. A role that may not revoke them leaves them
+		// (checked below).
+		revoke := func(stmt string) error {
+			sp, err := tx.Begin(ctx) // a savepoint: a refusal must not end the transaction
+			if err != nil {
+				return err
+			}
+			if _, err := sp.Exec(ctx, stmt); err != nil {
+				var pgErr *pgconn.PgError
+				if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+					return sp.Rollback(ctx)
+				}
+				return err
+			}
+			return sp.Commit(ctx)
+		}
+		for _, stmt := range []string{
+			"REVOKE TEMPORARY ON DATABASE " + pgx.Identifier{db}.Sanitize() + " FROM PUBLIC, " + pgx.Identifier{role}.Sanitize(),
+			"REVOKE EXECUTE ON FUNCTION " + writeFuncs + " FROM PUBLIC",
+		} {
+			if err := revoke(stmt); err != nil {
+				return fmt.Errorf("%s: %w", stmt, err)
+			}
+		}
+		var temp, lo bool
+		if err := tx.QueryRow(ctx, `SELECT has_database_privilege($1, current_database(), 'TEMPORARY'),
+			has_function_privilege($1, 'lo_create(oid)', 'EXECUTE')`, role).Scan(&temp, &lo); err != nil {
+			return fmt.Errorf("check privileges of %s: %w", role, err)
+		}
+		if temp {
+			res.loose = append(res.loose, "temporary tables")
+		}
+		if lo {
+			res.loose = append(res.loose, "large objects")
 		}
 		rows, err := tx.Query(ctx, `SELECT table_name::text, table_type = 'VIEW' FROM information_schema.tables
 			WHERE table_schema = current_schema() AND (table_name = ANY($1) OR (table_type = 'VIEW' AND table_name LIKE 'audit\_%'))
@@ -154,4 +220,38 @@ func grantAudit(ctx context.Context, pool *pgxpool.Pool, role string, login bool
 		return nil
 	})
 	return res, err
+}
+
+// checkPassword refuses a password that scramVerifier would hash differently from PostgreSQL:
+// PostgreSQL normalises (SASLprep) a password that is not plain ASCII.
+func checkPassword(password string) error {
+	for _, r := range password {
+		if r < 0x20 || r > 0x7e {
+			return errors.New("printable ASCII only (it is hashed here, and PostgreSQL normalises other characters)")
+		}
+	}
+	return nil
+}
+
+// scramVerifier is what PostgreSQL stores for a SCRAM-SHA-256 password (RFC 5802 and 7677, as
+// PostgreSQL's own clients compute it): sending it instead of the password keeps the password
+// out of the server's logs and of pg_stat_activity.
+func scramVerifier(password string) (string, error) {
+	const iterations = 4096
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return "", err
+	}
+	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
+	if err != nil {
+		return "", err
+	}
+	mac := func(key []byte, msg string) []byte {
+		h := hmac.New(sha256.New, key)
+		h.Write([]byte(msg))
+		return h.Sum(nil)
+	}
+	stored := sha256.Sum256(mac(salted, "Client Key"))
+	b64 := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, b64(salt), b64(stored[:]), b64(mac(salted, "Server Key"))), nil
 }

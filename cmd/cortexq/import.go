@@ -32,9 +32,12 @@ func importCommand() *cli.Command {
 			"corpora; relative paths are taken from the current directory; the same *.zip and result archive\n" +
 			"rule applies; files are not checked).\n" +
 			"\n" +
-			"The corpus is created if missing, with the first PATH (or the list's directory) as its path. An\n" +
-			"entry that already has a task of the corpus and service is left alone, so importing again only\n" +
-			"adds what is new. A run of the corpus and service is opened if none is.",
+			"The corpus is created if missing. Its path is the deepest directory holding every PATH (with\n" +
+			"--from-list, every entry); every entry must lie beneath the path of the corpus, and a symbolic\n" +
+			"link among the walked archives must lead to a file beneath it (relative links only): otherwise the\n" +
+			"import is refused and nothing is added. Replicas read sources and write results beneath that path\n" +
+			"only. An entry that already has a task of the corpus and service is left alone, so importing again\n" +
+			"only adds what is new. A run of the corpus and service is opened if none is.",
 		Flags: []cli.Flag{
 			corpusFlag("corpus to import into (created if missing)"),
 			serviceFlag("service the tasks are for (see cortexq service add)"),
@@ -112,6 +115,7 @@ func runImport(c *cli.Context) error {
 
 	began := time.Now()
 	var entries []string
+	links := map[string]bool{} // walked entries that are symbolic links
 	skipped := 0
 	for _, root := range roots {
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -123,6 +127,9 @@ func runImport(c *cli.Context) error {
 			}
 			if isSource(path) {
 				entries = append(entries, path)
+				if d.Type()&fs.ModeSymlink != 0 {
+					links[path] = true
+				}
 			} else if strings.HasSuffix(path, ".zip") {
 				skipped++
 			}
@@ -168,17 +175,23 @@ func runImport(c *cli.Context) error {
 		return fmt.Errorf("import: no source archives in %s (%d files skipped: not source archives); nothing imported", what, skipped)
 	}
 
-	corpusPath := ""
-	switch {
-	case len(roots) > 0:
-		corpusPath = roots[0]
-	case list != "":
-		if abs, err := filepath.Abs(list); err == nil {
-			corpusPath = filepath.Dir(abs)
+	// A new corpus's path: the deepest directory holding the PATHs, or the listed entries.
+	var dirs []string
+	if len(roots) > 0 {
+		for _, r := range roots {
+			if fi, err := os.Stat(r); err == nil && !fi.IsDir() {
+				r = filepath.Dir(r)
+			}
+			dirs = append(dirs, r)
+		}
+	} else {
+		for _, e := range entries {
+			dirs = append(dirs, filepath.Dir(e))
 		}
 	}
 	sum, err := store.Import(c.Context, lease.ImportRequest{
-		Corpus: c.String(flagCorpus), CorpusPath: corpusPath, ServiceID: serviceID, Entries: entries,
+		Corpus: c.String(flagCorpus), CorpusPath: commonDir(dirs), ServiceID: serviceID, Entries: entries,
+		CheckFunc: func(corpusPath string) error { return checkBeneath(c.String(flagCorpus), corpusPath, entries, links) },
 	})
 	if err != nil {
 		return err
@@ -194,6 +207,64 @@ func runImport(c *cli.Context) error {
 	fmt.Fprintf(c.App.Writer, "corpus %s%s, service %s: %d tasks added, %d already present, %d skipped (not source archives)%s, in %s\n",
 		c.String(flagCorpus), created, c.String(flagService), sum.Added, sum.Existing, skipped, run,
 		time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// commonDir is the deepest directory holding every one of dirs (absolute and clean).
+func commonDir(dirs []string) string {
+	common := dirs[0]
+	for _, d := range dirs[1:] {
+		for !isBeneath(common, d) && d != common {
+			common = filepath.Dir(common)
+		}
+	}
+	return common
+}
+
+// isBeneath reports whether the clean absolute path lies beneath the directory dir.
+func isBeneath(dir, path string) bool {
+	return dir == "/" && path != "/" || strings.HasPrefix(path, dir+"/")
+}
+
+// checkBeneath refuses entries that do not lie beneath the corpus's path, and symbolic links
+// among them that lead out of it: they are opened as the replicas open them (os.Root at the
+// corpus path), which follows a link only while it stays beneath.
+func checkBeneath(corpus, corpusPath string, entries []string, links map[string]bool) error {
+	if filepath.IsAbs(corpusPath) {
+		corpusPath = filepath.Clean(corpusPath)
+	}
+	for _, e := range entries {
+		if !filepath.IsAbs(corpusPath) || !isBeneath(corpusPath, e) {
+			return fmt.Errorf("%s is not beneath the path %q of corpus %s: nothing imported "+
+				"(import it into a corpus of its own)", e, corpusPath, corpus)
+		}
+	}
+	if len(links) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(corpusPath)
+	if err != nil {
+		return fmt.Errorf("corpus path %s: %w", corpusPath, pathErr(err))
+	}
+	defer root.Close()
+	for _, e := range entries {
+		if !links[e] {
+			continue
+		}
+		rel, err := filepath.Rel(corpusPath, e)
+		if err != nil {
+			return err
+		}
+		fi, err := root.Stat(rel)
+		if err == nil && !fi.Mode().IsRegular() {
+			err = errors.New("not a regular file")
+		}
+		if err != nil {
+			target, _ := os.Readlink(e)
+			return fmt.Errorf("%s is a symbolic link to %s, which does not lead to a file beneath the "+
+				"corpus path %s (%v): refused, nothing imported", e, target, corpusPath, pathErr(err))
+		}
+	}
 	return nil
 }
 

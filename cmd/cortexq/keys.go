@@ -228,9 +228,9 @@ func keysAllow(c *cli.Context) error {
 	}
 	renamed := ""
 	if was != "" {
-		renamed = " (renamed from " + was + ")"
+		renamed = " (renamed from " + printable(was) + ")"
 	}
-	fmt.Fprintf(c.App.Writer, "allowed key %s as %s%s; replicas let it in within their --keys-refresh\n", k.PublicKey, k.Name, renamed)
+	fmt.Fprintf(c.App.Writer, "allowed key %s as %s%s; replicas let it in within their --keys-refresh\n", k.PublicKey, printable(k.Name), renamed)
 	return nil
 }
 
@@ -263,7 +263,7 @@ func keysRevoke(c *cli.Context) error {
 		return err
 	}
 	for _, k := range revoked {
-		fmt.Fprintf(c.App.Writer, "revoked key %s (%s)\n", k.PublicKey, k.Name)
+		fmt.Fprintf(c.App.Writer, "revoked key %s (%s)\n", k.PublicKey, printable(k.Name))
 	}
 	fmt.Fprintln(c.App.Writer, "replicas drop its messages within their --keys-refresh; its leases are retried when they expire")
 	return nil
@@ -289,7 +289,7 @@ func keysList(c *cli.Context) error {
 		if k.RevokedAt != nil {
 			revoked = k.RevokedAt.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.PublicKey, k.Name, k.AddedAt.Local().Format(time.DateTime), revoked)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.PublicKey, printable(k.Name), k.AddedAt.Local().Format(time.DateTime), revoked)
 	}
 	return w.Flush()
 }

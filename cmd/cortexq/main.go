@@ -11,9 +11,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lmittmann/tint"
@@ -29,7 +31,7 @@ func main() {
 	err := newApp().RunContext(ctx, os.Args)
 	stop()
 	if err != nil && !errors.Is(err, errHelpShown) {
-		fmt.Fprintf(os.Stderr, "cortexq: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(os.Stderr, "cortexq: %s\n", printable(oneLine(err.Error())))
 		var u usageError
 		if errors.As(err, &u) {
 			os.Exit(2)
@@ -287,6 +289,33 @@ func required(c *cli.Context, names ...string) error {
 
 // oneLine folds a message onto one line: its lines joined with "; ", leaving out lines that
 // repeat what is already said (pgx repeats a host's error for each connection attempt).
+// printable escapes what a terminal would act on in text from the database or from workers
+// (a worker's log, an entry, a name): control characters, other unprintable runes such as
+// bidirectional overrides, and bytes that are not UTF-8, each as its Go escape (\x1b, \n,
+// \u202e, \xff). Printable text, backslashes included, is left as it is.
+func printable(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !strconv.IsPrint(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for s = s[i:]; s != ""; {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case strconv.IsPrint(r):
+			b.WriteString(s[:n])
+		default:
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
 func oneLine(s string) string {
 	var out string
 	for _, line := range strings.Split(s, "\n") {

@@ -97,7 +97,7 @@ func serviceList(c *cli.Context) error {
 	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSERVICE\tLEASE")
 	for _, s := range services {
-		fmt.Fprintf(w, "%d\t%s\t%s\n", s.ID, s.Name, leaseText(s))
+		fmt.Fprintf(w, "%d\t%s\t%s\n", s.ID, printable(s.Name), leaseText(s))
 	}
 	return w.Flush()
 }

@@ -111,7 +111,7 @@ func printProgress(out io.Writer, rows []lease.Progress, bars bool) error {
 		"NO_PROBLEM\tWARNING\tERROR\tFATAL\tINVALID\tBLOCKED\tREPLIES/MIN\t")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
-			r.Corpus, r.Service, r.Tasks, r.TODO, r.InFlight, r.Settling, r.Queued, r.DeadLetters,
+			printable(r.Corpus), printable(r.Service), r.Tasks, r.TODO, r.InFlight, r.Settling, r.Queued, r.DeadLetters,
 			r.NoProblem, r.Warning, r.Error, r.Fatal, r.Invalid, r.Blocked, r.RepliesLastMinute)
 	}
 	if err := w.Flush(); err != nil {
@@ -127,7 +127,7 @@ func printProgress(out io.Writer, rows []lease.Progress, bars bool) error {
 		if r.Finished() {
 			state = "  done"
 		}
-		fmt.Fprintf(w, "%s/%s\t%s\t%d/%d%s\n", r.Corpus, r.Service, bar(r.Done(), r.Tasks, 40), r.Done(), r.Tasks, state)
+		fmt.Fprintf(w, "%s/%s\t%s\t%d/%d%s\n", printable(r.Corpus), printable(r.Service), bar(r.Done(), r.Tasks, 40), r.Done(), r.Tasks, state)
 	}
 	return w.Flush()
 }

@@ -60,9 +60,9 @@ func taskShow(c *cli.Context) error {
 func printHistory(out io.Writer, h lease.TaskHistory) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "task\t%d\n", h.ID)
-	fmt.Fprintf(w, "corpus\t%s (id %d)\n", h.Corpus, h.CorpusID)
-	fmt.Fprintf(w, "service\t%s (id %d)\n", h.Service, h.ServiceID)
-	fmt.Fprintf(w, "entry\t%s\n", h.Entry)
+	fmt.Fprintf(w, "corpus\t%s (id %d)\n", printable(h.Corpus), h.CorpusID)
+	fmt.Fprintf(w, "service\t%s (id %d)\n", printable(h.Service), h.ServiceID)
+	fmt.Fprintf(w, "entry\t%s\n", printable(h.Entry))
 	fmt.Fprintf(w, "status\t%s (%d)\n", h.Status, int16(h.Status))
 	fmt.Fprintf(w, "run\t%d\n", h.Run)
 	if err := w.Flush(); err != nil {
@@ -79,9 +79,9 @@ func printHistory(out io.Writer, h lease.TaskHistory) error {
 				finished = fmt.Sprintf("attempt %d: %s", *d.FinishedAttempt, *d.FinishedStatus)
 			}
 			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%t\t%t\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-				d.Run, d.State, strings.Join(d.Workers, ","), d.Retries, d.Queued, d.Answered, d.DeadLettered,
-				finished, d.LeaseTimeout, stamp(&d.LeasedAt), stamp(&d.Deadline), stamp(d.ForgetAt), d.Replica,
-				messagesText(d.LastCause))
+				d.Run, d.State, printable(strings.Join(d.Workers, ",")), d.Retries, d.Queued, d.Answered, d.DeadLettered,
+				finished, d.LeaseTimeout, stamp(&d.LeasedAt), stamp(&d.Deadline), stamp(d.ForgetAt), printable(d.Replica),
+				printable(messagesText(d.LastCause)))
 		}
 		if err := w.Flush(); err != nil {
 			return err
@@ -103,8 +103,8 @@ func printHistory(out io.Writer, h lease.TaskHistory) error {
 			if a.AnsweredAt != nil {
 				secs = strconv.FormatFloat(a.AnsweredAt.Sub(a.LeasedAt).Seconds(), 'f', 3, 64)
 			}
-			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Run, a.Attempt, a.Worker, a.Replica,
-				stamp(&a.LeasedAt), stamp(a.AnsweredAt), secs, outcome, status)
+			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Run, a.Attempt, printable(a.Worker), printable(a.Replica),
+				stamp(&a.LeasedAt), stamp(a.AnsweredAt), secs, printable(outcome), status)
 		}
 		if err := w.Flush(); err != nil {
 			return err
@@ -116,7 +116,7 @@ func printHistory(out io.Writer, h lease.TaskHistory) error {
 		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "RUN\tSEVERITY\tCATEGORY\tWHAT\tDETAILS")
 		for _, m := range h.Messages {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", m.Run, m.Severity, m.Category, m.What, oneLine(m.Details))
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", m.Run, m.Severity, printable(m.Category), printable(m.What), printable(oneLine(m.Details)))
 		}
 		if err := w.Flush(); err != nil {
 			return err

@@ -193,10 +193,15 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		result: lease.Result{TaskID: res.TaskID, Worker: res.Identity, ServiceID: svc.ID},
 		size:   res.Size,
 	}
-	it.target = resultPath(task.Entry, svc.Name, task.SandboxID)
+	base, err := s.catalog.CorpusPath(ctx, task.CorpusID)
+	if err != nil {
+		return nil, "db_error", err
+	}
+	it.target = resultPath(base, task.Entry, svc.Name, task.SandboxID)
 	if it.target == "" {
 		it.result.Kind = lease.KindUnusable
-		s.logger.Warn("no result path for the task's entry; left to the reaper", "task_id", res.TaskID, "entry", task.Entry)
+		s.logger.Warn("no result path for the task's entry (no directory, or not beneath its corpus's path); left to the reaper",
+			"task_id", res.TaskID, "entry", task.Entry, "corpus_path", base)
 		return it, "", nil
 	}
 	if res.Size > s.cfg.MaxResultBytes {
@@ -212,7 +217,7 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		it.result.Kind = lease.KindUnusable
 		return it, "", nil
 	}
-	if it.tmp, err = s.writeTemp(it.target, res.Data); err != nil {
+	if it.tmp, err = s.writeTemp(base, it.target, res.Data); err != nil {
 		return nil, "write_failed", err
 	}
 	it.result.Status, it.result.Messages = rep.Status, rep.Messages
@@ -235,11 +240,15 @@ func (s *Server) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
 }
 
 // resultPath is where a task's result archive goes: <entry dir>/<service>.zip, or
-// <service>.sandbox-<id>.zip for a sandbox corpus. It is "" for an entry without a directory.
-func resultPath(entry, service string, sandbox int32) string {
+// <service>.sandbox-<id>.zip for a sandbox corpus. It is "" for an entry without a directory
+// or not beneath base, its corpus's path.
+func resultPath(base, entry, service string, sandbox int32) string {
 	entry = strings.TrimRight(entry, " \t\r\n")
 	dir := filepath.Dir(entry)
 	if entry == "" || dir == "." || dir == "/" || dir == "" {
+		return ""
+	}
+	if _, err := relBeneath(base, entry); err != nil {
 		return ""
 	}
 	name := service + ".zip"
@@ -249,13 +258,15 @@ func resultPath(entry, service string, sandbox int32) string {
 	return filepath.Join(dir, name)
 }
 
-// writeTemp writes data to a new temp file beside target.
-func (s *Server) writeTemp(target string, data [][]byte) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".tmp-*")
+// writeTemp writes data to a new temp file beside target, created beneath base (its corpus's
+// path, openBeneath) and readable by all under the umask (0644): frontends read results as
+// another user.
+func (s *Server) writeTemp(base, target string, data [][]byte) (string, error) {
+	name := filepath.Join(filepath.Dir(target), fmt.Sprintf(".%s.tmp-%x", filepath.Base(target), rand.Uint64()))
+	f, err := openBeneath(base, name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return "", fmt.Errorf("create temp archive: %w", err)
 	}
-	name := f.Name()
 	fail := func(err error) (string, error) {
 		f.Close()
 		os.Remove(name)

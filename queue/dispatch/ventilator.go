@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
@@ -439,7 +440,7 @@ func (v *ventilator) sendTask(ctx context.Context, r request, l lease.Lease) boo
 	identity := r.identity
 	v.s.hot.Put(hot.Task{ID: l.TaskID, Run: l.Run, ServiceID: l.ServiceID, CorpusID: l.CorpusID, Entry: l.Entry,
 		Worker: l.Worker, Key: r.key})
-	payload, readErr := v.readSource(l.Entry)
+	payload, readErr := v.readSource(ctx, l)
 	defer v.releaseSource()
 	// DONTWAIT: a peer that stopped reading (its queue full) must not stall every other worker.
 	if _, err := v.router.SendBytes(identity, zmq.SNDMORE|zmq.DONTWAIT); err != nil {
@@ -485,10 +486,17 @@ func (v *ventilator) sendTask(ctx context.Context, r request, l lease.Lease) boo
 // larger one is let go once its task is sent.
 const sourceBufferKept = 16 << 20
 
-// readSource reads a source archive whole into the ventilator's buffer. The bytes are valid
-// until releaseSource.
-func (v *ventilator) readSource(path string) ([]byte, error) {
-	f, err := os.Open(path)
+// readSource reads a lease's source archive whole into the ventilator's buffer, opened beneath
+// its corpus's path (openBeneath). The bytes are valid until releaseSource.
+func (v *ventilator) readSource(ctx context.Context, l lease.Lease) ([]byte, error) {
+	base, err := v.s.catalog.CorpusPath(ctx, l.CorpusID)
+	if err != nil {
+		return nil, err
+	}
+	path := l.Entry
+	// Beneath the corpus path only; O_NONBLOCK: a FIFO planted as an entry must not hang the
+	// ventilator in open (the file is then refused as not regular).
+	f, err := openBeneath(base, path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -101,6 +101,9 @@ type ImportRequest struct {
 	Entries []string
 	// BatchSize is how many entries go into one statement (ImportBatchDefault when <= 0).
 	BatchSize int
+	// CheckFunc, if set, vets the entries against the path of the corpus (as created, or as
+	// found) before any is added; its error ends the import with nothing added.
+	CheckFunc func(corpusPath string) error
 }
 
 // ImportBatchDefault is how many entries one insert statement of Import carries.
@@ -140,8 +143,14 @@ func (s *Store) Import(ctx context.Context, req ImportRequest) (ImportSummary, e
 			return fmt.Errorf("create corpus %s: %w", req.Corpus, err)
 		}
 		sum.CorpusID = c.ID
-		if err := q.ScopeLock(ctx, c.ID, req.ServiceID); err != nil {
-			return fmt.Errorf("lock corpus and service: %w", err)
+		path, err := q.CorpusLockForImport(ctx, c.ID)
+		if err != nil {
+			return fmt.Errorf("lock corpus %s: %w", req.Corpus, err)
+		}
+		if req.CheckFunc != nil {
+			if err := req.CheckFunc(path); err != nil {
+				return err
+			}
 		}
 		entries := make([]string, 0, min(batch, len(req.Entries)))
 		flush := func() error {

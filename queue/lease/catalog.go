@@ -20,18 +20,24 @@ type Service struct {
 	LeaseTimeout time.Duration // zero: the replica's default
 }
 
-// Catalog caches the near-static lookups of the hot paths: services by name and the sandbox
-// id of corpora. Only answers are cached: a failed lookup is retried next time, and a service
+// Catalog caches the near-static lookups of the hot paths: services by name, and the sandbox
+// id and path of corpora. Only answers are cached: a failed lookup is retried next time, and a service
 // not found is looked up again (so a service added later is seen without a restart).
 type Catalog struct {
 	store    *Store
 	services *xsync.Map[string, Service]
-	sandbox  *xsync.Map[int32, int32] // corpus id → sandbox id (0: an ordinary corpus)
+	corpora  *xsync.Map[int32, corpusInfo]
+}
+
+// corpusInfo is what the hot paths need of a corpus.
+type corpusInfo struct {
+	sandbox int32  // 0: an ordinary corpus
+	path    string // every entry of the corpus, and every result archive, lies beneath it
 }
 
 // NewCatalog returns an empty Catalog on s.
 func NewCatalog(s *Store) *Catalog {
-	return &Catalog{store: s, services: xsync.NewMap[string, Service](), sandbox: xsync.NewMap[int32, int32]()}
+	return &Catalog{store: s, services: xsync.NewMap[string, Service](), corpora: xsync.NewMap[int32, corpusInfo]()}
 }
 
 // Service looks up a service by name. An unknown service is queue.ErrNotFound.
@@ -59,27 +65,40 @@ func (c *Catalog) CachedService(name string) (svc Service, known bool) {
 // SandboxID reports the sandbox id of a corpus: its own id for a sandbox, 0 for an ordinary
 // corpus. A lookup that fails is an error and is not cached.
 func (c *Catalog) SandboxID(ctx context.Context, corpusID int32) (int32, error) {
-	if id, ok := c.sandbox.Load(corpusID); ok {
-		return id, nil
+	info, err := c.corpus(ctx, corpusID)
+	return info.sandbox, err
+}
+
+// CorpusPath reports the path of a corpus: the directory its entries must lie beneath. A lookup
+// that fails is an error and is not cached.
+func (c *Catalog) CorpusPath(ctx context.Context, corpusID int32) (string, error) {
+	info, err := c.corpus(ctx, corpusID)
+	return info.path, err
+}
+
+func (c *Catalog) corpus(ctx context.Context, corpusID int32) (corpusInfo, error) {
+	if info, ok := c.corpora.Load(corpusID); ok {
+		return info, nil
 	}
 	row, err := dbsqlc.New(c.store.pool).CorpusByID(ctx, corpusID)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, fmt.Errorf("corpus %d: %w", corpusID, queue.ErrNotFound)
+			return corpusInfo{}, fmt.Errorf("corpus %d: %w", corpusID, queue.ErrNotFound)
 		}
-		return 0, translate(fmt.Sprintf("look up corpus %d", corpusID), err)
+		return corpusInfo{}, translate(fmt.Sprintf("look up corpus %d", corpusID), err)
 	}
-	var id int32
+	info := corpusInfo{path: row.Path}
 	if row.ParentCorpusID != nil {
-		id = row.ID
+		info.sandbox = row.ID
 	}
-	c.sandbox.Store(corpusID, id)
-	return id, nil
+	c.corpora.Store(corpusID, info)
+	return info, nil
 }
 
 // CachedSandboxID reports a corpus's sandbox id if it is cached, without a database hit.
 func (c *Catalog) CachedSandboxID(corpusID int32) (id int32, known bool) {
-	return c.sandbox.Load(corpusID)
+	info, known := c.corpora.Load(corpusID)
+	return info.sandbox, known
 }
 
 // InFlight counts the in-flight rows of this store's replica (all replicas' when all is set).

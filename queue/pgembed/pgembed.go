@@ -10,17 +10,17 @@
 // Layout of the directory:
 //
 //	data/          the cluster (PGDATA)
-//	run/           the unix socket (in /tmp/cortexq-<hash> when the path is too long for one)
+//	run/           the unix socket (when the path is too long for one: a private directory of a
+//	               random name in /tmp, recorded in socket_dir)
 //	postgres.log   the server's log
 //	lock           serializes Start and Stop across processes
 package pgembed
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 )
 
 // Config configures a Cluster.
@@ -114,13 +115,21 @@ func New(cfg Config) (*Cluster, error) {
 		}
 		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
-	c.sock = filepath.Join(dir, "run")
-	if len(c.sock)+len("/.s.PGSQL.5432") > maxSocketPath {
-		sum := sha256.Sum256([]byte(dir))
-		c.sock = filepath.Join("/tmp", "cortexq-"+hex.EncodeToString(sum[:8]))
+	c.sock = c.runDir()
+	if c.longPath() {
+		// The directory made by the last start, if any (checked again at the next start).
+		if b, err := os.ReadFile(c.socketRecord()); err == nil {
+			c.sock = strings.TrimSpace(string(b))
+		}
 	}
 	return c, nil
 }
+
+func (c *Cluster) runDir() string       { return filepath.Join(c.dir, "run") }
+func (c *Cluster) socketRecord() string { return filepath.Join(c.dir, "socket_dir") }
+
+// longPath reports whether <dir>/run is too long a path for the cluster's unix socket.
+func (c *Cluster) longPath() bool { return len(c.runDir())+len("/.s.PGSQL.5432") > maxSocketPath }
 
 // Dir is the cluster's directory.
 func (c *Cluster) Dir() string { return c.dir }
@@ -128,7 +137,8 @@ func (c *Cluster) Dir() string { return c.dir }
 // BinDir is the directory of the PostgreSQL binaries the cluster runs.
 func (c *Cluster) BinDir() string { return c.bin }
 
-// SocketDir is the directory of the cluster's unix socket.
+// SocketDir is the directory of the cluster's unix socket. With a long path, it is only known
+// once the cluster has been started.
 func (c *Cluster) SocketDir() string { return c.sock }
 
 // DSN is the connection string of the cluster's database.
@@ -252,22 +262,93 @@ func (c *Cluster) prepareDir() error {
 	}
 }
 
-// mkdirOwned creates dir (mode 0700) owned by the user the server runs as.
+// mkdirOwned creates dir, or takes it as it is, and makes it the server user's, mode 0700.
 func (c *Cluster) mkdirOwned(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return err
-	}
-	return c.chown(dir)
+	return c.ownDir(dir)
 }
 
-func (c *Cluster) chown(path string) error {
-	if c.cred == nil {
+// ownDir makes dir the server user's, mode 0700, through a descriptor opened without following
+// a symbolic link: a link planted in dir's place is refused, and its target left alone.
+func (c *Cluster) ownDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%s: not a directory of its own (a symbolic link?): %w", dir, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Fchmod(fd, 0o700); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	if c.cred != nil {
+		if err := unix.Fchown(fd, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// writeOwned writes data to the file path (flag: O_TRUNC or O_APPEND), created 0600 if missing,
+// and makes it the server user's; as ownDir, never through a symbolic link (the data directory
+// is the server user's to plant one in).
+func (c *Cluster) writeOwned(path string, flag int, data string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|flag, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(data)
+	if err == nil && c.cred != nil {
+		err = f.Chown(int(c.cred.Uid), int(c.cred.Gid))
+	}
+	return errors.Join(err, f.Close())
+}
+
+// isOwnDir reports whether path is a directory (not a symbolic link) of the server user's, that
+// only they may enter.
+func (c *Cluster) isOwnDir(path string) bool {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		return false
+	}
+	uid := uint32(os.Geteuid())
+	if c.cred != nil {
+		uid = c.cred.Uid
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Uid == uid
+}
+
+// makeSocketDir makes the directory of the unix socket: <dir>/run, or, when that path is too
+// long, a private directory of a random name in /tmp (MkdirTemp: created anew, never one that
+// another user made or linked first), recorded in <dir>/socket_dir and used again while it is
+// still the server user's own.
+func (c *Cluster) makeSocketDir() error {
+	if !c.longPath() {
+		return c.mkdirOwned(c.sock)
+	}
+	if c.sock != c.runDir() && c.isOwnDir(c.sock) {
 		return nil
 	}
-	return os.Chown(path, int(c.cred.Uid), int(c.cred.Gid))
+	dir, err := os.MkdirTemp("/tmp", "cortexq-")
+	if err != nil {
+		return err
+	}
+	if err := c.ownDir(dir); err != nil {
+		os.Remove(dir)
+		return err
+	}
+	tmp := c.socketRecord() + ".tmp"
+	err = os.WriteFile(tmp, []byte(dir+"\n"), 0o600)
+	if err == nil {
+		err = os.Rename(tmp, c.socketRecord())
+	}
+	if err != nil {
+		os.Remove(dir)
+		return err
+	}
+	c.sock = dir
+	return nil
 }
 
 // initdb makes the data directory, removing it again if that fails.
@@ -302,7 +383,7 @@ func (c *Cluster) initdb(ctx context.Context) error {
 // start writes the settings and starts the server, detached in a session of its own so that an
 // interrupt of this process does not reach it.
 func (c *Cluster) start(ctx context.Context) error {
-	if err := c.mkdirOwned(c.sock); err != nil {
+	if err := c.makeSocketDir(); err != nil {
 		return fmt.Errorf("embedded postgres: socket directory: %w", err)
 	}
 	if filepath.Dir(c.sock) != c.dir {
@@ -323,20 +404,11 @@ func (c *Cluster) start(ctx context.Context) error {
 		"checkpoint_timeout = 15min",
 		"",
 	}, "\n")
-	confPath := filepath.Join(c.dataDir(), "cortexq.conf")
-	if err := os.WriteFile(confPath, []byte(settings), 0o600); err != nil {
-		return fmt.Errorf("embedded postgres: %w", err)
-	}
-	if err := c.chown(confPath); err != nil {
+	if err := c.writeOwned(filepath.Join(c.dataDir(), "cortexq.conf"), os.O_TRUNC, settings); err != nil {
 		return fmt.Errorf("embedded postgres: %w", err)
 	}
 	// pg_ctl opens the log as the server's user; the directory may not be writable by it.
-	f, err := os.OpenFile(c.logFile(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("embedded postgres: %w", err)
-	}
-	f.Close()
-	if err := c.chown(c.logFile()); err != nil {
+	if err := c.writeOwned(c.logFile(), os.O_APPEND, ""); err != nil {
 		return fmt.Errorf("embedded postgres: %w", err)
 	}
 	if _, err := c.run(ctx, filepath.Join(c.bin, "pg_ctl"), "start", "-D", c.dataDir(), "-l", c.logFile(),

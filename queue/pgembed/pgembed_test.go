@@ -2,10 +2,13 @@ package pgembed
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -108,11 +111,53 @@ func TestLongPathPutsTheSocketInTmp(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), strings.Repeat("a-long-directory-name-", 5), "home")
 	c := newCluster(t, dir, nil)
-	require.True(t, strings.HasPrefix(c.SocketDir(), "/tmp/cortexq-"), c.SocketDir())
 	t.Cleanup(func() { os.RemoveAll(c.SocketDir()) }) // runs before the stop: the server does not mind
 	_, err := c.Start(ctx)
 	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(c.SocketDir(), "/tmp/cortexq-"), c.SocketDir())
 	require.Equal(t, "cortexq", query(t, c.DSN(), `SELECT current_database()`))
+}
+
+// TestLongPathSocketDirIsPrivate plants a symbolic link where a guessing user would (the name
+// the socket directory once had, from a hash of the path) and checks that its target is left
+// alone and the socket goes to a directory of the server's own.
+func TestLongPathSocketDirIsPrivate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), strings.Repeat("a-long-directory-name-", 5), "home")
+	sum := sha256.Sum256([]byte(dir))
+	guessed := filepath.Join("/tmp", "cortexq-"+hex.EncodeToString(sum[:8]))
+	victim := t.TempDir()
+	require.NoError(t, os.Chmod(victim, 0o755))
+	require.NoError(t, os.Symlink(victim, guessed))
+	t.Cleanup(func() { os.Remove(guessed) })
+
+	c := newCluster(t, dir, nil)
+	t.Cleanup(func() { os.RemoveAll(c.SocketDir()) }) // runs before the stop: the server does not mind
+	_, err := c.Start(ctx)
+	require.NoError(t, err)
+	fi, err := os.Stat(victim)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o755), fi.Mode().Perm(), "the link's target keeps its mode")
+	require.Equal(t, uint32(os.Geteuid()), fi.Sys().(*syscall.Stat_t).Uid, "the link's target keeps its owner")
+	require.NotEqual(t, guessed, c.SocketDir())
+	fi, err = os.Lstat(c.SocketDir())
+	require.NoError(t, err)
+	require.True(t, fi.IsDir(), "a directory, not a link: %s", fi.Mode())
+	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	require.Equal(t, c.cred.Uid, fi.Sys().(*syscall.Stat_t).Uid, "the server user's")
+
+	// Another process finds the socket; a restart uses the same directory.
+	other, err := New(Config{Dir: dir})
+	require.NoError(t, err)
+	require.Equal(t, c.SocketDir(), other.SocketDir())
+	require.Equal(t, "cortexq", query(t, other.DSN(), `SELECT current_database()`))
+	sock := c.SocketDir()
+	_, err = c.Stop(ctx)
+	require.NoError(t, err)
+	_, err = c.Start(ctx)
+	require.NoError(t, err)
+	require.Equal(t, sock, c.SocketDir())
 }
 
 func TestNewNeedsBinaries(t *testing.T) {

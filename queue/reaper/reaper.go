@@ -101,8 +101,12 @@ func New(pool *pgxpool.Pool, store *lease.Store, cfg Config) (*river.Client[pgx.
 				func() (river.JobArgs, *river.InsertOpts) { return Args{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true}),
 		},
-		Logger:            slog.New(routineDebug{logger.Handler()}).With("component", "river"),
-		FetchCooldown:     50 * time.Millisecond,
+		Logger:        slog.New(routineDebug{logger.Handler()}).With("component", "river"),
+		FetchCooldown: 50 * time.Millisecond,
+		// No LISTEN: any session of the database may NOTIFY River's channels (privileges cannot
+		// stop it), and a forged river_control message would pause the reaper's queue or cancel
+		// its pass. Polling only costs a new leader up to 5 s after one resigns.
+		PollOnly:          true,
 		FetchPollInterval: min(cfg.Interval, time.Second),
 		// River's wall-clock readings, corrected to the database clock (see dbClock); its
 		// queries still use now().

@@ -117,6 +117,49 @@ func TestReaper(t *testing.T) {
 	})
 }
 
+func TestNotificationsOfOtherSessionsDoNotPauseTheReaper(t *testing.T) {
+	t.Parallel()
+	pool := queuetest.NewPool(t)
+	ctx := context.Background()
+	passes := make(chan struct{}, 100)
+	store := lease.New(pool, lease.Config{Replica: "a"})
+	client, err := New(pool, store, Config{Interval: 200 * time.Millisecond, OnPass: func(lease.ReapSummary) {
+		select {
+		case passes <- struct{}{}:
+		default:
+		}
+	}})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(ctx))
+	defer func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		require.NoError(t, client.Stop(sctx))
+	}()
+	select {
+	case <-passes:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no first reaper pass within 30 s")
+	}
+	// Any session may notify: what River's own pause would send, for every queue and for its own.
+	for _, queue := range []string{"*", "default"} {
+		_, err := pool.Exec(ctx, `SELECT pg_notify(current_schema() || '.river_control', $1)`,
+			`{"action":"pause","queue":"`+queue+`"}`)
+		require.NoError(t, err)
+	}
+	time.Sleep(time.Second) // a notification, if listened to, is applied by now
+	for len(passes) > 0 {
+		<-passes
+	}
+	for i := range 3 {
+		select {
+		case <-passes:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the reaper stopped after a notification of another session (%d passes after it)", i)
+		}
+	}
+}
+
 func TestFallback(t *testing.T) {
 	t.Run("ReapsWhenNoPassIsRecordedLately", func(t *testing.T) {
 		t.Parallel()

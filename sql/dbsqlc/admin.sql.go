@@ -65,6 +65,21 @@ func (q *Queries) CorpusCreateIfMissing(ctx context.Context, name string, path s
 	return i, err
 }
 
+const corpusLockForImport = `-- name: CorpusLockForImport :one
+SELECT path FROM corpora WHERE id = $1 FOR NO KEY UPDATE
+`
+
+// CorpusLockForImport serializes imports into a corpus until the transaction ends, and reports
+// its path. A row lock, not an advisory one: it needs UPDATE on corpora, which a read-only
+// (audit) role cannot take to hold imports up; NO KEY UPDATE lets tasks referencing the corpus
+// be inserted meanwhile.
+func (q *Queries) CorpusLockForImport(ctx context.Context, id int32) (string, error) {
+	row := q.db.QueryRow(ctx, corpusLockForImport, id)
+	var path string
+	err := row.Scan(&path)
+	return path, err
+}
+
 const dispatchListForTask = `-- name: DispatchListForTask :many
 SELECT task_id, run, state, attempt_workers, deadline, answered, finished_attempt, finished_status, queued, replica, service_id, retries, lease_timeout_seconds, leased_at, dead_lettered, last_cause, forget_at, received_at FROM dispatch WHERE task_id = $1 ORDER BY run
 `
@@ -161,16 +176,6 @@ func (q *Queries) RunOpenIfNone(ctx context.Context, corpusID int32, serviceID i
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const scopeLock = `-- name: ScopeLock :exec
-SELECT pg_advisory_xact_lock($1::int, $2::int)
-`
-
-// ScopeLock serializes imports into one corpus and service until the transaction ends.
-func (q *Queries) ScopeLock(ctx context.Context, corpusID int32, serviceID int32) error {
-	_, err := q.db.Exec(ctx, scopeLock, corpusID, serviceID)
-	return err
 }
 
 const serviceList = `-- name: ServiceList :many
