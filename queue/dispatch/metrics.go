@@ -14,6 +14,7 @@ type metrics struct {
 	publishFails prometheus.Counter
 	writeErrors  prometheus.Counter
 	unreadable   prometheus.Counter
+	unusable     *prometheus.CounterVec
 	leaseBatch   prometheus.Histogram
 	claimBatch   prometheus.Histogram
 	leaseSeconds prometheus.Histogram
@@ -36,6 +37,7 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		publishFails: prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_publish_errors_total", Help: "Result archives that could not be published (the earlier state stands)."}),
 		writeErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_result_write_errors_total", Help: "Result archives that could not be written (the task stays for a retry)."}),
 		unreadable:   prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_unreadable_entries_total", Help: "Leased entries whose source archive could not be opened."}),
+		unusable:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_results_unusable_total", Help: "Results that are no usable archive (empty, unreadable, or no result path), left to the reaper to retry, by reason."}, []string{"reason"}),
 		leaseBatch:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cortexq_lease_batch_size", Help: "Requests served per lease transaction.", Buckets: sizes}),
 		claimBatch:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cortexq_claim_batch_size", Help: "Replies decided per claim transaction.", Buckets: sizes}),
 		leaseSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cortexq_lease_seconds", Help: "Lease transaction latency.", Buckets: secs}),
@@ -43,7 +45,7 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		dbErrors:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_db_errors_total", Help: "Failed database transactions, by operation."}, []string{"op"}),
 	}
 	collectors := []prometheus.Collector{m.leases, m.returns, m.mocks, m.claims, m.discards, m.publishFails,
-		m.writeErrors, m.unreadable, m.leaseBatch, m.claimBatch, m.leaseSeconds, m.claimSeconds, m.dbErrors,
+		m.writeErrors, m.unreadable, m.unusable, m.leaseBatch, m.claimBatch, m.leaseSeconds, m.claimSeconds, m.dbErrors,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cortexq_in_flight", Help: "Tasks this replica has in flight."}, inFlight)}
 	for _, c := range collectors {
 		_ = reg.Register(c) // a second server in one process keeps the first one's collectors

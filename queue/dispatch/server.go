@@ -41,7 +41,7 @@ type Server struct {
 	held    *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
 	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
 	// the goroutines that log them: at most a line per 5 s each for the whole replica.
-	logLimits struct{ dropped, writeFailed, unusableDropped *wire.RateLimiter }
+	logLimits struct{ dropped, writeFailed, unusableDropped, unusable *wire.RateLimiter }
 
 	mu        sync.Mutex
 	endpoints [2]string
@@ -75,7 +75,7 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		health:  newHealth(cfg.OutageBudget),
 		held:    semaphore.NewWeighted(resultsHeldMax),
 	}
-	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped} {
+	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable} {
 		*l = wire.NewRateLimiter(5 * time.Second)
 	}
 	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) })
@@ -349,6 +349,16 @@ func (s *Server) noteUnusable(l lease.Lease) {
 			s.logger.Warn("claimers busy: a lease whose worker got no payload is left to its deadline",
 				"count", n, "task_id", l.TaskID, "worker", l.Worker)
 		}
+	}
+}
+
+// unusableResult counts and logs (rate-limited) a result that is no usable archive: the task
+// stays in flight, answered, and the reaper retries it; the attempt's outcome says unusable.
+func (s *Server) unusableResult(res wire.Result, reason string, err error) {
+	s.metrics.unusable.WithLabelValues(reason).Inc()
+	if n, emit := s.logLimits.unusable.Record(); emit {
+		s.logger.Warn("unusable result: the task is left to the reaper to retry", "count", n, "reason", reason,
+			"task_id", res.TaskID, "worker", res.Identity, "service", res.Service, "bytes", res.Size, "error", err)
 	}
 }
 

@@ -184,7 +184,7 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 	it.target = resultPath(task.Entry, svc.Name, task.SandboxID)
 	if it.target == "" {
 		it.result.Kind = lease.KindUnusable
-		s.logger.Warn("no result path for the task's entry; left to the reaper", "task_id", res.TaskID, "entry", task.Entry)
+		s.unusableResult(res, "no_result_path", fmt.Errorf("no result path for the entry %q", task.Entry))
 		return it, "", nil
 	}
 	if res.Size > s.cfg.MaxResultBytes {
@@ -198,6 +198,11 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 	rep, err := report.FromReaderAt(framesReader(res.Data), res.Size, report.Options{})
 	if err != nil {
 		it.result.Kind = lease.KindUnusable
+		reason := "unreadable"
+		if res.Size == 0 {
+			reason = "empty" // what a CorTeX worker sends when its conversion crashed
+		}
+		s.unusableResult(res, reason, err)
 		return it, "", nil
 	}
 	if it.tmp, err = s.writeTemp(it.target, res.Data); err != nil {

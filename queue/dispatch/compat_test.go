@@ -1,0 +1,85 @@
+package dispatch
+
+import (
+	"bytes"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+// Compatibility with the upstream CorTeX workers (pericortex): what they send and how long
+// they wait.
+
+// logBuffer is a slog handler's output, safe to read while the server writes it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// withLogs sends the server's logs to b.
+func withLogs(b *logBuffer) envOption {
+	return func(_ *lease.Config, d *Config) {
+		d.Logger = slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+}
+
+func TestCompat(t *testing.T) {
+	t.Run("EmptyResultIsLoggedCountedAndStaysUnusableInHistory", func(t *testing.T) {
+		t.Parallel()
+		clock := &testClock{}
+		var logs logBuffer
+		e := newEnv(t, withClock(clock), withLogs(&logs))
+		ids := e.stage(1, 1000)
+		// What pericortex sends when a conversion crashes: [identity, service, taskid, ""].
+		p := newRawPeer(t, e, "crashy")
+		id, _ := p.lease("echo")
+		require.Equal(t, ids[0], id)
+		p.result("echo", id, nil)
+		e.waitOutcome(id, 1, 0, "unusable")
+		require.Equal(t, 1.0, counterValue(e.server.metrics.unusable.WithLabelValues("empty")))
+		require.Eventually(t, func() bool { return strings.Contains(logs.String(), "unusable result") }, 5*time.Second, 20*time.Millisecond)
+		line := logs.String()[strings.Index(logs.String(), "unusable result"):]
+		line = line[:strings.IndexByte(line, '\n')]
+		require.Contains(t, line, "worker=crashy")
+		require.Contains(t, line, "reason=empty")
+		require.Contains(t, line, "task_id="+strconv.FormatInt(id, 10))
+
+		// The reaper retries the task at its deadline; the crashed attempt stays unusable.
+		clock.Advance(2 * time.Minute)
+		require.Equal(t, 1, e.reap().Requeued)
+		var outcome string
+		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT outcome FROM attempts WHERE task_id = $1 AND attempt = 0`, id).Scan(&outcome))
+		require.Equal(t, "unusable", outcome)
+		require.Equal(t, queue.StatusDispatched, e.status(id))
+		var unusable, expired int64
+		require.Eventually(t, func() bool {
+			err := e.pool.QueryRow(e.ctx, `SELECT unusable, expired FROM audit_worker_activity WHERE worker = 'crashy'`).Scan(&unusable, &expired)
+			return err == nil
+		}, 10*time.Second, 50*time.Millisecond, "the worker's row is flushed")
+		require.Equal(t, int64(1), unusable)
+		require.Equal(t, int64(0), expired)
+
+		// The retry is served and recorded.
+		e.echoAll(1, false, ids)
+	})
+}
