@@ -82,4 +82,48 @@ func TestCompat(t *testing.T) {
 		// The retry is served and recorded.
 		e.echoAll(1, false, ids)
 	})
+
+	t.Run("RequestsAreAnsweredWithinSecondsWhileTheDatabaseStallsOrTheReplicaDrains", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		p := newRawPeer(t, e, "patient")
+		id, _ := p.lease("echo") // no task yet; the service is now known
+		require.Zero(t, id)
+		e.stage(3, 1000)
+
+		// A lock the lease statement needs, held well past requestWait: the lease stalls.
+		conn, err := e.pool.Acquire(e.ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		tx, err := conn.Begin(e.ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(e.ctx)
+		_, err = tx.Exec(e.ctx, `LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE`)
+		require.NoError(t, err)
+
+		// The upstream worker waits about a minute; here, a bound well under it.
+		require.NoError(t, p.dealer.SetRcvtimeo(requestWait+3*time.Second))
+		id, _ = p.lease("echo")
+		require.Zero(t, id, "no work while the lease stalls")
+		require.Equal(t, 1.0, counterValue(e.server.metrics.mocks.WithLabelValues("lease_slow")))
+		require.EqualValues(t, 1, e.server.leasing.Load(), "the lease transaction is still under way")
+
+		// Draining: a request gets its answer at once, and a stalled one within requestWait.
+		e.server.StopLeasing()
+		q := newRawPeer(t, e, "late")
+		require.NoError(t, q.dealer.SetRcvtimeo(requestWait+3*time.Second))
+		id, _ = q.lease("echo")
+		require.Zero(t, id)
+		require.Equal(t, 1.0, counterValue(e.server.metrics.mocks.WithLabelValues("stopping")))
+
+		// The lock goes: the stalled lease commits, and its lease, whose request was answered,
+		// is returned, no attempt counted.
+		require.NoError(t, tx.Rollback(e.ctx))
+		require.Eventually(t, func() bool { return e.server.leasing.Load() == 0 }, 20*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool { return counterValue(e.server.metrics.returns) == 1 }, 10*time.Second, 20*time.Millisecond)
+		require.Equal(t, 3, e.counts()[queue.StatusTODO])
+		var attempts int
+		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM attempts`).Scan(&attempts))
+		require.Zero(t, attempts)
+	})
 }

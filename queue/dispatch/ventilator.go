@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
@@ -20,12 +21,21 @@ import (
 type request struct {
 	identity []byte
 	worker   string
+	at       time.Time // when it came in
+	answered bool      // it got a no-work reply while its lease transaction ran (answerOverdue)
 }
+
+// requestWait bounds how long a request waits for its reply. An upstream CorTeX worker gives
+// up on a request left unanswered for about a minute (and sleeps a minute after a no-work
+// reply): while the database is slow or away, a request gets no work after requestWait rather
+// than that wait, and leases made for it later are returned.
+const requestWait = 3 * time.Second
 
 // leaseJob is one lease transaction's work: requests of one service.
 type leaseJob struct {
+	id      uint64
 	service lease.Service
-	reqs    []request
+	reqs    []*request
 }
 
 type leaseDone struct {
@@ -48,17 +58,23 @@ type ventilator struct {
 	done    chan leaseDone
 	pending map[int32]*pendingService
 	order   []int32 // services with pending requests, oldest first
-	waiting map[string]bool
-	queued  int // requests pending or being leased
-	chunker *wire.Chunker
-	src     []byte // the source archive being sent (readSource)
-	discard *wire.RateLimiter
-	sendErr *wire.RateLimiter
+	// inLease are the requests of lease transactions under way, by job id.
+	inLease map[uint64][]*request
+	jobID   uint64
+	// lookupFailed is when a service lookup last failed, with lookupErr (lookupService).
+	lookupFailed time.Time
+	lookupErr    error
+	waiting      map[string]bool
+	queued       int // requests pending or being leased
+	chunker      *wire.Chunker
+	src          []byte // the source archive being sent (readSource)
+	discard      *wire.RateLimiter
+	sendErr      *wire.RateLimiter
 }
 
 type pendingService struct {
 	service lease.Service
-	reqs    []request
+	reqs    []*request // oldest first
 }
 
 func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
@@ -71,6 +87,7 @@ func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
 		jobs:    make(chan leaseJob, s.cfg.Leasers),
 		done:    make(chan leaseDone, s.cfg.Leasers),
 		pending: map[int32]*pendingService{},
+		inLease: map[uint64][]*request{},
 		waiting: map[string]bool{},
 		chunker: wire.NewChunker(s.cfg.MessageSize),
 		discard: wire.NewRateLimiter(5 * time.Second),
@@ -189,11 +206,13 @@ func (v *ventilator) run(ctx context.Context) error {
 		if v.s.stopLeasing.Load() {
 			v.refusePending() // requests that came before StopLeasing lease nothing after it
 		}
+		v.answerOverdue(time.Now())
 		for int(v.s.leasing.Load()) < v.s.cfg.Leasers && len(v.order) > 0 && !stopping {
 			id := v.order[0]
 			p := v.pending[id]
 			n := min(len(p.reqs), v.s.cfg.LeaseBatch)
-			job := leaseJob{service: p.service, reqs: p.reqs[:n:n]}
+			v.jobID++
+			job := leaseJob{id: v.jobID, service: p.service, reqs: p.reqs[:n:n]}
 			p.reqs = p.reqs[n:]
 			if len(p.reqs) == 0 {
 				delete(v.pending, id)
@@ -202,6 +221,7 @@ func (v *ventilator) run(ctx context.Context) error {
 			for _, r := range job.reqs {
 				delete(v.waiting, string(r.identity))
 			}
+			v.inLease[job.id] = job.reqs
 			v.s.leasing.Add(1)
 			v.jobs <- job
 		}
@@ -221,6 +241,62 @@ func (v *ventilator) refusePending() {
 	v.order = v.order[:0]
 }
 
+// answerOverdue answers no work to the requests that have waited requestWait: pending ones,
+// and those of lease transactions still under way, whose leases deliver then returns.
+func (v *ventilator) answerOverdue(now time.Time) {
+	cutoff := now.Add(-requestWait)
+	for _, reqs := range v.inLease {
+		for _, r := range reqs { // oldest first
+			if !r.at.Before(cutoff) {
+				break
+			}
+			if !r.answered {
+				r.answered = true
+				v.mock(r.identity, "lease_slow")
+			}
+		}
+	}
+	for i := 0; i < len(v.order); {
+		id := v.order[i]
+		p := v.pending[id]
+		n := 0
+		for ; n < len(p.reqs) && p.reqs[n].at.Before(cutoff); n++ {
+			v.mock(p.reqs[n].identity, "lease_slow")
+			delete(v.waiting, string(p.reqs[n].identity))
+			v.queued--
+		}
+		p.reqs = p.reqs[n:]
+		if len(p.reqs) > 0 {
+			i++
+			continue
+		}
+		delete(v.pending, id)
+		v.order = slices.Delete(v.order, i, i+1)
+	}
+}
+
+// serviceLookupWait bounds a service lookup of the ventilator's loop, which answers everyone.
+const serviceLookupWait = time.Second
+
+// lookupService is Server.service for the ventilator's loop, which must not wait on the
+// database: a lookup takes at most serviceLookupWait, and for a second after one failed, names
+// not cached are answered with its error, not looked up again.
+func (v *ventilator) lookupService(ctx context.Context, from peer, name string) (lease.Service, error) {
+	if svc, ok := v.s.catalog.CachedService(name); ok {
+		return svc, nil
+	}
+	if time.Since(v.lookupFailed) < time.Second {
+		return lease.Service{}, v.lookupErr
+	}
+	lctx, cancel := context.WithTimeout(withPeer(ctx, from), serviceLookupWait)
+	defer cancel()
+	svc, err := v.s.service(lctx, name)
+	if err != nil && !errors.Is(err, queue.ErrNotFound) && !errors.Is(err, errBogusBudget) {
+		v.lookupFailed, v.lookupErr = time.Now(), err
+	}
+	return svc, err
+}
+
 // handle takes one request off the socket.
 func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stopping bool) {
 	identity, service, err := wire.ParseRequest(msg)
@@ -238,7 +314,7 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stoppi
 		v.mock(identity, "stopping")
 		return
 	}
-	svc, err := v.s.service(withPeer(ctx, from), service)
+	svc, err := v.lookupService(ctx, from, service)
 	if err != nil {
 		reason := "unknown_service"
 		switch {
@@ -267,24 +343,27 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stoppi
 		v.pending[svc.ID] = p
 		v.order = append(v.order, svc.ID)
 	}
-	p.reqs = append(p.reqs, request{identity: identity, worker: from.worker(wire.WorkerName(identity))})
+	p.reqs = append(p.reqs, &request{identity: identity, worker: from.worker(wire.WorkerName(identity)), at: time.Now()})
 	v.waiting[string(identity)] = true
 	v.queued++
 }
 
 // deliver sends the tasks of a finished lease transaction, and mock replies to the requests it
-// found no task for.
+// found no task for. A lease for a request already answered (answerOverdue) is returned.
 func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
 	v.queued -= len(d.job.reqs)
+	delete(v.inLease, d.job.id)
 	if d.err != nil {
 		v.s.logger.Error("lease failed; requests get no work", "service", d.job.service.Name,
 			"requests", len(d.job.reqs), "error", d.err)
 		for _, r := range d.job.reqs {
-			v.mock(r.identity, "db_error")
+			if !r.answered {
+				v.mock(r.identity, "db_error")
+			}
 		}
 		return
 	}
-	byWorker := map[string][]request{}
+	byWorker := map[string][]*request{}
 	for _, r := range d.job.reqs {
 		byWorker[r.worker] = append(byWorker[r.worker], r)
 	}
@@ -296,13 +375,15 @@ func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
 			continue
 		}
 		byWorker[l.Worker] = reqs[1:]
-		if !v.sendTask(ctx, reqs[0].identity, l) {
+		if reqs[0].answered || !v.sendTask(ctx, reqs[0].identity, l) {
 			returns = append(returns, l)
 		}
 	}
 	for _, reqs := range byWorker {
 		for _, r := range reqs {
-			v.mock(r.identity, "no_work")
+			if !r.answered {
+				v.mock(r.identity, "no_work")
+			}
 		}
 	}
 	if len(returns) > 0 {
