@@ -66,6 +66,9 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 			msg.frames = append(msg.frames, nil)
 		}
 		res, err := wire.ParseResult(msg.frames)
+		if msg.err != nil {
+			err = msg.err
+		}
 		if err == nil && msg.droppedFrames > 0 {
 			res.Size = satAdd(res.Size, msg.droppedBytes)
 			res.Data = nil // only its size is needed now: it is over the cap, or unusable

@@ -191,6 +191,10 @@ func (v *ventilator) run(ctx context.Context) error {
 				}
 				break
 			}
+			if msg.err != nil {
+				v.discardMalformed(msg.frames, msg.err)
+				continue
+			}
 			v.handle(ctx, msg.frames, msg.from, stopping)
 		}
 	deliver:
@@ -297,17 +301,22 @@ func (v *ventilator) lookupService(ctx context.Context, from peer, name string) 
 	return svc, err
 }
 
+// discardMalformed counts and logs a malformed request, and answers it no work.
+func (v *ventilator) discardMalformed(msg [][]byte, err error) {
+	v.s.metrics.discards.WithLabelValues("ventilator", wire.ReasonOf(err)).Inc()
+	if n, emit := v.discard.Record(); emit {
+		v.s.logger.Warn("malformed requests discarded", "count", n, "last_error", err)
+	}
+	if len(msg) > 0 && len(msg[0]) > 0 {
+		v.mock(msg[0], "malformed") // a worker never waits out its timeout for our silence
+	}
+}
+
 // handle takes one request off the socket.
 func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stopping bool) {
 	identity, service, err := wire.ParseRequest(msg)
 	if err != nil {
-		v.s.metrics.discards.WithLabelValues("ventilator", wire.ReasonOf(err)).Inc()
-		if n, emit := v.discard.Record(); emit {
-			v.s.logger.Warn("malformed requests discarded", "count", n, "last_error", err)
-		}
-		if len(msg) > 0 && len(msg[0]) > 0 {
-			v.mock(msg[0], "malformed") // a worker never waits out its timeout for our silence
-		}
+		v.discardMalformed(msg, err)
 		return
 	}
 	if stopping || v.s.stopLeasing.Load() {
