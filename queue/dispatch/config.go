@@ -44,6 +44,12 @@ type Config struct {
 	// TCPKeepaliveIdle is the keepalive idle time in seconds on worker-facing sockets (interval
 	// 30 s, 4 probes); ≤ 0 disables keepalive.
 	TCPKeepaliveIdle int
+	// HeartbeatInterval is how often a worker connection that is otherwise quiet gets a ZMTP
+	// PING; a connection that sends nothing for HeartbeatTimeout after one is closed, so a
+	// peer that connects and goes silent holds no file descriptor for long. Live workers'
+	// libzmq answers PINGs by itself, whatever they are doing. Zero takes the defaults.
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
 	// BindRetry is how long a bind is retried (a restarted replica outlasts TIME_WAIT).
 	BindRetry time.Duration
 	// OutageBudget is how long the database may fail every transaction before Run gives up
@@ -60,37 +66,41 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	VentilatorAddrDefault   = "tcp://*:51695"
-	SinkAddrDefault         = "tcp://*:51696"
-	MaxInFlightDefault      = 5000
-	MaxResultBytesDefault   = int64(2) << 30
-	LeaseBatchDefault       = 256
-	LeasersDefault          = 1
-	ClaimBatchDefault       = 256
-	ClaimFlushDefault       = 5 * time.Millisecond
-	ClaimersDefault         = 1
-	WritersDefault          = 4
-	TCPKeepaliveIdleDefault = 120
-	BindRetryDefault        = 75 * time.Second
+	VentilatorAddrDefault    = "tcp://*:51695"
+	SinkAddrDefault          = "tcp://*:51696"
+	MaxInFlightDefault       = 5000
+	MaxResultBytesDefault    = int64(2) << 30
+	LeaseBatchDefault        = 256
+	LeasersDefault           = 1
+	ClaimBatchDefault        = 256
+	ClaimFlushDefault        = 5 * time.Millisecond
+	ClaimersDefault          = 1
+	WritersDefault           = 4
+	TCPKeepaliveIdleDefault  = 120
+	HeartbeatIntervalDefault = 10 * time.Second
+	HeartbeatTimeoutDefault  = 30 * time.Second
+	BindRetryDefault         = 75 * time.Second
 )
 
 // ConfigDefault returns a Config with every default set.
 func ConfigDefault() Config {
 	return Config{
-		VentilatorAddr:   VentilatorAddrDefault,
-		SinkAddr:         SinkAddrDefault,
-		MaxInFlight:      MaxInFlightDefault,
-		MessageSize:      wire.MessageSize,
-		MaxResultBytes:   MaxResultBytesDefault,
-		LeaseBatch:       LeaseBatchDefault,
-		Leasers:          LeasersDefault,
-		ClaimBatch:       ClaimBatchDefault,
-		ClaimFlush:       ClaimFlushDefault,
-		Claimers:         ClaimersDefault,
-		Writers:          WritersDefault,
-		SyncArchives:     true,
-		TCPKeepaliveIdle: TCPKeepaliveIdleDefault,
-		BindRetry:        BindRetryDefault,
+		VentilatorAddr:    VentilatorAddrDefault,
+		SinkAddr:          SinkAddrDefault,
+		MaxInFlight:       MaxInFlightDefault,
+		MessageSize:       wire.MessageSize,
+		MaxResultBytes:    MaxResultBytesDefault,
+		LeaseBatch:        LeaseBatchDefault,
+		Leasers:           LeasersDefault,
+		ClaimBatch:        ClaimBatchDefault,
+		ClaimFlush:        ClaimFlushDefault,
+		Claimers:          ClaimersDefault,
+		Writers:           WritersDefault,
+		SyncArchives:      true,
+		TCPKeepaliveIdle:  TCPKeepaliveIdleDefault,
+		HeartbeatInterval: HeartbeatIntervalDefault,
+		HeartbeatTimeout:  HeartbeatTimeoutDefault,
+		BindRetry:         BindRetryDefault,
 	}
 }
 
@@ -128,6 +138,12 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.Writers <= 0 {
 		c.Writers = d.Writers
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = d.HeartbeatTimeout
 	}
 	if c.BindRetry < 0 {
 		c.BindRetry = 0

@@ -2,15 +2,24 @@ package dispatch
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
 )
 
@@ -103,4 +112,87 @@ func TestConnections(t *testing.T) {
 		p.result("echo", id, payload)
 		e.waitStatus(id, queue.StatusNoProblem)
 	})
+
+	t.Run("SilentConnectionsAfterTheHandshakeAreClosedByHeartbeats", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, func(_ *lease.Config, d *Config) {
+			d.HeartbeatInterval, d.HeartbeatTimeout = 200*time.Millisecond, 600*time.Millisecond
+		})
+		var conns []net.Conn
+		for i := range 10 {
+			ep, socketType := e.vent, "DEALER"
+			if i%2 == 1 {
+				ep, socketType = e.sink, "PUSH"
+			}
+			conns = append(conns, nullHandshake(t, tcpAddr(t, ep), socketType))
+		}
+		// Each connection, once silent, is closed by the replica: its PINGs go unanswered.
+		for _, c := range conns {
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+			_, err := io.Copy(io.Discard, c)
+			if err != nil {
+				require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "a silent connection is still open")
+			}
+		}
+		// Real workers, whose libzmq answers the PINGs, are served all along.
+		ids := e.stage(5, 1000)
+		e.echoAll(2, false, ids)
+	})
+}
+
+// nullHandshake opens a TCP connection to addr and completes a ZMTP 3.0 NULL handshake as a
+// socketType peer, then reads nothing more.
+func nullHandshake(t *testing.T, addr, socketType string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	// READY: a short command frame, its name, then the Socket-Type property.
+	body := append([]byte{5}, "READY"...)
+	body = append(body, byte(len("Socket-Type")))
+	body = append(body, "Socket-Type"...)
+	body = binary.BigEndian.AppendUint32(body, uint32(len(socketType)))
+	body = append(body, socketType...)
+	_, err = c.Write(append(greeting("NULL"), append([]byte{0x04, byte(len(body))}, body...)...))
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	head := make([]byte, 64+2)
+	_, err = io.ReadFull(c, head) // the replica's greeting and its READY's frame header
+	require.NoError(t, err)
+	require.Equal(t, byte(0x04), head[64], "a command frame")
+	_, err = io.ReadFull(c, make([]byte, head[65]))
+	require.NoError(t, err)
+	return c
+}
+
+// Not parallel: it lowers the process's file descriptor limit for a moment.
+func TestFileDescriptorsRunningLowAreWarnedAbout(t *testing.T) {
+	var logs logBuffer
+	e := newEnv(t, withLogs(&logs))
+	e.server.watchFDs()
+	require.NotContains(t, logs.String(), "file descriptors running low")
+	open, limit, err := openFDs()
+	require.NoError(t, err)
+	require.Equal(t, float64(limit), gaugeValue(e.server.metrics.fdsLimit))
+
+	var rl unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &rl))
+	low := rl
+	low.Cur = uint64(open + 5)
+	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &low))
+	e.server.watchFDs()
+	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &rl))
+
+	require.Contains(t, logs.String(), "file descriptors running low")
+	require.Equal(t, float64(open+5), gaugeValue(e.server.metrics.fdsLimit))
+	require.InDelta(t, float64(open), gaugeValue(e.server.metrics.fdsOpen), 3)
+}
+
+// gaugeValue reads a gauge.
+func gaugeValue(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetGauge().GetValue()
 }

@@ -20,6 +20,8 @@ type metrics struct {
 	leaseSeconds prometheus.Histogram
 	claimSeconds prometheus.Histogram
 	dbErrors     *prometheus.CounterVec
+	fdsOpen      prometheus.Gauge
+	fdsLimit     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
@@ -43,9 +45,11 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		leaseSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cortexq_lease_seconds", Help: "Lease transaction latency.", Buckets: secs}),
 		claimSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cortexq_claim_seconds", Help: "Claim transaction latency.", Buckets: secs}),
 		dbErrors:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_db_errors_total", Help: "Failed database transactions, by operation."}, []string{"op"}),
+		fdsOpen:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "cortexq_open_fds", Help: "File descriptors the replica has open (counted every 2 s; it warns past 80% of the limit)."}),
+		fdsLimit:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "cortexq_max_fds", Help: "The replica's file descriptor limit (soft RLIMIT_NOFILE)."}),
 	}
 	collectors := []prometheus.Collector{m.leases, m.returns, m.mocks, m.claims, m.discards, m.publishFails,
-		m.writeErrors, m.unreadable, m.unusable, m.leaseBatch, m.claimBatch, m.leaseSeconds, m.claimSeconds, m.dbErrors,
+		m.writeErrors, m.unreadable, m.unusable, m.leaseBatch, m.claimBatch, m.leaseSeconds, m.claimSeconds, m.dbErrors, m.fdsOpen, m.fdsLimit,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cortexq_in_flight", Help: "Tasks this replica has in flight."}, inFlight)}
 	for _, c := range collectors {
 		_ = reg.Register(c) // a second server in one process keeps the first one's collectors

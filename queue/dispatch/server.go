@@ -41,7 +41,7 @@ type Server struct {
 	held    *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
 	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
 	// the goroutines that log them: at most a line per 5 s each for the whole replica.
-	logLimits struct{ dropped, writeFailed, unusableDropped, unusable *wire.RateLimiter }
+	logLimits struct{ dropped, writeFailed, unusableDropped, unusable, fdsLow *wire.RateLimiter }
 
 	mu        sync.Mutex
 	endpoints [2]string
@@ -75,7 +75,7 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		health:  newHealth(cfg.OutageBudget),
 		held:    semaphore.NewWeighted(resultsHeldMax),
 	}
-	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable} {
+	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable, &s.logLimits.fdsLow} {
 		*l = wire.NewRateLimiter(5 * time.Second)
 	}
 	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) })
@@ -151,6 +151,7 @@ func (s *Server) Run(ctx context.Context) error {
 		func() error { return pull.SetRcvtimeo(pollInterval) },
 		func() error { return pull.SetMaxmsgsize(maxMsg) },
 		func() error { return setKeepalive(pull, s.cfg.TCPKeepaliveIdle) },
+		func() error { return setHeartbeat(pull, s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout) },
 	} {
 		if err := set(); err != nil {
 			return fmt.Errorf("sink socket options: %w", err)
@@ -257,17 +258,22 @@ func sinkFrameMax(maxResult int64) int64 {
 	return min(satAdd(maxResult, maxResult), math.MaxInt32)
 }
 
-// maintain resyncs the hot mirror and stops the server when the database has been away longer
-// than the outage budget.
+// maintain resyncs the hot mirror, watches the file descriptors, and stops the server when the
+// database has been away longer than the outage budget.
 func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) error {
 	tick := time.NewTicker(hotResync)
 	defer tick.Stop()
 	check := time.NewTicker(250 * time.Millisecond)
 	defer check.Stop()
+	fds := time.NewTicker(fdsWatch)
+	defer fds.Stop()
+	s.watchFDs()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-fds.C:
+			s.watchFDs()
 		case <-check.C:
 			if s.health.expired() {
 				err := fmt.Errorf("database unreachable for longer than the outage budget (%s): %w",

@@ -102,6 +102,7 @@ func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
 		// recvFrom keeps the first two (requestLimits) and drops the rest as it receives them.
 		func() error { return router.SetMaxmsgsize(64 << 10) },
 		func() error { return setKeepalive(router, s.cfg.TCPKeepaliveIdle) },
+		func() error { return setHeartbeat(router, s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout) },
 	} {
 		if err := set(); err != nil {
 			router.Close()
