@@ -13,6 +13,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/wire"
 )
 
 // Compatibility with the upstream CorTeX workers (pericortex): what they send and how long
@@ -44,6 +45,15 @@ func withLogs(b *logBuffer) envOption {
 }
 
 func TestCompat(t *testing.T) {
+	t.Run("AMessageSizeOtherThanUpstreamsIsWarnedAbout", func(t *testing.T) {
+		t.Parallel()
+		for size, warned := range map[int]bool{0: false, wire.MessageSize: false, 50000: true} {
+			var logs logBuffer
+			newEnv(t, withLogs(&logs), func(_ *lease.Config, d *Config) { d.MessageSize = size })
+			require.Equal(t, warned, strings.Contains(logs.String(), "payload chunks are not 100,000 bytes"), "message size %d", size)
+		}
+	})
+
 	t.Run("EmptyResultIsLoggedCountedAndStaysUnusableInHistory", func(t *testing.T) {
 		t.Parallel()
 		clock := &testClock{}

@@ -22,7 +22,8 @@ type Config struct {
 	// MaxInFlight is how many leases this replica holds at most; past it, requests get mock
 	// replies (backpressure).
 	MaxInFlight int
-	// MessageSize is the payload chunk size.
+	// MessageSize is the payload chunk size. Keep wire.MessageSize with upstream CorTeX
+	// workers: they take a frame shorter than 100,000 bytes as the payload's last.
 	MessageSize int
 	// MaxResultBytes caps a result: a larger one is recorded Invalid (cortex/result_too_large).
 	MaxResultBytes int64

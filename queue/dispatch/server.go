@@ -78,6 +78,10 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable, &s.logLimits.fdsLow} {
 		*l = wire.NewRateLimiter(5 * time.Second)
 	}
+	if cfg.MessageSize != wire.MessageSize {
+		s.logger.Warn("payload chunks are not 100,000 bytes: upstream CorTeX workers end a payload at its first frame shorter than 100,000 bytes, so they get cut archives and lose track of the frames; use this size only with workers that read every frame (cortexq worker)",
+			"message_size", cfg.MessageSize)
+	}
 	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) })
 	sec, err := newSecurity(cfg.Security, cfg.Registerer)
 	if err != nil {
