@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 	secs := prometheus.ExponentialBuckets(0.0005, 2, 14)
 	m := &metrics{
 		leases:       prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_leases_total", Help: "Tasks leased to workers."}),
-		returns:      prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_lease_returns_total", Help: "Leases returned because the worker was unroutable."}),
+		returns:      prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_lease_returns_total", Help: "Leases returned: the worker was unroutable, or its request was answered (no work) before the lease transaction finished."}),
 		mocks:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_mock_replies_total", Help: "No-work replies, by reason."}, []string{"reason"}),
 		claims:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_claims_total", Help: "Worker replies decided, by outcome."}, []string{"outcome"}),
 		discards:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_discards_total", Help: "Messages dropped before any claim, by reason."}, []string{"socket", "reason"}),
