@@ -3,12 +3,15 @@ package dispatch
 import (
 	"bytes"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	zmq "github.com/pebbe/zmq4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
@@ -136,4 +139,45 @@ func TestCompat(t *testing.T) {
 		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM attempts`).Scan(&attempts))
 		require.Zero(t, attempts)
 	})
+}
+
+// upstreamLease requests a task as the upstream LaTeX worker reads it: the task id, then
+// payload frames until the first one shorter than wire.MessageSize, whatever RCVMORE says.
+func upstreamLease(t *testing.T, p *rawPeer, service string) (string, []byte) {
+	t.Helper()
+	_, err := p.dealer.Send(service, 0)
+	require.NoError(t, err)
+	id, err := p.dealer.RecvBytes(0)
+	require.NoError(t, err)
+	var payload []byte
+	for {
+		frame, err := p.dealer.RecvBytes(0)
+		require.NoError(t, err)
+		payload = append(payload, frame...)
+		if len(frame) < wire.MessageSize {
+			return string(id), payload
+		}
+	}
+}
+
+func TestCompatUpstreamWorkerReadsWholePayloadsAtTheDefaultMessageSize(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := newRawPeer(t, e, "upstream")
+	// Sources under, over, and at an exact multiple of the chunk size (then a last empty frame).
+	for _, size := range []int{1000, 250_000, 2 * wire.MessageSize} {
+		dir := filepath.Join(e.dir, strconv.Itoa(size))
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		entry := filepath.Join(dir, "source.zip")
+		src := bytes.Repeat([]byte{'s'}, size)
+		require.NoError(t, os.WriteFile(entry, src, 0o644))
+		var task int64
+		require.NoError(t, e.pool.QueryRow(e.ctx, `INSERT INTO tasks (service_id, corpus_id, entry) VALUES ($1, $2, $3) RETURNING id`,
+			e.svc, e.corpus, entry).Scan(&task))
+		id, payload := upstreamLease(t, p, "echo")
+		require.Equal(t, strconv.FormatInt(task, 10), id)
+		require.True(t, bytes.Equal(src, payload), "a %d-byte source arrives whole", size)
+		_, err := p.dealer.RecvBytes(zmq.DONTWAIT)
+		require.Error(t, err, "no frame is left over to be read as the next task id")
+	}
 }
