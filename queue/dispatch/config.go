@@ -67,41 +67,46 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	VentilatorAddrDefault    = "tcp://*:51695"
-	SinkAddrDefault          = "tcp://*:51696"
-	MaxInFlightDefault       = 5000
-	MaxResultBytesDefault    = int64(2) << 30
-	LeaseBatchDefault        = 256
-	LeasersDefault           = 1
-	ClaimBatchDefault        = 256
-	ClaimFlushDefault        = 5 * time.Millisecond
-	ClaimersDefault          = 1
-	WritersDefault           = 4
-	TCPKeepaliveIdleDefault  = 120
+	VentilatorAddrDefault   = "tcp://*:51695"
+	SinkAddrDefault         = "tcp://*:51696"
+	MaxInFlightDefault      = 5000
+	MaxResultBytesDefault   = int64(2) << 30
+	LeaseBatchDefault       = 256
+	LeasersDefault          = 1
+	ClaimBatchDefault       = 256
+	ClaimFlushDefault       = 5 * time.Millisecond
+	ClaimersDefault         = 1
+	WritersDefault          = 4
+	TCPKeepaliveIdleDefault = 120
+	BindRetryDefault        = 75 * time.Second
+)
+
+// Defaults of Config's ZMTP heartbeats.
+const (
 	HeartbeatIntervalDefault = 10 * time.Second
 	HeartbeatTimeoutDefault  = 30 * time.Second
-	BindRetryDefault         = 75 * time.Second
 )
 
 // ConfigDefault returns a Config with every default set.
 func ConfigDefault() Config {
 	return Config{
-		VentilatorAddr:    VentilatorAddrDefault,
-		SinkAddr:          SinkAddrDefault,
-		MaxInFlight:       MaxInFlightDefault,
-		MessageSize:       wire.MessageSize,
-		MaxResultBytes:    MaxResultBytesDefault,
-		LeaseBatch:        LeaseBatchDefault,
-		Leasers:           LeasersDefault,
-		ClaimBatch:        ClaimBatchDefault,
-		ClaimFlush:        ClaimFlushDefault,
-		Claimers:          ClaimersDefault,
-		Writers:           WritersDefault,
-		SyncArchives:      true,
-		TCPKeepaliveIdle:  TCPKeepaliveIdleDefault,
+		VentilatorAddr:   VentilatorAddrDefault,
+		SinkAddr:         SinkAddrDefault,
+		MaxInFlight:      MaxInFlightDefault,
+		MessageSize:      wire.MessageSize,
+		MaxResultBytes:   MaxResultBytesDefault,
+		LeaseBatch:       LeaseBatchDefault,
+		Leasers:          LeasersDefault,
+		ClaimBatch:       ClaimBatchDefault,
+		ClaimFlush:       ClaimFlushDefault,
+		Claimers:         ClaimersDefault,
+		Writers:          WritersDefault,
+		SyncArchives:     true,
+		TCPKeepaliveIdle: TCPKeepaliveIdleDefault,
+		BindRetry:        BindRetryDefault,
+
 		HeartbeatInterval: HeartbeatIntervalDefault,
 		HeartbeatTimeout:  HeartbeatTimeoutDefault,
-		BindRetry:         BindRetryDefault,
 	}
 }
 

@@ -58,18 +58,19 @@ type ventilator struct {
 	done    chan leaseDone
 	pending map[int32]*pendingService
 	order   []int32 // services with pending requests, oldest first
+	waiting map[string]bool
+	queued  int // requests pending or being leased
+	chunker *wire.Chunker
+	src     []byte // the source archive being sent (readSource)
+	discard *wire.RateLimiter
+	sendErr *wire.RateLimiter
+
 	// inLease are the requests of lease transactions under way, by job id.
 	inLease map[uint64][]*request
 	jobID   uint64
 	// lookupFailed is when a service lookup last failed, with lookupErr (lookupService).
 	lookupFailed time.Time
 	lookupErr    error
-	waiting      map[string]bool
-	queued       int // requests pending or being leased
-	chunker      *wire.Chunker
-	src          []byte // the source archive being sent (readSource)
-	discard      *wire.RateLimiter
-	sendErr      *wire.RateLimiter
 }
 
 type pendingService struct {
