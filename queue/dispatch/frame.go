@@ -67,7 +67,8 @@ func recvFrame(sock *zmq.Socket, flags zmq.Flag, keep int, props ...string) (fra
 }
 
 // socketHandle is the libzmq socket under sock. pebbe/zmq4 (v1.4.0, pinned in go.mod) keeps it
-// in the first field of Socket and has no accessor; TestRecvLimitedNeverCopiesAnOversizedHeader uses it.
+// in the first field of Socket and has no accessor; TestRecvLimitedNeverCopiesAnOversizedHeader
+// uses it. A closed Socket holds nil there, which libzmq answers with ENOTSOCK.
 func socketHandle(sock *zmq.Socket) unsafe.Pointer {
 	return *(*unsafe.Pointer)(unsafe.Pointer(sock))
 }
