@@ -160,6 +160,34 @@ func upstreamLease(t *testing.T, p *rawPeer, service string) (string, []byte) {
 	}
 }
 
+func TestCompatAServiceLookupThatHangsStallsNoRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.stage(1, 1000)
+	// The service is not cached yet, and its lookup waits on a lock.
+	conn, err := e.pool.Acquire(e.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	tx, err := conn.Begin(e.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(e.ctx)
+	_, err = tx.Exec(e.ctx, `LOCK TABLE services IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	for _, name := range []string{"first", "second", "third"} {
+		p := newRawPeer(t, e, name)
+		require.NoError(t, p.dealer.SetRcvtimeo(requestWait+3*time.Second))
+		id, _ := p.lease("echo")
+		require.Zero(t, id, "%s gets no work while the lookup hangs", name)
+	}
+	require.Equal(t, 3.0, e.discarded("ventilator", "db_error"))
+	// The lock goes: the service is found and its task leased.
+	require.NoError(t, tx.Rollback(e.ctx))
+	require.Eventually(t, func() bool {
+		id, _ := newRawPeer(t, e, "after").lease("echo")
+		return id != 0
+	}, 10*time.Second, 100*time.Millisecond)
+}
+
 func TestCompatUpstreamWorkerReadsWholePayloadsAtTheDefaultMessageSize(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
