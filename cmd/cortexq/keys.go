@@ -319,15 +319,33 @@ func serveSecurity(c *cli.Context) (dispatch.Security, error) {
 	if path == "" {
 		return sec, nil
 	}
-	_, secret, err := readKeyFile(path)
+	_, secret, err := readSecretKeyFile(c, "curve-secret-key-file", path)
 	if err != nil {
 		return sec, err
 	}
-	if secret == "" {
-		return sec, usagef(c, "--curve-secret-key-file %s holds no secret key", path)
-	}
 	sec.CurveSecretKey = secret
 	return sec, nil
+}
+
+// readSecretKeyFile reads the key pair file of flag --name. Like ssh with a private key, it
+// refuses a file that group or others may read: the secret key in it may be known elsewhere.
+func readSecretKeyFile(c *cli.Context, name, path string) (public, secret string, err error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", "", fmt.Errorf("key file: %w", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return "", "", fmt.Errorf("--%s %s: permissions %04o are too open: a secret key file must be readable by its owner only, so it is not used (chmod 600 %s)",
+			name, path, perm, path)
+	}
+	public, secret, err = readKeyFile(path)
+	if err != nil {
+		return "", "", err
+	}
+	if secret == "" {
+		return "", "", usagef(c, "--%s %s holds no secret key", name, path)
+	}
+	return public, secret, nil
 }
 
 // workerCurve is the worker.Curve of the worker flags, nil without --server-key.
@@ -343,12 +361,9 @@ func workerCurve(c *cli.Context) (*worker.Curve, error) {
 	if err != nil {
 		return nil, err
 	}
-	public, secret, err := readKeyFile(keyFile)
+	public, secret, err := readSecretKeyFile(c, "key-file", keyFile)
 	if err != nil {
 		return nil, err
-	}
-	if secret == "" {
-		return nil, usagef(c, "--key-file %s holds no secret key", keyFile)
 	}
 	return &worker.Curve{ServerKey: serverKey, PublicKey: public, SecretKey: secret}, nil
 }

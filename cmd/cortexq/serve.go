@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"runtime/pprof"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/migrations"
@@ -40,7 +37,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "replica", Usage: "this replica's name in dispatch rows and attempts", Value: fmt.Sprintf("%s-%d", host, os.Getpid()), EnvVars: envVars("REPLICA")},
 			&cli.StringFlag{Name: "ventilator", Usage: "ZeroMQ endpoint (ROUTER) workers request tasks from", Value: dispatch.VentilatorAddrDefault, EnvVars: envVars("VENTILATOR")},
 			&cli.StringFlag{Name: "sink", Usage: "ZeroMQ endpoint (PULL) workers push results to", Value: dispatch.SinkAddrDefault, EnvVars: envVars("SINK")},
-			&cli.StringFlag{Name: "http", Usage: "address serving /metrics and /healthz; empty: none", Value: ":9464", EnvVars: envVars("HTTP")},
+			&cli.StringFlag{Name: "http", Usage: "address serving /metrics and /healthz (loopback unless told otherwise, e.g. 0.0.0.0:9464 for a scraper elsewhere); empty: none", Value: httpAddrDefault, EnvVars: envVars("HTTP")},
 			&cli.IntFlag{Name: "max-in-flight", Usage: "leases this replica holds at most before it answers 'no work' (backpressure)", Value: dispatch.MaxInFlightDefault, EnvVars: envVars("MAX_IN_FLIGHT")},
 			&cli.IntFlag{Name: "max-in-flight-per-worker", Usage: "unanswered leases of this replica one worker identity may hold; past it a request gets 'no work' (worker_cap)", Value: dispatch.MaxInFlightPerWorkerDefault, EnvVars: envVars("MAX_IN_FLIGHT_PER_WORKER")},
 			&cli.IntFlag{Name: "max-in-flight-per-key", Usage: "with CURVE, unanswered leases of this replica all the workers of one key may hold together (0: no cap per key)", Value: 0, EnvVars: envVars("MAX_IN_FLIGHT_PER_KEY")},
@@ -50,7 +47,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "drain-timeout", Usage: "on SIGTERM, how long to wait for the results of this replica's leases", Value: 60 * time.Second, EnvVars: envVars("DRAIN_TIMEOUT")},
 			&cli.DurationFlag{Name: "db-outage-budget", Usage: "how long database calls may keep failing, from the first failure, before the replica stops and exits non-zero (stopping takes up to ~10 s more; nothing is lost: restart it later); 0: never", Value: dispatch.OutageBudgetDefault, EnvVars: envVars("DB_OUTAGE_BUDGET")},
 			&cli.Int64Flag{Name: "max-result-bytes", Usage: "results larger than this are recorded Invalid (cortex/result_too_large)", Value: dispatch.MaxResultBytesDefault, EnvVars: envVars("MAX_RESULT_BYTES")},
-			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes", Value: dispatch.ConfigDefault().MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
+			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes; keep 100000 with upstream CorTeX workers, which end a payload at its first frame shorter than 100000 bytes (another size cuts their archives; warned at start)", Value: dispatch.ConfigDefault().MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
 			&cli.IntFlag{Name: "tcp-keepalive-idle", Usage: "TCP keepalive idle seconds on worker sockets (interval 30 s, 4 probes); <= 0 disables", Value: dispatch.TCPKeepaliveIdleDefault, EnvVars: envVars("TCP_KEEPALIVE_IDLE")},
 			&cli.BoolFlag{Name: "sync-archives", Usage: "make result archives durable before their claim commits (one syncfs per claim batch)", Value: true, EnvVars: envVars("SYNC_ARCHIVES")},
 			&cli.IntFlag{Name: "leasers", Usage: "lease transactions running at once; requests waiting meanwhile are leased together in the next", Value: dispatch.LeasersDefault, EnvVars: envVars("LEASERS")},
@@ -198,25 +195,11 @@ func serve(c *cli.Context) error {
 	}()
 
 	if addr := c.String("http"); addr != "" {
-		ln, err := net.Listen("tcp", addr)
+		stopHTTP, err := serveHTTP(addr, reg, pool, logger)
 		if err != nil {
-			return fmt.Errorf("--http %s: %w", addr, err)
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-			defer cancel()
-			if err := pool.Ping(ctx); err != nil {
-				http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ok")
-		})
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = hs.Serve(ln) }()
-		defer hs.Close()
-		logger.Info("metrics", "http", ln.Addr().String())
+		defer stopHTTP()
 	}
 
 	// SIGTERM/SIGINT: stop leasing, drain, then stop the sockets.

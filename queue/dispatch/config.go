@@ -31,7 +31,8 @@ type Config struct {
 	// MaxInFlightPerKey, when positive, is the same cap for all the workers of one CURVE key
 	// together (a worker could take a fresh name for every request); zero: no cap per key.
 	MaxInFlightPerKey int
-	// MessageSize is the payload chunk size.
+	// MessageSize is the payload chunk size. Keep wire.MessageSize with upstream CorTeX
+	// workers: they take a frame shorter than 100,000 bytes as the payload's last.
 	MessageSize int
 	// MaxResultBytes caps a result: a larger one is recorded Invalid (cortex/result_too_large).
 	MaxResultBytes int64
@@ -53,6 +54,12 @@ type Config struct {
 	// TCPKeepaliveIdle is the keepalive idle time in seconds on worker-facing sockets (interval
 	// 30 s, 4 probes); ≤ 0 disables keepalive.
 	TCPKeepaliveIdle int
+	// HeartbeatInterval is how often a worker connection that is otherwise quiet gets a ZMTP
+	// PING; a connection that sends nothing for HeartbeatTimeout after one is closed, so a
+	// peer that connects and goes silent holds no file descriptor for long. Live workers'
+	// libzmq answers PINGs by itself, whatever they are doing. Zero takes the defaults.
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
 	// BindRetry is how long a bind is retried (a restarted replica outlasts TIME_WAIT).
 	BindRetry time.Duration
 	// OutageBudget is how long the database may fail every transaction before Run gives up
@@ -84,6 +91,12 @@ const (
 	BindRetryDefault            = 75 * time.Second
 )
 
+// Defaults of Config's ZMTP heartbeats.
+const (
+	HeartbeatIntervalDefault = 10 * time.Second
+	HeartbeatTimeoutDefault  = 30 * time.Second
+)
+
 // ConfigDefault returns a Config with every default set.
 func ConfigDefault() Config {
 	return Config{
@@ -102,6 +115,9 @@ func ConfigDefault() Config {
 		SyncArchives:         true,
 		TCPKeepaliveIdle:     TCPKeepaliveIdleDefault,
 		BindRetry:            BindRetryDefault,
+
+		HeartbeatInterval: HeartbeatIntervalDefault,
+		HeartbeatTimeout:  HeartbeatTimeoutDefault,
 	}
 }
 
@@ -142,6 +158,12 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.Writers <= 0 {
 		c.Writers = d.Writers
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = d.HeartbeatTimeout
 	}
 	if c.BindRetry < 0 {
 		c.BindRetry = 0

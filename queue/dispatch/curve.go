@@ -198,7 +198,8 @@ func (s *Server) secure(ctx context.Context, zctx *zmq.Context, socks ...*zmq.So
 	if err != nil {
 		return nil, fmt.Errorf("zap socket: %w", err)
 	}
-	if err := zap.SetLinger(0); err == nil {
+	err = zap.SetLinger(0)
+	if err == nil {
 		err = zap.SetRcvtimeo(time.Second)
 	}
 	if err == nil {

@@ -14,11 +14,14 @@ type metrics struct {
 	publishFails prometheus.Counter
 	writeErrors  prometheus.Counter
 	unreadable   prometheus.Counter
+	unusable     *prometheus.CounterVec
 	leaseBatch   prometheus.Histogram
 	claimBatch   prometheus.Histogram
 	leaseSeconds prometheus.Histogram
 	claimSeconds prometheus.Histogram
 	dbErrors     *prometheus.CounterVec
+	fdsOpen      prometheus.Gauge
+	fdsLimit     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
@@ -29,21 +32,24 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 	secs := prometheus.ExponentialBuckets(0.0005, 2, 14)
 	m := &metrics{
 		leases:       prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_leases_total", Help: "Tasks leased to workers."}),
-		returns:      prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_lease_returns_total", Help: "Leases returned because the worker was unroutable."}),
+		returns:      prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_lease_returns_total", Help: "Leases returned: the worker was unroutable, or its request was answered (no work) before the lease transaction finished."}),
 		mocks:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_mock_replies_total", Help: "No-work replies, by reason."}, []string{"reason"}),
 		claims:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_claims_total", Help: "Worker replies decided, by outcome."}, []string{"outcome"}),
 		discards:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_discards_total", Help: "Messages dropped before any claim, by reason."}, []string{"socket", "reason"}),
 		publishFails: prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_publish_errors_total", Help: "Result archives that could not be published (the earlier state stands)."}),
 		writeErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_result_write_errors_total", Help: "Result archives that could not be written (the task stays for a retry)."}),
 		unreadable:   prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_unreadable_entries_total", Help: "Leased entries whose source archive could not be opened."}),
+		unusable:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_results_unusable_total", Help: "Results that are no usable archive (empty, unreadable, or no result path), left to the reaper to retry, by reason."}, []string{"reason"}),
 		leaseBatch:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cortexq_lease_batch_size", Help: "Requests served per lease transaction.", Buckets: sizes}),
 		claimBatch:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cortexq_claim_batch_size", Help: "Replies decided per claim transaction.", Buckets: sizes}),
 		leaseSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cortexq_lease_seconds", Help: "Lease transaction latency.", Buckets: secs}),
 		claimSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cortexq_claim_seconds", Help: "Claim transaction latency.", Buckets: secs}),
 		dbErrors:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_db_errors_total", Help: "Failed database transactions, by operation."}, []string{"op"}),
+		fdsOpen:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "cortexq_open_fds", Help: "File descriptors the replica has open (counted every 2 s; it warns past 80% of the limit)."}),
+		fdsLimit:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "cortexq_max_fds", Help: "The replica's file descriptor limit (soft RLIMIT_NOFILE)."}),
 	}
 	collectors := []prometheus.Collector{m.leases, m.returns, m.mocks, m.claims, m.discards, m.publishFails,
-		m.writeErrors, m.unreadable, m.leaseBatch, m.claimBatch, m.leaseSeconds, m.claimSeconds, m.dbErrors,
+		m.writeErrors, m.unreadable, m.unusable, m.leaseBatch, m.claimBatch, m.leaseSeconds, m.claimSeconds, m.dbErrors, m.fdsOpen, m.fdsLimit,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cortexq_in_flight", Help: "Tasks this replica has in flight."}, inFlight)}
 	for _, c := range collectors {
 		_ = reg.Register(c) // a second server in one process keeps the first one's collectors

@@ -1,18 +1,23 @@
 package dispatch
 
 import (
+	"fmt"
+	"math"
 	"syscall"
 
 	zmq "github.com/pebbe/zmq4"
+
+	"github.com/cortexq/cortexq/queue/wire"
 )
 
 // frameLimits bounds what one received message may hold in this process. libzmq caps each
 // frame (ZMQ_MAXMSGSIZE) but not how many frames a message has, and hands a multipart message
 // over only once all of it has arrived, so a peer can make a message of any size. Frames past
-// the limits are still received (that frees them in libzmq) but dropped at once, and only
-// their sizes are kept: such a message is never held twice.
+// the limits are still received (that frees them in libzmq) but never copied out of it, and
+// only their sizes are kept: such a message is never held twice.
 type frameLimits struct {
-	// headers is how many leading frames are always kept.
+	// headers is how many leading frames are kept, each of at most wire.MaxHeaderBytes: a
+	// larger one makes the message malformed (wire.ReasonHeaderTooLarge).
 	headers int
 	// body is how much of the frames after the headers is kept, each frame counted at its
 	// length plus frameCost. A frame that would pass it is dropped, and so is every later one.
@@ -29,7 +34,10 @@ type message struct {
 	// droppedBytes and droppedFrames count the frames dropped past the limits.
 	droppedBytes  int64
 	droppedFrames int
-	from          peer
+	// err is a *wire.FrameError for a header frame over wire.MaxHeaderBytes (its place in
+	// frames is nil).
+	err  error
+	from peer
 }
 
 // recvFrom receives the next message on sock from a sender allowed to send it. Under CURVE
@@ -65,39 +73,52 @@ func (s *Server) recvFrom(sock *zmq.Socket, flags zmq.Flag, socket string, lim f
 }
 
 // recvLimited receives one multipart message within lim, and the User-Id and Peer-Address
-// properties of its connection. They are read from the first frame
-// that carries them: a ROUTER's routing id frame has none when the message was taken in by a
-// poll. Once the first frame is in, the rest of the message is there too (libzmq delivers
-// whole messages), so the later receives never wait.
+// properties of its connection. They are read from the first frame that carries them: a
+// ROUTER's routing id frame has none when the message was taken in by a poll. Once the first
+// frame is in, the rest of the message is there too (libzmq delivers whole messages), so the
+// later receives never wait.
 func recvLimited(sock *zmq.Socket, flags zmq.Flag, lim frameLimits) (message, map[string]string, error) {
 	var msg message
 	var md map[string]string
 	var kept int64
 	dropping := false
 	for {
-		var frame []byte
-		var err error
+		var props []string
 		if len(md) == 0 {
-			frame, md, err = sock.RecvBytesWithMetadata(flags, "User-Id", "Peer-Address")
-		} else {
-			frame, err = sock.RecvBytes(flags)
+			props = []string{"User-Id", "Peer-Address"}
 		}
+		header := len(msg.frames) < lim.headers
+		keep := -1 // what this frame may hold to be copied
+		switch {
+		case header:
+			keep = wire.MaxHeaderBytes
+		case !dropping:
+			keep = int(min(lim.body-kept-frameCost, math.MaxInt32))
+		}
+		f, err := recvFrame(sock, flags, keep, props...)
 		if err != nil {
 			return msg, md, err
 		}
+		if len(f.md) > 0 {
+			md = f.md
+		}
 		switch {
-		case len(msg.frames) < lim.headers:
-			msg.frames = append(msg.frames, frame)
-		case !dropping && kept+int64(len(frame))+frameCost <= lim.body:
-			kept += int64(len(frame)) + frameCost
-			msg.frames = append(msg.frames, frame)
+		case header:
+			if f.data == nil && msg.err == nil {
+				msg.err = &wire.FrameError{Reason: wire.ReasonHeaderTooLarge,
+					Detail: fmt.Sprintf("frame %d of %d bytes", len(msg.frames), f.size)}
+			}
+			msg.frames = append(msg.frames, f.data)
+		case f.data != nil:
+			kept += int64(f.size) + frameCost
+			msg.frames = append(msg.frames, f.data)
 		default:
 			dropping = true
-			msg.droppedBytes += int64(len(frame))
+			msg.droppedBytes += int64(f.size)
 			msg.droppedFrames++
 		}
-		if more, err := sock.GetRcvmore(); err != nil || !more {
-			return msg, md, err
+		if !f.more {
+			return msg, md, nil
 		}
 	}
 }

@@ -49,7 +49,7 @@ type Server struct {
 	resyncs   struct{ begun, done atomic.Uint64 }
 	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
 	// the goroutines that log them: at most a line per 5 s each for the whole replica.
-	logLimits struct{ dropped, writeFailed, unusableDropped *wire.RateLimiter }
+	logLimits struct{ dropped, writeFailed, unusableDropped, unusable, fdsLow *wire.RateLimiter }
 
 	mu        sync.Mutex
 	endpoints [2]string
@@ -89,8 +89,12 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		// One resync asked for is enough for every request that asks meanwhile.
 		resyncNow: make(chan struct{}, 1),
 	}
-	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped} {
+	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable, &s.logLimits.fdsLow} {
 		*l = wire.NewRateLimiter(5 * time.Second)
+	}
+	if cfg.MessageSize != wire.MessageSize {
+		s.logger.Warn("payload chunks are not 100,000 bytes: upstream CorTeX workers end a payload at its first frame shorter than 100,000 bytes, so they get cut archives and lose track of the frames; use this size only with workers that read every frame (cortexq worker)",
+			"message_size", cfg.MessageSize)
 	}
 	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) })
 	sec, err := newSecurity(cfg.Security, cfg.Registerer)
@@ -165,6 +169,7 @@ func (s *Server) Run(ctx context.Context) error {
 		func() error { return pull.SetRcvtimeo(pollInterval) },
 		func() error { return pull.SetMaxmsgsize(maxMsg) },
 		func() error { return setKeepalive(pull, s.cfg.TCPKeepaliveIdle) },
+		func() error { return setHeartbeat(pull, s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout) },
 	} {
 		if err := set(); err != nil {
 			return fmt.Errorf("sink socket options: %w", err)
@@ -279,8 +284,9 @@ func sinkFrameMax(maxResult int64) int64 {
 	return min(satAdd(maxResult, maxResult), math.MaxInt32)
 }
 
-// maintain resyncs the hot mirror, every hotResync and when asked (resyncSoon), and stops the
-// server when the database has been away longer than the outage budget.
+// maintain resyncs the hot mirror, every hotResync and when asked (resyncSoon), watches the
+// file descriptors, and stops the server when the database has been away longer than the
+// outage budget.
 func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) error {
 	tick := time.NewTicker(hotResync)
 	defer tick.Stop()
@@ -288,10 +294,15 @@ func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) err
 	defer check.Stop()
 	var last time.Time
 	var soon <-chan time.Time // the resync asked for, once hotResyncMin after the last
+	fds := time.NewTicker(fdsWatch)
+	defer fds.Stop()
+	s.watchFDs()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-fds.C:
+			s.watchFDs()
 		case <-check.C:
 			if s.health.expired() {
 				err := fmt.Errorf("database unreachable for longer than the outage budget (%s): %w",
@@ -404,6 +415,16 @@ func (s *Server) noteUnusable(l lease.Lease) {
 			s.logger.Warn("claimers busy: a lease whose worker got no payload is left to its deadline",
 				"count", n, "task_id", l.TaskID, "worker", l.Worker)
 		}
+	}
+}
+
+// unusableResult counts and logs (rate-limited) a result that is no usable archive: the task
+// stays in flight, answered, and the reaper retries it; the attempt's outcome says unusable.
+func (s *Server) unusableResult(res wire.Result, reason string, err error) {
+	s.metrics.unusable.WithLabelValues(reason).Inc()
+	if n, emit := s.logLimits.unusable.Record(); emit {
+		s.logger.Warn("unusable result: the task is left to the reaper to retry", "count", n, "reason", reason,
+			"task_id", res.TaskID, "worker", res.Identity, "service", res.Service, "bytes", res.Size, "error", err)
 	}
 }
 

@@ -66,6 +66,9 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 			msg.frames = append(msg.frames, nil)
 		}
 		res, err := wire.ParseResult(msg.frames)
+		if msg.err != nil {
+			err = msg.err
+		}
 		if err == nil && msg.droppedFrames > 0 {
 			res.Size = satAdd(res.Size, msg.droppedBytes)
 			res.Data = nil // only its size is needed now: it is over the cap, or unusable
@@ -200,8 +203,8 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 	it.target = resultPath(base, task.Entry, svc.Name, task.SandboxID)
 	if it.target == "" {
 		it.result.Kind = lease.KindUnusable
-		s.logger.Warn("no result path for the task's entry (no directory, or not beneath its corpus's path); left to the reaper",
-			"task_id", res.TaskID, "entry", task.Entry, "corpus_path", base)
+		s.unusableResult(res, "no_result_path",
+			fmt.Errorf("no result path for the entry %q (no directory, or not beneath its corpus's path %q)", task.Entry, base))
 		return it, "", nil
 	}
 	if res.Size > s.cfg.MaxResultBytes {
@@ -215,6 +218,11 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 	rep, err := report.FromReaderAt(framesReader(res.Data), res.Size, report.Options{})
 	if err != nil {
 		it.result.Kind = lease.KindUnusable
+		reason := "unreadable"
+		if res.Size == 0 {
+			reason = "empty" // what a CorTeX worker sends when its conversion crashed
+		}
+		s.unusableResult(res, reason, err)
 		return it, "", nil
 	}
 	if it.tmp, err = s.writeTemp(base, it.target, res.Data); err != nil {

@@ -42,6 +42,22 @@ func setKeepalive(s *zmq.Socket, idle int) error {
 	return nil
 }
 
+// setHeartbeat turns ZMTP heartbeats on: a PING every ivl on a quiet connection, which is
+// closed when nothing comes back within timeout; the peer is told (TTL) to give up on us after
+// timeout too. Set before bind so accepted connections inherit it.
+func setHeartbeat(s *zmq.Socket, ivl, timeout time.Duration) error {
+	for _, set := range []func() error{
+		func() error { return s.SetHeartbeatIvl(ivl) },
+		func() error { return s.SetHeartbeatTimeout(timeout) },
+		func() error { return s.SetHeartbeatTtl(timeout) },
+	} {
+		if err := set(); err != nil {
+			return fmt.Errorf("zmtp heartbeat: %w", err)
+		}
+	}
+	return nil
+}
+
 // bindRetry binds s to addr, retrying every 500 ms for up to retry (an address still in
 // TIME_WAIT after a restart comes free within 60 s on Linux).
 func bindRetry(ctx context.Context, s *zmq.Socket, addr string, retry time.Duration) error {

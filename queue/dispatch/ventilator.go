@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -21,15 +22,23 @@ import (
 type request struct {
 	identity []byte
 	worker   string
-	key      string // the name of its CURVE key ("" in plain mode)
+	key      string    // the name of its CURVE key ("" in plain mode)
+	at       time.Time // when it came in
+	answered bool      // it got a no-work reply while its lease transaction ran (answerOverdue)
 }
+
+// requestWait bounds how long a request waits for its reply. An upstream CorTeX worker gives
+// up on a request left unanswered for about a minute (and sleeps a minute after a no-work
+// reply): while the database is slow or away, a request gets no work after requestWait rather
+// than that wait, and leases made for it later are returned.
+const requestWait = 3 * time.Second
 
 // cappedRequest is a request of a worker at its cap. The hot mirror may still count leases
 // whose results another replica took, or is about to take, or that expired: the request waits
 // for the mirror's resyncs to tell, up to capHold, before it is refused.
 type cappedRequest struct {
 	service lease.Service
-	req     request
+	req     *request
 	after   uint64    // the request is looked at again once resyncs.done reaches after
 	until   time.Time // then refused, if its worker is still at its cap
 }
@@ -42,8 +51,9 @@ const capHold = 2 * time.Second
 
 // leaseJob is one lease transaction's work: requests of one service.
 type leaseJob struct {
+	id      uint64
 	service lease.Service
-	reqs    []request
+	reqs    []*request
 }
 
 type leaseDone struct {
@@ -78,11 +88,18 @@ type ventilator struct {
 	discard   *wire.RateLimiter
 	sendErr   *wire.RateLimiter
 	capLog    *wire.RateLimiter
+
+	// inLease are the requests of lease transactions under way, by job id.
+	inLease map[uint64][]*request
+	jobID   uint64
+	// lookupFailed is when a service lookup last failed, with lookupErr (lookupService).
+	lookupFailed time.Time
+	lookupErr    error
 }
 
 type pendingService struct {
 	service lease.Service
-	reqs    []request
+	reqs    []*request // oldest first
 }
 
 func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
@@ -102,6 +119,7 @@ func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
 		discard:   wire.NewRateLimiter(5 * time.Second),
 		sendErr:   wire.NewRateLimiter(5 * time.Second),
 		capLog:    wire.NewRateLimiter(5 * time.Second),
+		inLease:   map[uint64][]*request{},
 	}
 	for _, set := range []func() error{
 		func() error { return router.SetRouterMandatory(1) },
@@ -112,6 +130,7 @@ func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
 		// recvFrom keeps the first two (requestLimits) and drops the rest as it receives them.
 		func() error { return router.SetMaxmsgsize(64 << 10) },
 		func() error { return setKeepalive(router, s.cfg.TCPKeepaliveIdle) },
+		func() error { return setHeartbeat(router, s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout) },
 	} {
 		if err := set(); err != nil {
 			router.Close()
@@ -201,6 +220,10 @@ func (v *ventilator) run(ctx context.Context) error {
 				}
 				break
 			}
+			if msg.err != nil {
+				v.discardMalformed(msg.frames, msg.err)
+				continue
+			}
 			v.handle(ctx, msg.frames, msg.from, stopping)
 		}
 	deliver:
@@ -217,11 +240,13 @@ func (v *ventilator) run(ctx context.Context) error {
 			v.refusePending() // requests that came before StopLeasing lease nothing after it
 		}
 		v.decideCapped()
+		v.answerOverdue(time.Now())
 		for int(v.s.leasing.Load()) < v.s.cfg.Leasers && len(v.order) > 0 && !stopping {
 			id := v.order[0]
 			p := v.pending[id]
 			n := min(len(p.reqs), v.s.cfg.LeaseBatch)
-			job := leaseJob{service: p.service, reqs: p.reqs[:n:n]}
+			v.jobID++
+			job := leaseJob{id: v.jobID, service: p.service, reqs: p.reqs[:n:n]}
 			p.reqs = p.reqs[n:]
 			if len(p.reqs) == 0 {
 				delete(v.pending, id)
@@ -230,6 +255,7 @@ func (v *ventilator) run(ctx context.Context) error {
 			for _, r := range job.reqs {
 				delete(v.waiting, string(r.identity))
 			}
+			v.inLease[job.id] = job.reqs
 			v.s.leasing.Add(1)
 			v.jobs <- job
 		}
@@ -254,24 +280,87 @@ func (v *ventilator) refusePending() {
 	v.capped = v.capped[:0]
 }
 
+// answerOverdue answers no work to the requests that have waited requestWait: pending ones,
+// held ones, and those of lease transactions still under way, whose leases deliver then
+// returns.
+func (v *ventilator) answerOverdue(now time.Time) {
+	cutoff := now.Add(-requestWait)
+	for _, reqs := range v.inLease {
+		for _, r := range reqs { // oldest first
+			if !r.at.Before(cutoff) {
+				break
+			}
+			if !r.answered {
+				r.answered = true
+				v.mock(r.identity, "lease_slow")
+			}
+		}
+	}
+	for i := 0; i < len(v.order); {
+		id := v.order[i]
+		p := v.pending[id]
+		n := 0
+		for ; n < len(p.reqs) && p.reqs[n].at.Before(cutoff); n++ {
+			v.mock(p.reqs[n].identity, "lease_slow")
+			delete(v.waiting, string(p.reqs[n].identity))
+			v.unask(p.reqs[n])
+		}
+		clear(p.reqs[:n])
+		p.reqs = p.reqs[n:]
+		if len(p.reqs) > 0 {
+			i++
+			continue
+		}
+		delete(v.pending, id)
+		v.order = slices.Delete(v.order, i, i+1)
+	}
+}
+
+// serviceLookupWait bounds a service lookup of the ventilator's loop, which answers everyone.
+const serviceLookupWait = time.Second
+
+// lookupService is Server.service for the ventilator's loop, which must not wait on the
+// database: a lookup takes at most serviceLookupWait, and for a second after one failed, names
+// not cached are answered with its error, not looked up again.
+func (v *ventilator) lookupService(ctx context.Context, from peer, name string) (lease.Service, error) {
+	if svc, ok := v.s.catalog.CachedService(name); ok {
+		return svc, nil
+	}
+	if time.Since(v.lookupFailed) < time.Second {
+		return lease.Service{}, v.lookupErr
+	}
+	lctx, cancel := context.WithTimeout(withPeer(ctx, from), serviceLookupWait)
+	defer cancel()
+	svc, err := v.s.service(lctx, name)
+	if err != nil && !errors.Is(err, queue.ErrNotFound) && !errors.Is(err, errBogusBudget) {
+		v.lookupFailed, v.lookupErr = time.Now(), err
+	}
+	return svc, err
+}
+
+// discardMalformed counts and logs a malformed request, and answers it no work.
+func (v *ventilator) discardMalformed(msg [][]byte, err error) {
+	v.s.metrics.discards.WithLabelValues("ventilator", wire.ReasonOf(err)).Inc()
+	if n, emit := v.discard.Record(); emit {
+		v.s.logger.Warn("malformed requests discarded", "count", n, "last_error", err)
+	}
+	if len(msg) > 0 && len(msg[0]) > 0 {
+		v.mock(msg[0], "malformed") // a worker never waits out its timeout for our silence
+	}
+}
+
 // handle takes one request off the socket.
 func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stopping bool) {
 	identity, service, err := wire.ParseRequest(msg)
 	if err != nil {
-		v.s.metrics.discards.WithLabelValues("ventilator", wire.ReasonOf(err)).Inc()
-		if n, emit := v.discard.Record(); emit {
-			v.s.logger.Warn("malformed requests discarded", "count", n, "last_error", err)
-		}
-		if len(msg) > 0 && len(msg[0]) > 0 {
-			v.mock(msg[0], "malformed") // a worker never waits out its timeout for our silence
-		}
+		v.discardMalformed(msg, err)
 		return
 	}
 	if stopping || v.s.stopLeasing.Load() {
 		v.mock(identity, "stopping")
 		return
 	}
-	svc, err := v.s.service(withPeer(ctx, from), service)
+	svc, err := v.lookupService(ctx, from, service)
 	if err != nil {
 		reason := "unknown_service"
 		switch {
@@ -290,7 +379,7 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stoppi
 	if v.waiting[string(identity)] {
 		return // this worker already waits for a reply; it gets one
 	}
-	r := request{identity: identity, worker: from.worker(wire.WorkerName(identity)), key: from.key}
+	r := &request{identity: identity, worker: from.worker(wire.WorkerName(identity)), key: from.key, at: time.Now()}
 	if !v.atCap(r) {
 		v.admit(svc, r)
 		return
@@ -304,7 +393,7 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stoppi
 }
 
 // refuseCapped answers a request of a worker at its cap with no work.
-func (v *ventilator) refuseCapped(r request) {
+func (v *ventilator) refuseCapped(r *request) {
 	v.mock(r.identity, "worker_cap")
 	if n, emit := v.capLog.Record(); emit {
 		v.s.logger.Warn("requests of workers at their cap of unanswered leases get no work", "count", n,
@@ -314,7 +403,7 @@ func (v *ventilator) refuseCapped(r request) {
 }
 
 // admit queues a request for a lease, unless the replica is saturated.
-func (v *ventilator) admit(svc lease.Service, r request) {
+func (v *ventilator) admit(svc lease.Service, r *request) {
 	if queue.Saturated(v.s.hot.Len()+v.queued, v.s.cfg.MaxInFlight) {
 		v.mock(r.identity, "backpressure")
 		return
@@ -335,7 +424,7 @@ func (v *ventilator) admit(svc lease.Service, r request) {
 }
 
 // unask uncounts a request that is no longer pending or being leased.
-func (v *ventilator) unask(r request) {
+func (v *ventilator) unask(r *request) {
 	v.queued--
 	decrement(v.asking, r.worker)
 	if r.key != "" {
@@ -353,7 +442,7 @@ func decrement(counts map[string]int, name string) {
 
 // atCap reports whether r's worker, or its key, holds as many unanswered leases of this
 // replica (mirrored, or being leased) as it may.
-func (v *ventilator) atCap(r request) bool {
+func (v *ventilator) atCap(r *request) bool {
 	cfg := v.s.cfg
 	if v.s.hot.Held(r.worker)+v.asking[r.worker] >= cfg.MaxInFlightPerWorker {
 		return true
@@ -371,6 +460,9 @@ func (v *ventilator) decideCapped() {
 	kept := v.capped[:0]
 	for _, c := range v.capped {
 		switch {
+		case now.Sub(c.req.at) >= requestWait: // its resync is late: the database is slow
+			delete(v.waiting, string(c.req.identity))
+			v.refuseCapped(c.req)
 		case done < c.after:
 			kept = append(kept, c)
 		case !v.atCap(c.req):
@@ -389,20 +481,23 @@ func (v *ventilator) decideCapped() {
 }
 
 // deliver sends the tasks of a finished lease transaction, and mock replies to the requests it
-// found no task for.
+// found no task for. A lease for a request already answered (answerOverdue) is returned.
 func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
 	for _, r := range d.job.reqs {
 		v.unask(r)
 	}
+	delete(v.inLease, d.job.id)
 	if d.err != nil {
 		v.s.logger.Error("lease failed; requests get no work", "service", d.job.service.Name,
 			"requests", len(d.job.reqs), "error", d.err)
 		for _, r := range d.job.reqs {
-			v.mock(r.identity, "db_error")
+			if !r.answered {
+				v.mock(r.identity, "db_error")
+			}
 		}
 		return
 	}
-	byWorker := map[string][]request{}
+	byWorker := map[string][]*request{}
 	for _, r := range d.job.reqs {
 		byWorker[r.worker] = append(byWorker[r.worker], r)
 	}
@@ -414,13 +509,15 @@ func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
 			continue
 		}
 		byWorker[l.Worker] = reqs[1:]
-		if !v.sendTask(ctx, reqs[0], l) {
+		if reqs[0].answered || !v.sendTask(ctx, reqs[0], l) {
 			returns = append(returns, l)
 		}
 	}
 	for _, reqs := range byWorker {
 		for _, r := range reqs {
-			v.mock(r.identity, "no_work")
+			if !r.answered {
+				v.mock(r.identity, "no_work")
+			}
 		}
 	}
 	if len(returns) > 0 {
@@ -436,7 +533,7 @@ func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
 // failed half way would reach the worker as a cut payload that looks whole, and its verdict
 // would be recorded. Read first, an unreadable source gets a no-work reply and is left to
 // the reaper, as a missing one is.
-func (v *ventilator) sendTask(ctx context.Context, r request, l lease.Lease) bool {
+func (v *ventilator) sendTask(ctx context.Context, r *request, l lease.Lease) bool {
 	identity := r.identity
 	v.s.hot.Put(hot.Task{ID: l.TaskID, Run: l.Run, ServiceID: l.ServiceID, CorpusID: l.CorpusID, Entry: l.Entry,
 		Worker: l.Worker, Key: r.key})

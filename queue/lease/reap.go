@@ -44,7 +44,11 @@ func (s *Store) Reap(ctx context.Context, max int) (ReapSummary, error) {
 		w := newWrites()
 		for i := range rows {
 			d := &rows[i].Dispatch
-			w.outcome(d.TaskID, d.Run, currentAttempt(d), "expired", 0)
+			if !d.Answered {
+				// An answered attempt (an unusable reply) keeps that outcome: it did reply, and
+				// the audit trail says how.
+				w.outcome(d.TaskID, d.Run, currentAttempt(d), "expired", 0)
+			}
 			if d.Run != rows[i].TaskRun {
 				// A row of an earlier run can only be in flight through a hand edit: hold it.
 				s.hold(d, nil, now)

@@ -24,13 +24,14 @@ const (
 	ReasonTooFewFrames   = "too_few_frames"   // a result with fewer than 4 frames
 	ReasonBadTaskID      = "bad_task_id"      // a task id that is not a positive decimal int64
 	ReasonTooManyFrames  = "too_many_frames"  // a result within the size cap in more frames than a replica keeps
+	ReasonHeaderTooLarge = "header_too_large" // a header frame over MaxHeaderBytes
 )
 
 // Reasons lists every Reason a *FrameError can carry, to pre-register metric labels.
 var Reasons = []string{
 	ReasonEmptyMessage, ReasonEmptyIdentity, ReasonIdentityOnly, ReasonEmptyService,
 	ReasonServiceNotUTF8, ReasonServiceTooLong, ReasonServiceBadChar, ReasonTooFewFrames,
-	ReasonBadTaskID, ReasonTooManyFrames,
+	ReasonBadTaskID, ReasonTooManyFrames, ReasonHeaderTooLarge,
 }
 
 // Names that stand in for unreadable frames of a result.

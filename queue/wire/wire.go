@@ -36,6 +36,10 @@ const (
 	MaxServiceBytes = 200
 	// MaxIdentityBytes bounds a worker identity: a ZeroMQ routing id is at most 255 bytes.
 	MaxIdentityBytes = 255
+	// MaxHeaderBytes bounds each header frame of a message (a result's identity, service and
+	// task id; a request's service) as received: a larger one is not even copied, and the
+	// message is dropped (ReasonHeaderTooLarge).
+	MaxHeaderBytes = 512
 	// maxTaskIDDigits is the length of the largest int64, 9223372036854775807.
 	maxTaskIDDigits = 19
 )
