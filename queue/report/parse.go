@@ -12,9 +12,9 @@ import (
 	"github.com/cortexq/cortexq/queue"
 )
 
-// MaxMessages is how many messages a report keeps from one log; further messages still count for
-// the status but are only counted in a final Warning.
-const MaxMessages = 10_000
+// MaxMessagesDefault is how many messages of each severity a report keeps from one log by
+// default, as CorTeX did (Options.MaxMessages).
+const MaxMessagesDefault = 1000
 
 // maxLoadedNameBytes bounds the file name of a "(Loading …)" line, as in CorTeX.
 const maxLoadedNameBytes = 100
@@ -30,22 +30,23 @@ var replacement = []byte(string(utf8.RuneError))
 
 // ParseLog derives a report from the text of a cortex.log. It never fails: text that is not a
 // message is skipped, and the status of a log without a status line is Fatal.
+// At most MaxMessagesDefault messages of each severity are kept.
 func ParseLog(data []byte) queue.Report {
-	return parse(data, -1)
+	return parse(data, -1, MaxMessagesDefault)
 }
 
 // ReadLog reads at most limit bytes of a cortex.log from r and parses them. A longer log is cut
 // at its last complete line within the limit and gets a Warning cortex/log_truncated. A limit of
-// zero or less means MaxLogBytesDefault. The error is r's read error, if any.
+// zero or less means MaxLogBytesDefault. At most MaxMessagesDefault messages of each severity are
+// kept. The error is r's read error, if any.
 func ReadLog(r io.Reader, limit int64) (queue.Report, error) {
-	return readLog(r, limit, 0)
+	return readLog(r, Options{MaxLogBytes: limit}.withDefaults(), 0)
 }
 
-// readLog is ReadLog with a hint of the log's size, used to size the buffer.
-func readLog(r io.Reader, limit int64, hint uint64) (queue.Report, error) {
-	if limit <= 0 {
-		limit = MaxLogBytesDefault
-	}
+// readLog is ReadLog within opts (defaults applied), with a hint of the log's size, used to size
+// the buffer.
+func readLog(r io.Reader, opts Options, hint uint64) (queue.Report, error) {
+	limit := opts.MaxLogBytes
 	// Grow the buffer on a believable hint only: a lying header must not make us allocate.
 	var buf bytes.Buffer
 	if hint > 0 {
@@ -60,17 +61,18 @@ func readLog(r io.Reader, limit int64, hint uint64) (queue.Report, error) {
 	}
 	data := buf.Bytes()
 	if int64(len(data)) <= limit {
-		return parse(data, -1), nil
+		return parse(data, -1, opts.MaxMessages), nil
 	}
 	data = data[:limit]
 	// The last line was cut: drop it rather than parse half a status line or half a rune.
 	data = data[:bytes.LastIndexByte(data, '\n')+1]
-	return parse(data, limit), nil
+	return parse(data, limit, opts.MaxMessages), nil
 }
 
-// parse parses data; truncatedAt ≥ 0 says the log was cut at that many bytes.
-func parse(data []byte, truncatedAt int64) queue.Report {
-	p := parser{report: queue.Report{Status: queue.StatusFatal}, current: -1}
+// parse parses data, keeping at most maxMessages messages of each severity; truncatedAt ≥ 0
+// says the log was cut at that many bytes.
+func parse(data []byte, truncatedAt int64, maxMessages int) queue.Report {
+	p := parser{report: queue.Report{Status: queue.StatusFatal}, current: -1, max: maxMessages}
 	valid := utf8.Valid(data)
 	for len(data) > 0 {
 		var line []byte
@@ -82,11 +84,13 @@ func parse(data []byte, truncatedAt int64) queue.Report {
 		}
 		p.line(line)
 	}
-	if p.dropped > 0 {
-		p.report.Messages = append(p.report.Messages, queue.Message{
-			Severity: queue.SeverityWarning, Category: "cortex", What: "too_many_messages",
-			Details: fmt.Sprintf("%d further messages were not stored (at most %d are kept)", p.dropped, MaxMessages),
-		})
+	for i, sev := range severities {
+		if n := p.seen[i]; n > p.max {
+			p.report.Messages = append(p.report.Messages, queue.Message{
+				Severity: sev, Category: "cortex", What: "messages_truncated",
+				Details: fmt.Sprintf("%d %s messages in all; the first %d were kept", n, sev, p.max),
+			})
+		}
 	}
 	if truncatedAt >= 0 {
 		p.report.Messages = append(p.report.Messages, queue.Message{
@@ -106,11 +110,18 @@ type parser struct {
 	// inDetails is set after a message line: tab-led lines that follow continue it.
 	inDetails bool
 	// current is the index in report.Messages of the message being continued, or -1 when that
-	// message is not stored (a status line, a retryable tag, a message over MaxMessages).
+	// message is not stored (a status line, a retryable tag, a message over max).
 	current int
-	// dropped counts the messages not stored for want of room.
-	dropped int
+	// max is how many messages of each severity are stored; seen counts them all, by severity
+	// (the index in severities).
+	max  int
+	seen [len(severities)]int
 }
+
+// severities are the message severities, in the order of their cortex/messages_truncated
+// messages.
+var severities = [...]queue.Severity{queue.SeverityInfo, queue.SeverityWarning, queue.SeverityError,
+	queue.SeverityFatal, queue.SeverityInvalid}
 
 // line handles one line, without its line ending.
 func (p *parser) line(line []byte) {
@@ -251,10 +262,15 @@ func (p *parser) message(severityWord, category, what, details []byte) {
 	}
 }
 
-// store keeps m unless MaxMessages are already kept, and reports whether it did.
+// store counts m and keeps it unless max messages of its severity are already kept, and
+// reports whether it did.
 func (p *parser) store(m queue.Message) bool {
-	if len(p.report.Messages) >= MaxMessages {
-		p.dropped++
+	i := 0
+	for i < len(severities)-1 && severities[i] != m.Severity {
+		i++
+	}
+	p.seen[i]++
+	if p.seen[i] > p.max {
 		return false
 	}
 	p.report.Messages = append(p.report.Messages, m)
