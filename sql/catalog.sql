@@ -35,11 +35,13 @@ JOIN corpora c ON c.id = t.corpus_id
 WHERE t.id = ANY(@ids::bigint[]);
 
 -- name: DispatchInFlightOfReplica :many
--- DispatchInFlightOfReplica lists a replica's in-flight rows, to resync its hot mirror. Each
+-- DispatchInFlightOfReplica lists a replica's in-flight rows and their current workers, to resync
+-- its hot mirror. Each
 -- row's task is looked up by its id (the OFFSET 0 keeps the lookup per row): as a plain join,
 -- with dispatch's statistics taken when many tasks were in flight, PostgreSQL merge-joined it
 -- against the whole of tasks' primary key, 219 ms per resync with 1.7 million tasks.
-SELECT d.task_id, d.run, d.service_id, t.corpus_id, t.entry
+SELECT d.task_id, d.run, d.service_id, t.corpus_id, t.entry,
+       d.attempt_workers[cardinality(d.attempt_workers)]::text AS worker
 FROM dispatch d
 CROSS JOIN LATERAL (SELECT corpus_id, entry FROM tasks WHERE id = d.task_id OFFSET 0) AS t
 WHERE d.state = 'in_flight' AND NOT d.answered AND d.replica = @replica;

@@ -39,6 +39,10 @@ type Server struct {
 	unknown *xsync.Map[string, time.Time] // service names recently not found
 	claimIn chan *item
 	held    *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
+	// parsed is the budget of parsed reports not yet claimed (Config.MaxParsedBytes), in
+	// parsedWeight; parsedBytes is what is taken of it, for the metric.
+	parsed      *semaphore.Weighted
+	parsedBytes atomic.Int64
 	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
 	// the goroutines that log them: at most a line per 5 s each for the whole replica.
 	logLimits struct{ dropped, writeFailed, unusableDropped *wire.RateLimiter }
@@ -74,11 +78,13 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		bound:   make(chan struct{}),
 		health:  newHealth(cfg.OutageBudget),
 		held:    semaphore.NewWeighted(resultsHeldMax),
+		parsed:  semaphore.NewWeighted(cfg.MaxParsedBytes),
 	}
 	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped} {
 		*l = wire.NewRateLimiter(5 * time.Second)
 	}
-	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) })
+	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) },
+		func() float64 { return float64(s.parsedBytes.Load()) })
 	sec, err := newSecurity(cfg.Security, cfg.Registerer)
 	if err != nil {
 		return nil, err
@@ -284,7 +290,7 @@ func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) err
 			}
 			tasks := make([]hot.Task, len(rows))
 			for i, r := range rows {
-				tasks[i] = hot.Task{ID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry}
+				tasks[i] = hot.Task{ID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry, Worker: r.Worker}
 			}
 			s.hot.Reset(tasks, since)
 		}

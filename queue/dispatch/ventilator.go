@@ -319,7 +319,7 @@ func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
 // would be recorded. Read first, an unreadable source gets a no-work reply and is left to
 // the reaper, as a missing one is.
 func (v *ventilator) sendTask(ctx context.Context, identity []byte, l lease.Lease) bool {
-	v.s.hot.Put(hot.Task{ID: l.TaskID, Run: l.Run, ServiceID: l.ServiceID, CorpusID: l.CorpusID, Entry: l.Entry})
+	v.s.hot.Put(hot.Task{ID: l.TaskID, Run: l.Run, ServiceID: l.ServiceID, CorpusID: l.CorpusID, Entry: l.Entry, Worker: l.Worker})
 	payload, readErr := v.readSource(l.Entry)
 	defer v.releaseSource()
 	// DONTWAIT: a peer that stopped reading (its queue full) must not stall every other worker.

@@ -16,6 +16,8 @@ type Task struct {
 	ServiceID int32
 	CorpusID  int32
 	Entry     string
+	// Worker is the worker the task was leased to, as recorded (under CURVE, "key:<name>/…").
+	Worker string
 	// gen is the mirror's generation when the task was put (see Generation).
 	gen uint64
 }

@@ -125,6 +125,8 @@ type Mirrored struct {
 	ServiceID int32
 	CorpusID  int32
 	Entry     string
+	// Worker is the worker of the current attempt.
+	Worker string
 }
 
 // InFlightRows lists this store's replica's in-flight rows.
@@ -135,7 +137,7 @@ func (s *Store) InFlightRows(ctx context.Context) ([]Mirrored, error) {
 	}
 	out := make([]Mirrored, len(rows))
 	for i, r := range rows {
-		out[i] = Mirrored{TaskID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry}
+		out[i] = Mirrored{TaskID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry, Worker: r.Worker}
 	}
 	return out, nil
 }

@@ -249,7 +249,7 @@ func TestInFlightRowsAreTheReplicasOwn(t *testing.T) {
 	for _, l := range mine[:2] {
 		var entry string
 		require.NoError(t, f.pool.QueryRow(f.ctx, "SELECT entry FROM tasks WHERE id = $1", l.TaskID).Scan(&entry))
-		want = append(want, Mirrored{TaskID: l.TaskID, Run: l.Run, ServiceID: f.svc, CorpusID: f.corpus, Entry: entry})
+		want = append(want, Mirrored{TaskID: l.TaskID, Run: l.Run, ServiceID: f.svc, CorpusID: f.corpus, Entry: entry, Worker: l.Worker})
 	}
 	require.ElementsMatch(t, want, got)
 }

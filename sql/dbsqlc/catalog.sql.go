@@ -104,7 +104,8 @@ func (q *Queries) DispatchCounts(ctx context.Context) (DispatchCountsRow, error)
 }
 
 const dispatchInFlightOfReplica = `-- name: DispatchInFlightOfReplica :many
-SELECT d.task_id, d.run, d.service_id, t.corpus_id, t.entry
+SELECT d.task_id, d.run, d.service_id, t.corpus_id, t.entry,
+       d.attempt_workers[cardinality(d.attempt_workers)]::text AS worker
 FROM dispatch d
 CROSS JOIN LATERAL (SELECT corpus_id, entry FROM tasks WHERE id = d.task_id OFFSET 0) AS t
 WHERE d.state = 'in_flight' AND NOT d.answered AND d.replica = $1
@@ -116,9 +117,11 @@ type DispatchInFlightOfReplicaRow struct {
 	ServiceID int32  `json:"service_id"`
 	CorpusID  int32  `json:"corpus_id"`
 	Entry     string `json:"entry"`
+	Worker    string `json:"worker"`
 }
 
-// DispatchInFlightOfReplica lists a replica's in-flight rows, to resync its hot mirror. Each
+// DispatchInFlightOfReplica lists a replica's in-flight rows and their current workers, to resync
+// its hot mirror. Each
 // row's task is looked up by its id (the OFFSET 0 keeps the lookup per row): as a plain join,
 // with dispatch's statistics taken when many tasks were in flight, PostgreSQL merge-joined it
 // against the whole of tasks' primary key, 219 ms per resync with 1.7 million tasks.
@@ -137,6 +140,7 @@ func (q *Queries) DispatchInFlightOfReplica(ctx context.Context, replica string)
 			&i.ServiceID,
 			&i.CorpusID,
 			&i.Entry,
+			&i.Worker,
 		); err != nil {
 			return nil, err
 		}
