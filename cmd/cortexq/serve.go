@@ -112,6 +112,7 @@ func checkServeFlags(c *cli.Context) error {
 
 func serve(c *cli.Context) error {
 	tuneGC()
+	limitServeMemory()
 	if c.Args().Present() {
 		return usagef(c, "unexpected argument %q", c.Args().First())
 	}
@@ -173,7 +174,7 @@ func serve(c *cli.Context) error {
 		MaxInFlight: c.Int("max-in-flight"), MessageSize: c.Int("message-size"),
 		MaxResultBytes: c.Int64("max-result-bytes"), MaxMessages: c.Int("max-messages"),
 		TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
-		SyncArchives: c.Bool("sync-archives"), OutageBudget: budget,
+		SyncArchives:     c.Bool("sync-archives"), OutageBudget: budget,
 		Leasers: c.Int("leasers"), Claimers: c.Int("claimers"),
 		ClaimBatch: c.Int("claim-batch"), ClaimFlush: c.Duration("claim-flush"),
 		Logger: logger, Registerer: reg,

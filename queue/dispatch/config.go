@@ -32,7 +32,9 @@ type Config struct {
 	MaxMessages int
 	// MaxParsedBytes bounds the memory of the reports parsed and not yet claimed (their
 	// messages). When it is reached, the writers wait and the sink stops reading its socket:
-	// libzmq's queues, then TCP, hold the workers back. A larger report is taken alone.
+	// libzmq's queues, then TCP, hold the workers back. A larger report is taken alone. The
+	// default, 32 MiB, holds thousands of ordinary reports or 15 with 1,000 messages of 2 KB of
+	// each severity, and keeps them well inside the replica's 192 MiB heap limit (cmd/cortexq).
 	MaxParsedBytes int64
 	// LeaseBatch is the most requests one lease transaction serves.
 	LeaseBatch int
@@ -73,7 +75,7 @@ const (
 	MaxInFlightDefault      = 5000
 	MaxResultBytesDefault   = int64(2) << 30
 	MaxMessagesDefault      = report.MaxMessagesDefault
-	MaxParsedBytesDefault   = int64(64) << 20
+	MaxParsedBytesDefault   = int64(32) << 20
 	LeaseBatchDefault       = 256
 	LeasersDefault          = 1
 	ClaimBatchDefault       = 256

@@ -106,7 +106,7 @@ func FromReaderAt(r io.ReaderAt, size int64, opts Options) (queue.Report, error)
 		return queue.Report{}, fmt.Errorf("%w: open %s: %w", ErrUnusable, LogName, err)
 	}
 	defer rc.Close()
-	report, err := readLog(rc, opts, member.UncompressedSize64)
+	report, err := readLog(rc, opts)
 	if err != nil {
 		return queue.Report{}, fmt.Errorf("%w: %s: %w", ErrUnusable, LogName, err)
 	}

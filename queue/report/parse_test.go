@@ -377,7 +377,7 @@ func TestParseLogKeepsAtMostMaxMessagesPerSeverity(t *testing.T) {
 func TestReadLogMaxMessages(t *testing.T) {
 	t.Parallel()
 	log := strings.Repeat("Fatal:x:y\n", 7)
-	got, err := readLog(strings.NewReader(log), Options{MaxMessages: 2}.withDefaults(), 0)
+	got, err := readLog(strings.NewReader(log), Options{MaxMessages: 2}.withDefaults())
 	require.NoError(t, err)
 	require.Len(t, got.Messages, 3)
 	require.Equal(t, queue.Message{Severity: queue.SeverityFatal, Category: "cortex", What: "messages_truncated",
