@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,68 +54,24 @@ func attackHugeReports(t *testing.T, n int) {
 	// Leases outlast the attack, so that no attack task is requeued to the honest workers.
 	rp := rig.addReplica("r1", "--lease-timeout", "60s")
 	rig.startReplicas()
-	pid := rp.pid()
 
 	// The attacker leases n tasks, then pushes the same bomb as the result of each.
-	dealer, err := zmq.NewSocket(zmq.DEALER)
-	require.NoError(t, err)
-	defer dealer.Close()
-	require.NoError(t, dealer.SetLinger(0))
-	require.NoError(t, dealer.SetIdentity("attacker"))
-	require.NoError(t, dealer.SetRcvtimeo(10*time.Second))
-	require.NoError(t, dealer.Connect(rp.ventilator))
+	attacker := newAttackPeer(t, rp, "attacker", "", nil)
 	var attacked []int64
 	for len(attacked) < n {
-		_, err := dealer.Send(faultService, 0)
-		require.NoError(t, err)
-		msg, err := dealer.RecvMessageBytes(0)
-		require.NoError(t, err)
-		id, err := strconv.ParseInt(string(msg[0]), 10, 64)
-		require.NoError(t, err)
-		if id > 0 {
+		if id, _ := attacker.lease(); id > 0 {
 			attacked = append(attacked, id)
 		}
 	}
 	bomb := attackBomb(t)
 	t.Logf("bomb: %d bytes, its cortex.log %d lines", len(bomb), attackLogLines)
 
-	// Watch the replica's memory; stop it past the guard.
-	var peak atomic.Int64
-	watchDone := make(chan struct{})
-	stopWatch := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		for {
-			if rss, err := procRSS(pid, "VmRSS"); err == nil {
-				peak.Store(max(peak.Load(), rss))
-				if rss > attackRSSGuard {
-					rp.kill9()
-					return
-				}
-			}
-			select {
-			case <-stopWatch:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() {
-		close(stopWatch)
-		<-watchDone
-	}()
-
-	push, err := zmq.NewSocket(zmq.PUSH)
-	require.NoError(t, err)
-	defer push.Close()
-	require.NoError(t, push.SetLinger(0))
-	require.NoError(t, push.SetSndtimeo(time.Second))
-	require.NoError(t, push.Connect(rp.sink))
+	peak := watchRSS(t, rp)
 	start := time.Now()
 	rig.startWorkers(1, 4)
 	sent := 0
 	for _, id := range attacked {
-		if _, err := push.SendMessage("attacker", faultService, strconv.FormatInt(id, 10), bomb); err == nil {
+		if attacker.push(id, bomb) {
 			sent++
 		}
 	}
@@ -123,7 +80,7 @@ func attackHugeReports(t *testing.T, n int) {
 	var honestDone time.Duration
 	rig.waitFor("every task recorded", attackBudget, allTerminal, func(faultProgress) {
 		if !rp.running() {
-			t.Fatalf("the replica stopped; its peak RSS %d MB (guard %d MB)", peak.Load()>>20, attackRSSGuard>>20)
+			t.Fatalf("the replica stopped; its peak RSS %d MB (guard %d MB)", peak()>>20, attackRSSGuard>>20)
 		}
 		if honestDone == 0 && rig.mustScalar(`SELECT count(*) FROM tasks WHERE corpus_id = $1 AND status < 0 AND NOT id = ANY($2)`,
 			rig.corpusID, attacked) == attackHonestTasks {
@@ -133,13 +90,12 @@ func attackHugeReports(t *testing.T, n int) {
 	if honestDone == 0 {
 		honestDone = time.Since(start)
 	}
-	hwm, err := procRSS(pid, "VmHWM")
-	require.NoError(t, err)
+	rss := peak()
 	p99, claims := rp.quantile("cortexq_claim_seconds", 0.99)
 	t.Logf("fault numbers: %d attack results: replica peak RSS %d MB, claim p99 %.3f s over %.0f claims, "+
-		"%d honest tasks recorded in %s", n, max(hwm, peak.Load())>>20, p99, claims, attackHonestTasks, honestDone.Round(time.Millisecond))
+		"%d honest tasks recorded in %s", n, rss>>20, p99, claims, attackHonestTasks, honestDone.Round(time.Millisecond))
 
-	require.LessOrEqual(t, max(hwm, peak.Load()), int64(attackRSSLimit), "replica peak RSS")
+	require.LessOrEqual(t, rss, int64(attackRSSLimit), "replica peak RSS")
 	require.LessOrEqual(t, p99, 1.0, "claim p99 in seconds")
 	// Each attack task: its first 1,000 warnings, and the exact total.
 	require.Equal(t, float64(n), rig.mustScalar(`
@@ -151,6 +107,143 @@ func attackHugeReports(t *testing.T, n int) {
 			   AND count(*) FILTER (WHERE m.what = 'messages_truncated' AND m.severity = 'warning'
 			                         AND m.details = '10000 warning messages in all; the first 1000 were kept') = 1
 			   AND count(*) = 1001) AS ok`, attacked))
+}
+
+// TestAttackHugeReportsFromAKeyHoldingNoTask: under CURVE, an allowed key that holds no task
+// sends the bomb as the result of 15 tasks another key holds, while that key's honest workers
+// convert 300 tasks. The replica parses none of it: each is dropped as not_holder before its
+// archive is read, its RSS stays within 300 MB, and every task is recorded from its holder.
+func TestAttackHugeReportsFromAKeyHoldingNoTask(t *testing.T) {
+	skipShortFault(t)
+	const n = 15
+	rig := newFaultRig(t, queuetest.ConnString(t))
+	rig.stage("attack", "", n+attackHonestTasks, 512)
+	server, alice, mallory := newKeyFile(t, rig.dir, "server"), newKeyFile(t, rig.dir, "alice"), newKeyFile(t, rig.dir, "mallory")
+	for _, k := range []keyFile{alice, mallory} {
+		_, err := rig.store.AllowKey(rig.ctx, k.public, k.name)
+		require.NoError(t, err)
+	}
+	rp := rig.addReplica("r1", "--lease-timeout", "60s", "--curve-secret-key-file", server.path)
+	rig.startReplicas()
+
+	// A hand-driven peer of alice's key leases n tasks.
+	holder := newAttackPeer(t, rp, "alice-hand", server.public, &alice)
+	held := map[int64][]byte{}
+	for len(held) < n {
+		if id, payload := holder.lease(); id > 0 {
+			held[id] = payload
+		}
+	}
+	peak := watchRSS(t, rp)
+	w := rig.child("worker-0", "--log-level", "warn", "worker", "echo", "--service", faultService,
+		"--identity", "honest", "--concurrency", "4", "--ventilator", rp.ventilator, "--sink", rp.sink,
+		"--throttle", "100ms", "--io-timeout", "3s", "--server-key", server.public, "--key-file", alice.path)
+	w.start()
+	rig.workers = append(rig.workers, w)
+
+	thief := newAttackPeer(t, rp, "mallory", server.public, &mallory)
+	bomb := attackBomb(t)
+	for id := range held {
+		thief.push(id, bomb)
+	}
+	notHolder := func() float64 { return rp.labelled("cortexq_discards_total", `reason="not_holder"`) }
+	deadline := time.Now().Add(attackBudget)
+	for notHolder() < n && rp.running() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	for id, payload := range held {
+		holder.push(id, payload)
+	}
+	rig.waitFor("every task recorded", attackBudget, allTerminal, func(faultProgress) {
+		if !rp.running() {
+			t.Fatalf("the replica stopped; its peak RSS %d MB (guard %d MB)", peak()>>20, attackRSSGuard>>20)
+		}
+	})
+	rss := peak()
+	t.Logf("fault numbers: %d results from a key holding no task: replica peak RSS %d MB, %.0f dropped as not_holder before parsing, "+
+		"%.0f decided not_holder by a claim", n, rss>>20, notHolder(), rp.labelled("cortexq_claims_total", `outcome="not_holder"`))
+	require.LessOrEqual(t, rss, int64(attackRSSLimit), "replica peak RSS")
+	require.Equal(t, float64(n), notHolder(), "every bomb dropped before it was parsed")
+	require.Zero(t, rp.labelled("cortexq_claims_total", `outcome="not_holder"`), "no bomb reached a claim")
+	require.Zero(t, rig.mustScalar(`SELECT count(*) FROM attempts WHERE worker NOT LIKE 'key:alice/%'`))
+}
+
+// keyFile is a CURVE key pair written as `cortexq keys gen` writes it.
+type keyFile struct{ name, path, public, secret string }
+
+func newKeyFile(t *testing.T, dir, name string) keyFile {
+	t.Helper()
+	public, secret, err := zmq.NewCurveKeypair()
+	require.NoError(t, err)
+	k := keyFile{name: name, path: filepath.Join(dir, name+".key"), public: public, secret: secret}
+	require.NoError(t, os.WriteFile(k.path, fmt.Appendf(nil, "curve\n    public-key = %q\n    secret-key = %q\n", public, secret), 0o600))
+	return k
+}
+
+// attackPeer is a hand-driven worker of the attack tests: a DEALER and a PUSH socket, with
+// CURVE when given a key.
+type attackPeer struct {
+	t              *testing.T
+	identity       string
+	dealer, pusher *zmq.Socket
+}
+
+func newAttackPeer(t *testing.T, rp *replicaProc, identity, serverKey string, k *keyFile) *attackPeer {
+	t.Helper()
+	p := &attackPeer{t: t, identity: identity}
+	var err error
+	p.dealer, err = zmq.NewSocket(zmq.DEALER)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.dealer.Close() })
+	p.pusher, err = zmq.NewSocket(zmq.PUSH)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.pusher.Close() })
+	for _, s := range []*zmq.Socket{p.dealer, p.pusher} {
+		require.NoError(t, s.SetLinger(0))
+		if k != nil {
+			require.NoError(t, s.ClientAuthCurve(serverKey, k.public, k.secret))
+		}
+	}
+	require.NoError(t, p.dealer.SetIdentity(identity))
+	require.NoError(t, p.dealer.SetRcvtimeo(10*time.Second))
+	require.NoError(t, p.dealer.Connect(rp.ventilator))
+	require.NoError(t, p.pusher.SetSndtimeo(time.Second))
+	require.NoError(t, p.pusher.Connect(rp.sink))
+	return p
+}
+
+// lease requests a task: its id (0 for no work) and payload.
+func (p *attackPeer) lease() (int64, []byte) {
+	p.t.Helper()
+	_, err := p.dealer.Send(faultService, 0)
+	require.NoError(p.t, err)
+	msg, err := p.dealer.RecvMessageBytes(0)
+	require.NoError(p.t, err)
+	id, err := strconv.ParseInt(string(msg[0]), 10, 64)
+	require.NoError(p.t, err)
+	return id, bytes.Join(msg[1:], nil)
+}
+
+// push sends data as the result of task id (a send that times out is not retried).
+func (p *attackPeer) push(id int64, data []byte) bool {
+	_, err := p.pusher.SendMessage(p.identity, faultService, strconv.FormatInt(id, 10), data)
+	return err == nil
+}
+
+// labelled reads the sample of a metric whose labels contain label, 0 when there is none.
+func (rp *replicaProc) labelled(name, label string) float64 {
+	rp.t.Helper()
+	code, body, err := faultGet("http://" + rp.http + "/metrics")
+	require.NoError(rp.t, err)
+	require.Equal(rp.t, 200, code)
+	for line := range strings.Lines(body) {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, label) {
+			v, err := strconv.ParseFloat(strings.TrimSpace(line[strings.LastIndexByte(line, ' ')+1:]), 64)
+			require.NoError(rp.t, err, line)
+			return v
+		}
+	}
+	return 0
 }
 
 // attackBomb is the issue's archive: a cortex.log of attackLogLines warnings with ~2,000 bytes of
@@ -168,6 +261,41 @@ func attackBomb(t *testing.T) []byte {
 	}
 	require.NoError(t, zw.Close())
 	return buf.Bytes()
+}
+
+// watchRSS polls the replica's RSS until the test ends, killing it past attackRSSGuard; the
+// returned func reports its peak RSS so far (the kernel's high-water mark when it still runs).
+func watchRSS(t *testing.T, rp *replicaProc) func() int64 {
+	pid := rp.pid()
+	var peak atomic.Int64
+	done, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if rss, err := procRSS(pid, "VmRSS"); err == nil {
+				peak.Store(max(peak.Load(), rss))
+				if rss > attackRSSGuard {
+					rp.kill9()
+					return
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+	})
+	return func() int64 {
+		if hwm, err := procRSS(pid, "VmHWM"); err == nil {
+			peak.Store(max(peak.Load(), hwm))
+		}
+		return peak.Load()
+	}
 }
 
 // pid is the process id of the running replica.
