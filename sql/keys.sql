@@ -25,3 +25,12 @@ SET revoked_at = now()
 WHERE revoked_at IS NULL
   AND (public_key = sqlc.narg('public_key')::text OR name = sqlc.narg('name')::text)
 RETURNING *;
+
+-- name: DispatchHeldByKey :one
+-- DispatchHeldByKey reports whether a worker of a key (its names start with key_prefix,
+-- 'key:<name>/') holds an attempt of the task in a dispatch row: the sink's check, before it
+-- parses a CURVE result, that the sender may answer the task at all.
+SELECT EXISTS (
+    SELECT 1 FROM dispatch d, unnest(d.attempt_workers) AS w
+    WHERE d.task_id = @task_id AND starts_with(w, @key_prefix::text)
+)::bool AS held;

@@ -362,6 +362,8 @@ func TestBadInputFailsWithOneLine(t *testing.T) {
 			{"ImportCorpusNameWithNewline", d.env, []string{"import", "--corpus", "bad\nname", "--service", "echo", "/tmp"}, "has a control character"},
 			{"ServeNoInFlight", d.env, []string{"serve", "--max-in-flight", "0"}, "--max-in-flight 0: want at least 1"},
 			{"ServeZeroLease", d.env, []string{"serve", "--lease-timeout", "0"}, "--lease-timeout 0s: want at least 1s"},
+			{"ServeNoMessages", d.env, []string{"serve", "--max-messages", "0"}, "--max-messages 0: want 1 to 100000"},
+			{"ServeTooManyMessages", d.env, []string{"serve", "--max-messages", "100001"}, "--max-messages 100001: want 1 to 100000"},
 			{"StatusUnknownCorpus", d.env, []string{"status", "--corpus", "nope"}, "corpus nope: not found"},
 			{"StatusWatchUnknownService", d.env, []string{"status", "--watch", "--service", "nope"}, "service nope: not found"},
 			{"DBStartWithDatabaseURL", wrongDB, []string{"db", "start"}, "--database-url (or $DATABASE_URL) is set"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -23,11 +24,26 @@ func TestGCPercentDefaultsUnlessGOGCIsSet(t *testing.T) {
 	require.Equal(t, gcPercent, debug.SetGCPercent(100))
 }
 
+func TestServeMemoryLimitUnlessGOMEMLIMITIsSet(t *testing.T) {
+	before := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	limitServeMemory()
+	require.Equal(t, int64(math.MaxInt64), debug.SetMemoryLimit(-1), "an operator's GOMEMLIMIT must stand")
+
+	require.NoError(t, os.Unsetenv("GOMEMLIMIT"))
+	limitServeMemory()
+	require.Equal(t, int64(serveMemoryLimit), debug.SetMemoryLimit(-1))
+}
+
 // The data-path commands raise GOGC before anything else (here, before refusing their
 // arguments); the others, import with its list of entries above all, keep Go's default.
 func TestOnlyDataPathCommandsRaiseGOGC(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(before) })
+	limit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(limit) })
 	t.Setenv("GOGC", "")
 	require.NoError(t, os.Unsetenv("GOGC"))
 	home := t.TempDir()

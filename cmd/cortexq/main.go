@@ -68,7 +68,8 @@ func newApp() *cli.App {
 		Description: "Without --database-url (or $DATABASE_URL) every command uses the embedded PostgreSQL in --home,\n" +
 			"created, migrated and started on first use (see cortexq db --help).\n" +
 			"Global options go before the command: cortexq --log-level debug status.\n" +
-			"serve, worker, bench and demo run Go's garbage collector with GOGC=400 unless $GOGC is set\n" +
+			"serve, worker, bench and demo run Go's garbage collector with GOGC=400 unless $GOGC is set,\n" +
+			"and serve holds its heap to 192 MiB (a soft limit) unless $GOMEMLIMIT is set\n" +
 			"(see README, Configuration).",
 		Flags:                globalFlags(),
 		Commands:             commands(),

@@ -47,6 +47,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "drain-timeout", Usage: "on SIGTERM, how long to wait for the results of this replica's leases", Value: 60 * time.Second, EnvVars: envVars("DRAIN_TIMEOUT")},
 			&cli.DurationFlag{Name: "db-outage-budget", Usage: "how long database calls may keep failing, from the first failure, before the replica stops and exits non-zero (stopping takes up to ~10 s more; nothing is lost: restart it later); 0: never", Value: dispatch.OutageBudgetDefault, EnvVars: envVars("DB_OUTAGE_BUDGET")},
 			&cli.Int64Flag{Name: "max-result-bytes", Usage: "results larger than this are recorded Invalid (cortex/result_too_large)", Value: dispatch.MaxResultBytesDefault, EnvVars: envVars("MAX_RESULT_BYTES")},
+			&cli.IntFlag{Name: "max-messages", Usage: "log messages of each severity a result keeps (1 to 100000); the rest are counted in one cortex/messages_truncated message of that severity", Value: dispatch.MaxMessagesDefault, EnvVars: envVars("MAX_MESSAGES")},
 			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes; keep 100000 with upstream CorTeX workers, which end a payload at its first frame shorter than 100000 bytes (another size cuts their archives; warned at start)", Value: dispatch.ConfigDefault().MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
 			&cli.IntFlag{Name: "tcp-keepalive-idle", Usage: "TCP keepalive idle seconds on worker sockets (interval 30 s, 4 probes); <= 0 disables", Value: dispatch.TCPKeepaliveIdleDefault, EnvVars: envVars("TCP_KEEPALIVE_IDLE")},
 			&cli.BoolFlag{Name: "sync-archives", Usage: "make result archives durable before their claim commits (one syncfs per claim batch)", Value: true, EnvVars: envVars("SYNC_ARCHIVES")},
@@ -63,6 +64,10 @@ func serveCommand() *cli.Command {
 	}
 }
 
+// maxMessagesLimit bounds --max-messages: a result's messages are held in memory until claimed
+// and written in one claim transaction.
+const maxMessagesLimit = 100_000
+
 // checkServeFlags refuses values that make no sense, rather than quietly taking defaults for
 // them: a flag given is a flag meant.
 func checkServeFlags(c *cli.Context) error {
@@ -78,6 +83,9 @@ func checkServeFlags(c *cli.Context) error {
 		if n := c.Int(f.name); n < f.min {
 			return usagef(c, "--%s %d: want at least %d", f.name, n, f.min)
 		}
+	}
+	if n := c.Int("max-messages"); n < 1 || n > maxMessagesLimit {
+		return usagef(c, "--max-messages %d: want 1 to %d", n, maxMessagesLimit)
 	}
 	if n := c.Int64("max-result-bytes"); n < 1 {
 		return usagef(c, "--max-result-bytes %d: want at least 1", n)
@@ -104,6 +112,7 @@ func checkServeFlags(c *cli.Context) error {
 
 func serve(c *cli.Context) error {
 	tuneGC()
+	limitServeMemory()
 	if c.Args().Present() {
 		return usagef(c, "unexpected argument %q", c.Args().First())
 	}
@@ -164,8 +173,9 @@ func serve(c *cli.Context) error {
 		VentilatorAddr: c.String("ventilator"), SinkAddr: c.String("sink"), Security: security,
 		MaxInFlight: c.Int("max-in-flight"), MessageSize: c.Int("message-size"),
 		MaxInFlightPerWorker: c.Int("max-in-flight-per-worker"), MaxInFlightPerKey: c.Int("max-in-flight-per-key"),
-		MaxResultBytes: c.Int64("max-result-bytes"), TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
-		SyncArchives: c.Bool("sync-archives"), OutageBudget: budget,
+		MaxResultBytes: c.Int64("max-result-bytes"), MaxMessages: c.Int("max-messages"),
+		TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
+		SyncArchives:     c.Bool("sync-archives"), OutageBudget: budget,
 		Leasers: c.Int("leasers"), Claimers: c.Int("claimers"),
 		ClaimBatch: c.Int("claim-batch"), ClaimFlush: c.Duration("claim-flush"),
 		Logger: logger, Registerer: reg,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cortexq/cortexq/queue/report"
 	"github.com/cortexq/cortexq/queue/wire"
 )
 
@@ -36,6 +37,15 @@ type Config struct {
 	MessageSize int
 	// MaxResultBytes caps a result: a larger one is recorded Invalid (cortex/result_too_large).
 	MaxResultBytes int64
+	// MaxMessages is how many log messages of each severity a result keeps; the rest are
+	// counted in one cortex/messages_truncated message of that severity (report.Options).
+	MaxMessages int
+	// MaxParsedBytes bounds the memory of the reports parsed and not yet claimed (their
+	// messages). When it is reached, the writers wait and the sink stops reading its socket:
+	// libzmq's queues, then TCP, hold the workers back. A larger report is taken alone. The
+	// default, 32 MiB, holds thousands of ordinary reports or 15 with 1,000 messages of 2 KB of
+	// each severity, and keeps them well inside the replica's 192 MiB heap limit (cmd/cortexq).
+	MaxParsedBytes int64
 	// LeaseBatch is the most requests one lease transaction serves.
 	LeaseBatch int
 	// Leasers is how many lease transactions may run at once.
@@ -81,6 +91,8 @@ const (
 	MaxInFlightDefault          = 5000
 	MaxInFlightPerWorkerDefault = 2
 	MaxResultBytesDefault       = int64(2) << 30
+	MaxMessagesDefault          = report.MaxMessagesDefault
+	MaxParsedBytesDefault       = int64(32) << 20
 	LeaseBatchDefault           = 256
 	LeasersDefault              = 1
 	ClaimBatchDefault           = 256
@@ -106,6 +118,8 @@ func ConfigDefault() Config {
 		MaxInFlightPerWorker: MaxInFlightPerWorkerDefault,
 		MessageSize:          wire.MessageSize,
 		MaxResultBytes:       MaxResultBytesDefault,
+		MaxMessages:          MaxMessagesDefault,
+		MaxParsedBytes:       MaxParsedBytesDefault,
 		LeaseBatch:           LeaseBatchDefault,
 		Leasers:              LeasersDefault,
 		ClaimBatch:           ClaimBatchDefault,
@@ -140,6 +154,12 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.MaxResultBytes <= 0 {
 		c.MaxResultBytes = d.MaxResultBytes
+	}
+	if c.MaxMessages <= 0 {
+		c.MaxMessages = d.MaxMessages
+	}
+	if c.MaxParsedBytes <= 0 {
+		c.MaxParsedBytes = d.MaxParsedBytes
 	}
 	if c.LeaseBatch <= 0 {
 		c.LeaseBatch = d.LeaseBatch

@@ -1,7 +1,9 @@
 package dispatch
 
 import (
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,13 +211,56 @@ func TestCurve(t *testing.T) {
 		// bob writes alice's worker's name in the identity frame: the key decides, not the frame.
 		thief := newCurvePeer(t, e, "w1", server, &bob)
 		thief.result("echo", id, sourceZip(t, 3, 10, 0))
-		eventually(t, "bob's result is decided not_holder", func() bool { return e.claims(lease.OutcomeNotHolder) == 1 })
+		eventually(t, "bob's result is dropped as not_holder", func() bool { return e.discarded("sink", "not_holder") == 1 })
 		require.Equal(t, queue.StatusDispatched, e.status(id))
 
 		// Another process of alice's key (another identity) may answer: the key held the attempt.
 		sibling := newCurvePeer(t, e, "w2", server, &alice)
 		sibling.result("echo", id, payload)
 		e.waitStatus(id, queue.StatusNoProblem)
+		e.requireEchoed(ids)
+	})
+
+	t.Run("AKeyHoldingNoAttemptCostsNoParse", func(t *testing.T) {
+		t.Parallel()
+		e, server := curveEnv(t)
+		alice, mallory := newKeyPair(t), newKeyPair(t)
+		e.allow(alice, "alice")
+		e.allow(mallory, "mallory")
+		ids := e.stage(16, 1000)
+		holder := newCurvePeer(t, e, "w1", server, &alice)
+		payloads := map[int64][]byte{}
+		for range ids {
+			id, payload := holder.lease("echo")
+			payloads[id] = payload
+		}
+		// One of alice's tasks is not in the hot mirror (as for another replica's lease, or
+		// after a restart): the database answers for it.
+		e.server.hot.Delete(ids[0])
+
+		// mallory, allowed but holding nothing, sends the huge-report bomb for 15 of alice's
+		// tasks (one of them not mirrored): each is dropped before it is parsed, and charged.
+		bomb := zipOf(t, zm{name: "cortex.log", body: strings.Repeat("Warning:amp:x "+strings.Repeat("x", 1990)+"\n", 10_000), deflate: true})
+		thief := newCurvePeer(t, e, "w1", server, &mallory)
+		for _, id := range ids[:15] {
+			thief.result("echo", id, bomb)
+		}
+		eventually(t, "every bomb is dropped as not_holder", func() bool { return e.discarded("sink", "not_holder") == 15 })
+		require.Zero(t, e.claims(lease.OutcomeNotHolder), "none reached a claim")
+		require.Zero(t, e.server.parsedBytes.Load())
+		mallorys := e.server.sec.peerBucket(peer{key: "mallory"}, time.Now())
+		mallorys.mu.Lock()
+		require.Less(t, mallorys.tokens, float64(PeerBogusBurstDefault-10), "mallory's bogus budget was charged")
+		mallorys.mu.Unlock()
+		entries, err := filepath.Glob(filepath.Join(e.dir, "*", ".echo.zip.tmp-*"))
+		require.NoError(t, err)
+		require.Empty(t, entries, "no temp archive written")
+
+		// alice's results, mirrored or not, are taken.
+		for id, payload := range payloads {
+			holder.result("echo", id, payload)
+		}
+		e.waitTerminal(30*time.Second, false)
 		e.requireEchoed(ids)
 	})
 

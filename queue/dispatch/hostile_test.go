@@ -615,6 +615,49 @@ func TestHostile(t *testing.T) {
 		defer cancel()
 		require.NoError(t, e.server.ReloadKeys(ctx), "the replica still answers")
 	})
+
+	t.Run("HugeReportsWaitForTheParsedBudgetAndKeepExactTotals", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, func(_ *lease.Config, c *Config) { c.MaxParsedBytes = 1 << 20 })
+		ids := e.stage(6, 1000)
+		p := newRawPeer(t, e, "bomber")
+		for range ids {
+			id, _ := p.lease("echo")
+			require.NotZero(t, id)
+		}
+		// Claims wait on the tasks' row locks: parsed reports pile up before them, within the
+		// budget (each report, 2 MB, is larger than it and taken alone).
+		tx, err := e.pool.Begin(e.ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(e.ctx)
+		_, err = tx.Exec(e.ctx, `SELECT id FROM tasks FOR UPDATE`)
+		require.NoError(t, err)
+		line := "Warning:amp:x " + strings.Repeat("x", 1990) + "\n"
+		bomb := zipOf(t, zm{name: "cortex.log", body: strings.Repeat(line, 3000) + "Error:tex:e after\nStatus:conversion:2\n", deflate: true})
+		for _, id := range ids {
+			p.result("echo", id, bomb)
+		}
+		eventually(t, "a report holds the whole budget", func() bool { return e.server.parsedBytes.Load() == 1<<20 })
+		time.Sleep(300 * time.Millisecond)
+		require.Equal(t, int64(1<<20), e.server.parsedBytes.Load(), "no more reports than the budget holds")
+		require.NoError(t, tx.Rollback(e.ctx))
+
+		for _, id := range ids {
+			e.waitStatus(id, queue.StatusError)
+			var warnings, errs int
+			var total string
+			require.NoError(t, e.pool.QueryRow(e.ctx, `
+				SELECT count(*) FILTER (WHERE severity = 'warning' AND what = 'x'),
+				       count(*) FILTER (WHERE severity = 'error'),
+				       coalesce(string_agg(details, '') FILTER (WHERE what = 'messages_truncated'), '')
+				FROM task_messages WHERE task_id = $1`, id).Scan(&warnings, &errs, &total))
+			require.Equal(t, 1000, warnings)
+			require.Equal(t, 1, errs, "a severity under the cap is whole")
+			require.Equal(t, "3000 warning messages in all; the first 1000 were kept", total)
+		}
+		eventually(t, "the budget is back", func() bool { return e.server.parsedBytes.Load() == 0 })
+		require.Zero(t, e.discarded("sink", "unknown_task"))
+	})
 }
 
 // floodBogus pushes results for new task ids that do not exist, from first on, to endpoint at

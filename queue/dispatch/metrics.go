@@ -24,7 +24,7 @@ type metrics struct {
 	fdsLimit     prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
+func newMetrics(reg prometheus.Registerer, inFlight, parsedBytes func() float64) *metrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
@@ -50,7 +50,8 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 	}
 	collectors := []prometheus.Collector{m.leases, m.returns, m.mocks, m.claims, m.discards, m.publishFails,
 		m.writeErrors, m.unreadable, m.unusable, m.leaseBatch, m.claimBatch, m.leaseSeconds, m.claimSeconds, m.dbErrors, m.fdsOpen, m.fdsLimit,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cortexq_in_flight", Help: "Tasks this replica has in flight."}, inFlight)}
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cortexq_in_flight", Help: "Tasks this replica has in flight."}, inFlight),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cortexq_parsed_report_bytes", Help: "Memory of the parsed reports not yet claimed (their messages), within the sink's budget for them."}, parsedBytes)}
 	for _, c := range collectors {
 		_ = reg.Register(c) // a second server in one process keeps the first one's collectors
 	}

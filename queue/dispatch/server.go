@@ -47,6 +47,10 @@ type Server struct {
 	// and those done, so that a request held for the next one knows when it is over.
 	resyncNow chan struct{}
 	resyncs   struct{ begun, done atomic.Uint64 }
+	// parsed is the budget of parsed reports not yet claimed (Config.MaxParsedBytes), in
+	// parsedWeight; parsedBytes is what is taken of it, for the metric.
+	parsed      *semaphore.Weighted
+	parsedBytes atomic.Int64
 	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
 	// the goroutines that log them: at most a line per 5 s each for the whole replica.
 	logLimits struct{ dropped, writeFailed, unusableDropped, unusable, fdsLow *wire.RateLimiter }
@@ -88,6 +92,7 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		held:    semaphore.NewWeighted(resultsHeldMax),
 		// One resync asked for is enough for every request that asks meanwhile.
 		resyncNow: make(chan struct{}, 1),
+		parsed:    semaphore.NewWeighted(cfg.MaxParsedBytes),
 	}
 	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable, &s.logLimits.fdsLow} {
 		*l = wire.NewRateLimiter(5 * time.Second)
@@ -96,7 +101,8 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		s.logger.Warn("payload chunks are not 100,000 bytes: upstream CorTeX workers end a payload at its first frame shorter than 100,000 bytes, so they get cut archives and lose track of the frames; use this size only with workers that read every frame (cortexq worker)",
 			"message_size", cfg.MessageSize)
 	}
-	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) })
+	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) },
+		func() float64 { return float64(s.parsedBytes.Load()) })
 	sec, err := newSecurity(cfg.Security, cfg.Registerer)
 	if err != nil {
 		return nil, err

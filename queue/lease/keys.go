@@ -141,6 +141,18 @@ func workerKeyOf(r dbsqlc.WorkerKey) WorkerKey {
 	return WorkerKey{PublicKey: r.PublicKey, Name: r.Name, AddedAt: r.AddedAt, RevokedAt: r.RevokedAt}
 }
 
+// KeyHoldsAttempt reports whether a worker of the key named key holds an attempt of task id in
+// one of its dispatch rows: whether a reply authenticated with key can be anything but
+// OutcomeNotHolder or OutcomeUnknown. Claim decides; this is a cheap look before the work a
+// reply costs.
+func (s *Store) KeyHoldsAttempt(ctx context.Context, id int64, key string) (bool, error) {
+	held, err := dbsqlc.New(s.pool).DispatchHeldByKey(ctx, id, keyPrefix(key))
+	if err != nil {
+		return false, translate("look up the task's key holders", err)
+	}
+	return held, nil
+}
+
 // locateResult is locate for a reply. A reply without a key follows the reference's rule (an
 // unrecorded worker counts as the newest attempt). A reply with a key is attributed only to an
 // attempt of a worker of that key: the worker's own newest attempt, else the key's newest

@@ -39,6 +39,10 @@ type Options struct {
 	// MaxMembers bounds the archive's member count; more members make it ErrUnusable.
 	// Default MaxMembersDefault.
 	MaxMembers int
+	// MaxMessages bounds the messages kept of each severity; the rest still count for the
+	// status, and one message cortex/messages_truncated of that severity gives their total.
+	// Default MaxMessagesDefault.
+	MaxMessages int
 }
 
 func (o Options) withDefaults() Options {
@@ -47,6 +51,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxMembers <= 0 {
 		o.MaxMembers = MaxMembersDefault
+	}
+	if o.MaxMessages <= 0 {
+		o.MaxMessages = MaxMessagesDefault
 	}
 	return o
 }
@@ -99,7 +106,7 @@ func FromReaderAt(r io.ReaderAt, size int64, opts Options) (queue.Report, error)
 		return queue.Report{}, fmt.Errorf("%w: open %s: %w", ErrUnusable, LogName, err)
 	}
 	defer rc.Close()
-	report, err := readLog(rc, opts.MaxLogBytes, member.UncompressedSize64)
+	report, err := readLog(rc, opts)
 	if err != nil {
 		return queue.Report{}, fmt.Errorf("%w: %s: %w", ErrUnusable, LogName, err)
 	}

@@ -198,9 +198,10 @@ func TestFromArchiveBombIsReadUpToTheLimit(t *testing.T) {
 	got, err := FromArchive(writeFile(t, data), Options{MaxLogBytes: limit})
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusFatal, got.Status)
-	require.Greater(t, limit/len(line), MaxMessages)
-	require.Len(t, got.Messages, MaxMessages+2)
-	require.Equal(t, "too_many_messages", got.Messages[MaxMessages].What)
+	require.Greater(t, limit/len(line), MaxMessagesDefault)
+	require.Len(t, got.Messages, MaxMessagesDefault+2)
+	require.Equal(t, "messages_truncated", got.Messages[MaxMessagesDefault].What)
+	require.Contains(t, got.Messages[MaxMessagesDefault].Details, fmt.Sprintf("%d warning messages in all", limit/len(line)))
 	require.Equal(t, warning("bomb", "tick", "the same line again"), got.Messages[0])
 	last := got.Messages[len(got.Messages)-1]
 	require.Equal(t, "log_truncated", last.What)

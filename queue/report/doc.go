@@ -27,9 +27,13 @@
 // stored. An Info:cortex:retryable line (severity "info" in any case) sets Report.Retryable and
 // is not stored either.
 //
-// Beyond the reference format, and to keep hostile logs bounded: at most MaxMessages messages are
-// stored (the rest still count for the status, and a Warning cortex/too_many_messages says how
-// many were dropped); a log that is not valid UTF-8 gets a Warning cortex/non_utf8_log; a log
+// Beyond the reference format, and to keep hostile logs bounded: at most Options.MaxMessages
+// messages of each severity are stored, as in CorTeX (the rest still count for the status, and
+// for each severity that overflowed one message cortex/messages_truncated of that severity gives
+// the exact total: "N warning messages in all; the first M were kept"); the log is read line by
+// line, and a line longer than 64 KiB is parsed from its first 64 KiB (the rest is skipped), so
+// that reading costs memory for the messages kept, not for the log; a log that is not valid
+// UTF-8 gets a Warning cortex/non_utf8_log; a log
 // longer than Options.MaxLogBytes is read up to that limit, its cut last line dropped, and gets a
 // Warning cortex/log_truncated (its status line, usually last, is then lost, so the verdict falls
 // back to Fatal). These warnings come after the log's own messages, in that order.

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -12,9 +13,9 @@ import (
 	"github.com/cortexq/cortexq/queue"
 )
 
-// MaxMessages is how many messages a report keeps from one log; further messages still count for
-// the status but are only counted in a final Warning.
-const MaxMessages = 10_000
+// MaxMessagesDefault is how many messages of each severity a report keeps from one log by
+// default, as CorTeX did (Options.MaxMessages).
+const MaxMessagesDefault = 1000
 
 // maxLoadedNameBytes bounds the file name of a "(Loading …)" line, as in CorTeX.
 const maxLoadedNameBytes = 100
@@ -28,77 +29,158 @@ var nonUTF8Log = queue.Message{
 // replacement is U+FFFD, which stands for each invalid byte of a field.
 var replacement = []byte(string(utf8.RuneError))
 
+// maxLineBytes is how much of a log line is parsed: the rest of a longer line is skipped (and
+// only checked for UTF-8), so that a line without an end costs no more memory than this. Every
+// field of a message is far shorter.
+const maxLineBytes = 64 << 10
+
 // ParseLog derives a report from the text of a cortex.log. It never fails: text that is not a
 // message is skipped, and the status of a log without a status line is Fatal.
+// At most MaxMessagesDefault messages of each severity are kept.
 func ParseLog(data []byte) queue.Report {
-	return parse(data, -1)
+	rep, _ := parse(bytes.NewReader(data), math.MaxInt64, MaxMessagesDefault)
+	return rep
 }
 
 // ReadLog reads at most limit bytes of a cortex.log from r and parses them. A longer log is cut
 // at its last complete line within the limit and gets a Warning cortex/log_truncated. A limit of
-// zero or less means MaxLogBytesDefault. The error is r's read error, if any.
+// zero or less means MaxLogBytesDefault. At most MaxMessagesDefault messages of each severity are
+// kept. The error is r's read error, if any.
 func ReadLog(r io.Reader, limit int64) (queue.Report, error) {
-	return readLog(r, limit, 0)
+	return readLog(r, Options{MaxLogBytes: limit}.withDefaults())
 }
 
-// readLog is ReadLog with a hint of the log's size, used to size the buffer.
-func readLog(r io.Reader, limit int64, hint uint64) (queue.Report, error) {
-	if limit <= 0 {
-		limit = MaxLogBytesDefault
+// readLog is ReadLog within opts (defaults applied).
+func readLog(r io.Reader, opts Options) (queue.Report, error) {
+	rep, err := parse(r, opts.MaxLogBytes, opts.MaxMessages)
+	if err != nil {
+		return queue.Report{}, fmt.Errorf("read log: %w", err)
 	}
-	// Grow the buffer on a believable hint only: a lying header must not make us allocate.
-	var buf bytes.Buffer
-	if hint > 0 {
-		buf.Grow(int(min(hint, uint64(limit), 1<<20)) + 1)
-	}
+	return rep, nil
+}
+
+// parse reads a log from r line by line, in memory bounded by maxLineBytes whatever its size,
+// keeping at most maxMessages messages of each severity. Only the lines that end within limit
+// bytes are parsed (or the last line, without an end, of a log of at most limit bytes): a cut
+// line is dropped rather than half a status line or half a rune parsed.
+func parse(r io.Reader, limit int64, maxMessages int) (queue.Report, error) {
+	p := parser{report: queue.Report{Status: queue.StatusFatal}, current: -1, max: maxMessages}
 	n := limit
 	if n < math.MaxInt64 {
 		n++ // one byte more tells a log of exactly limit bytes from a longer one
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(r, n)); err != nil {
-		return queue.Report{}, fmt.Errorf("read log: %w", err)
-	}
-	data := buf.Bytes()
-	if int64(len(data)) <= limit {
-		return parse(data, -1), nil
-	}
-	data = data[:limit]
-	// The last line was cut: drop it rather than parse half a status line or half a rune.
-	data = data[:bytes.LastIndexByte(data, '\n')+1]
-	return parse(data, limit), nil
-}
-
-// parse parses data; truncatedAt ≥ 0 says the log was cut at that many bytes.
-func parse(data []byte, truncatedAt int64) queue.Report {
-	p := parser{report: queue.Report{Status: queue.StatusFatal}, current: -1}
-	valid := utf8.Valid(data)
-	for len(data) > 0 {
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-			line = bytes.TrimSuffix(line, []byte{'\r'})
-		} else {
-			line, data = data, nil
+	lr := lineReader{r: bufio.NewReaderSize(io.LimitReader(r, n), maxLineBytes)}
+	valid, truncated := true, false
+	var read int64
+	for {
+		line, err := lr.next()
+		if err != nil && err != io.EOF {
+			return queue.Report{}, err
 		}
+		read += lr.took
+		if read > limit {
+			truncated = true
+			break
+		}
+		if err == nil {
+			line = bytes.TrimSuffix(line, []byte{'\r'}) // a \r\n line end
+		}
+		valid = valid && lr.valid
 		p.line(line)
+		if err == io.EOF {
+			break
+		}
 	}
-	if p.dropped > 0 {
-		p.report.Messages = append(p.report.Messages, queue.Message{
-			Severity: queue.SeverityWarning, Category: "cortex", What: "too_many_messages",
-			Details: fmt.Sprintf("%d further messages were not stored (at most %d are kept)", p.dropped, MaxMessages),
-		})
+	for i, sev := range severities {
+		if n := p.seen[i]; n > p.max {
+			p.report.Messages = append(p.report.Messages, queue.Message{
+				Severity: sev, Category: "cortex", What: "messages_truncated",
+				Details: fmt.Sprintf("%d %s messages in all; the first %d were kept", n, sev, p.max),
+			})
+		}
 	}
-	if truncatedAt >= 0 {
+	if truncated {
 		p.report.Messages = append(p.report.Messages, queue.Message{
 			Severity: queue.SeverityWarning, Category: "cortex", What: "log_truncated",
-			Details: fmt.Sprintf("the worker log was longer than %d bytes; only its complete lines within that limit were read", truncatedAt),
+			Details: fmt.Sprintf("the worker log was longer than %d bytes; only its complete lines within that limit were read", limit),
 		})
 	}
 	if !valid {
 		p.report.Messages = append(p.report.Messages, nonUTF8Log)
 	}
-	return p.report
+	return p.report, nil
 }
+
+// lineReader splits a log into lines, keeping at most maxLineBytes of each.
+type lineReader struct {
+	r    *bufio.Reader
+	line []byte
+	// took is how many bytes the last line took from r, its end included; valid says whether
+	// all of them (not only those kept) were UTF-8.
+	took  int64
+	valid bool
+	utf8  utf8Stream
+}
+
+// next returns the next line without its \n, cut to maxLineBytes; the slice is valid until the
+// next call. At the end of r it returns the last line (possibly empty) and io.EOF.
+func (lr *lineReader) next() ([]byte, error) {
+	lr.line, lr.took, lr.utf8 = lr.line[:0], 0, utf8Stream{}
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		lr.took += int64(len(chunk))
+		if err == nil {
+			chunk = chunk[:len(chunk)-1]
+		}
+		if room := maxLineBytes - len(lr.line); room > 0 {
+			lr.line = append(lr.line, chunk[:min(room, len(chunk))]...)
+		}
+		lr.utf8.write(chunk)
+		if err != bufio.ErrBufferFull {
+			lr.valid = lr.utf8.end()
+			return lr.line, err
+		}
+	}
+}
+
+// utf8Stream checks that bytes written in pieces are UTF-8, a rune possibly split between them.
+type utf8Stream struct {
+	invalid bool
+	pending []byte // the start of a rune split at the end of the last piece
+}
+
+func (u *utf8Stream) write(b []byte) {
+	if u.invalid {
+		return
+	}
+	for len(u.pending) > 0 && len(b) > 0 && !utf8.FullRune(u.pending) {
+		u.pending, b = append(u.pending, b[0]), b[1:]
+	}
+	if len(u.pending) > 0 {
+		if !utf8.FullRune(u.pending) {
+			return // b ran out: the rune continues in the next piece
+		}
+		if r, n := utf8.DecodeRune(u.pending); r == utf8.RuneError && n == 1 || n != len(u.pending) {
+			u.invalid = true
+			return
+		}
+		u.pending = u.pending[:0]
+	}
+	// Keep aside a rune started within the last UTFMax-1 bytes that does not end in b.
+	for i := len(b) - 1; i >= 0 && i >= len(b)-(utf8.UTFMax-1); i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				u.pending = append(u.pending, b[i:]...)
+				b = b[:i]
+			}
+			break
+		}
+	}
+	u.invalid = !utf8.Valid(b)
+}
+
+// end reports whether everything written was UTF-8.
+func (u *utf8Stream) end() bool { return !u.invalid && len(u.pending) == 0 }
 
 // parser is the state of one pass over a log.
 type parser struct {
@@ -106,11 +188,18 @@ type parser struct {
 	// inDetails is set after a message line: tab-led lines that follow continue it.
 	inDetails bool
 	// current is the index in report.Messages of the message being continued, or -1 when that
-	// message is not stored (a status line, a retryable tag, a message over MaxMessages).
+	// message is not stored (a status line, a retryable tag, a message over max).
 	current int
-	// dropped counts the messages not stored for want of room.
-	dropped int
+	// max is how many messages of each severity are stored; seen counts them all, by severity
+	// (the index in severities).
+	max  int
+	seen [len(severities)]int
 }
+
+// severities are the message severities, in the order of their cortex/messages_truncated
+// messages.
+var severities = [...]queue.Severity{queue.SeverityInfo, queue.SeverityWarning, queue.SeverityError,
+	queue.SeverityFatal, queue.SeverityInvalid}
 
 // line handles one line, without its line ending.
 func (p *parser) line(line []byte) {
@@ -128,12 +217,14 @@ func (p *parser) line(line []byte) {
 		return
 	}
 	if pathStart, nameStart, end, ok := matchLoading(line); ok {
-		p.store(queue.Message{
-			Severity: queue.SeverityInfo,
-			Category: "loaded_file",
-			What:     clean(line[nameStart:end], maxLoadedNameBytes),
-			Details:  clean(line[pathStart:end], queue.MaxDetailsBytes),
-		})
+		if p.keep(queue.SeverityInfo) {
+			p.report.Messages = append(p.report.Messages, queue.Message{
+				Severity: queue.SeverityInfo,
+				Category: "loaded_file",
+				What:     clean(line[nameStart:end], maxLoadedNameBytes),
+				Details:  clean(line[pathStart:end], queue.MaxDetailsBytes),
+			})
+		}
 	}
 }
 
@@ -231,7 +322,6 @@ func (p *parser) message(severityWord, category, what, details []byte) {
 		Severity: severity,
 		Category: clean(category, queue.MaxCategoryBytes),
 		What:     clean(what, queue.MaxWhatBytes),
-		Details:  clean(details, queue.MaxDetailsBytes),
 	}
 	p.current = -1
 	switch {
@@ -246,19 +336,22 @@ func (p *parser) message(severityWord, category, what, details []byte) {
 		p.report.Retryable = true
 		return
 	}
-	if p.store(m) {
+	if p.keep(severity) {
+		m.Details = clean(details, queue.MaxDetailsBytes) // the long field: only for a message kept
+		p.report.Messages = append(p.report.Messages, m)
 		p.current = len(p.report.Messages) - 1
 	}
 }
 
-// store keeps m unless MaxMessages are already kept, and reports whether it did.
-func (p *parser) store(m queue.Message) bool {
-	if len(p.report.Messages) >= MaxMessages {
-		p.dropped++
-		return false
+// keep counts a message of severity and reports whether it is to be stored: fewer than max of
+// its severity are stored so far.
+func (p *parser) keep(severity queue.Severity) bool {
+	i := 0
+	for i < len(severities)-1 && severities[i] != severity {
+		i++
 	}
-	p.report.Messages = append(p.report.Messages, m)
-	return true
+	p.seen[i]++
+	return p.seen[i] <= p.max
 }
 
 // continueDetails appends a continuation line to the current message's details, within the

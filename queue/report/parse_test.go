@@ -335,22 +335,53 @@ func TestParseLog(t *testing.T) {
 	}
 }
 
-func TestParseLogKeepsAtMostMaxMessages(t *testing.T) {
+// TestParseLogKeepsAtMostMaxMessagesPerSeverity: each severity keeps its first
+// MaxMessagesDefault messages, and one cortex/messages_truncated of that severity gives the exact
+// total of an overflowing one; messages past the cap still count for the status.
+func TestParseLogKeepsAtMostMaxMessagesPerSeverity(t *testing.T) {
 	t.Parallel()
+	const max = MaxMessagesDefault
 	var log bytes.Buffer
-	for i := range MaxMessages + 5 {
+	for i := range max + 5 {
 		fmt.Fprintf(&log, "Warning:tex:w%d\n\tcontext\n", i)
+		if i < 3 {
+			fmt.Fprintf(&log, "Error:tex:e%d\n", i)
+		}
 	}
-	log.WriteString("Invalid:tex:late still counts\n") // the 6th over the cap
+	for i := range 2*max + 1 {
+		fmt.Fprintf(&log, "(Loading /texmf/f%d.sty... 0.1 sec)\n", i)
+	}
+	log.WriteString("Invalid:tex:late still counts\n")
+	log.WriteString("Status:conversion:1\n")
 	got := ParseLog(log.Bytes())
 
 	require.Equal(t, queue.StatusInvalid, got.Status, "messages over the cap still count for the status")
-	require.Len(t, got.Messages, MaxMessages+1)
-	require.Equal(t, warning("tex", fmt.Sprint("w", MaxMessages-1), "\n\tcontext"), got.Messages[MaxMessages-1])
-	last := got.Messages[MaxMessages]
-	require.Equal(t, queue.SeverityWarning, last.Severity)
-	require.Equal(t, "too_many_messages", last.What)
-	require.Contains(t, last.Details, "6 further messages")
+	bySeverity := map[queue.Severity][]queue.Message{}
+	for _, m := range got.Messages {
+		bySeverity[m.Severity] = append(bySeverity[m.Severity], m)
+	}
+	require.Len(t, bySeverity[queue.SeverityWarning], max+1)
+	require.Equal(t, warning("tex", fmt.Sprint("w", max-1), "\n\tcontext"), bySeverity[queue.SeverityWarning][max-1])
+	require.Len(t, bySeverity[queue.SeverityError], 3, "a severity within the cap is whole, with no summary")
+	require.Len(t, bySeverity[queue.SeverityInfo], max+1)
+	require.Len(t, bySeverity[queue.SeverityInvalid], 1)
+	require.Equal(t, []queue.Message{
+		{Severity: queue.SeverityInfo, Category: "cortex", What: "messages_truncated",
+			Details: fmt.Sprintf("%d info messages in all; the first %d were kept", 2*max+1, max)},
+		{Severity: queue.SeverityWarning, Category: "cortex", What: "messages_truncated",
+			Details: fmt.Sprintf("%d warning messages in all; the first %d were kept", max+5, max)},
+	}, got.Messages[len(got.Messages)-2:], "the summaries come last, in severity order")
+}
+
+// TestReadLogMaxMessages: Options.MaxMessages sets the cap.
+func TestReadLogMaxMessages(t *testing.T) {
+	t.Parallel()
+	log := strings.Repeat("Fatal:x:y\n", 7)
+	got, err := readLog(strings.NewReader(log), Options{MaxMessages: 2}.withDefaults())
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 3)
+	require.Equal(t, queue.Message{Severity: queue.SeverityFatal, Category: "cortex", What: "messages_truncated",
+		Details: "7 fatal messages in all; the first 2 were kept"}, got.Messages[2])
 }
 
 func TestReadLog(t *testing.T) {
@@ -398,7 +429,7 @@ func TestReadLog(t *testing.T) {
 func requireWellFormed(t testing.TB, r queue.Report) {
 	t.Helper()
 	require.True(t, r.Status.Terminal(), "status %v", r.Status)
-	require.LessOrEqual(t, len(r.Messages), MaxMessages+3)
+	require.LessOrEqual(t, len(r.Messages), len(severities)*(MaxMessagesDefault+1)+2)
 	for _, m := range r.Messages {
 		switch m.Severity {
 		case queue.SeverityInfo, queue.SeverityWarning, queue.SeverityError, queue.SeverityFatal, queue.SeverityInvalid:

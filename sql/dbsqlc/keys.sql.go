@@ -9,6 +9,23 @@ import (
 	"context"
 )
 
+const dispatchHeldByKey = `-- name: DispatchHeldByKey :one
+SELECT EXISTS (
+    SELECT 1 FROM dispatch d, unnest(d.attempt_workers) AS w
+    WHERE d.task_id = $1 AND starts_with(w, $2::text)
+)::bool AS held
+`
+
+// DispatchHeldByKey reports whether a worker of a key (its names start with key_prefix,
+// 'key:<name>/') holds an attempt of the task in a dispatch row: the sink's check, before it
+// parses a CURVE result, that the sender may answer the task at all.
+func (q *Queries) DispatchHeldByKey(ctx context.Context, taskID int64, keyPrefix string) (bool, error) {
+	row := q.db.QueryRow(ctx, dispatchHeldByKey, taskID, keyPrefix)
+	var held bool
+	err := row.Scan(&held)
+	return held, err
+}
+
 const workerKeyAllow = `-- name: WorkerKeyAllow :one
 INSERT INTO worker_keys (public_key, name)
 VALUES ($1, $2)
