@@ -261,8 +261,11 @@ func runBench(c *cli.Context) error {
 		rssPeak = max(rssPeak, peakRSSMB(pr.Process.Pid))
 	}
 	stopWorkers()
-	<-wDone
+	wErr := <-wDone
 	stopReplicas()
+	if wErr != nil && !errors.Is(wErr, context.Canceled) {
+		return fmt.Errorf("echo workers: %w", wErr)
+	}
 	var p lease.Progress
 	if ps, err := store.Progress(ctx, name, svc.Name); err != nil {
 		return err

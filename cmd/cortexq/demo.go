@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -150,9 +151,12 @@ func runDemo(c *cli.Context) error {
 		fmt.Fprintln(os.Stderr)
 	}
 	stop()
-	<-wDone
+	wErr := <-wDone
 	if err := <-srvDone; err != nil {
 		return err
+	}
+	if wErr != nil && !errors.Is(wErr, context.Canceled) {
+		return fmt.Errorf("echo workers: %w", wErr)
 	}
 	bad, firstBad := byteIdentical(entries, "echo")
 	mb := float64(p.Done()) * float64(c.Int("payload-kb")) / 1024 * 2

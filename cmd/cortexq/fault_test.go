@@ -353,7 +353,7 @@ func TestFaultClockSkew(t *testing.T) {
 			require.NotNil(t, stamp, "a timestamped log line:\n%s", faultTail(log, 2000))
 			logged, err := time.ParseInLocation(time.DateTime, stamp[1], time.Local)
 			require.NoError(t, err)
-			require.InDelta(t, skew.Seconds(), logged.Sub(time.Now()).Seconds(), 300, "log time %s carries the skew", stamp[1])
+			require.InDelta(t, skew.Seconds(), time.Until(logged).Seconds(), 300, "log time %s carries the skew", stamp[1])
 			t.Logf("fault numbers: clock skew %s: %d tasks, 2 skewed replicas, 8 workers + a black hole holding %d; "+
 				"all terminal in %s: %d NoProblem; %d attempts, %d leases expired (the black hole's), retried "+
 				"%.3f–%.3f s after the first lease (lease %s); %.0f in-flight samples, 0 leases off the database clock; "+

@@ -152,7 +152,7 @@ func setUp(c *cli.Context) error {
 	var h slog.Handler
 	switch c.String(flagLogFormat) {
 	case "text":
-		h = tint.NewHandler(os.Stderr, &tint.Options{Level: level, TimeFormat: time.DateTime, NoColor: !isTerminal(os.Stderr)})
+		h = tint.NewTextHandler(os.Stderr, &tint.Options{Level: level, TimeFormat: time.DateTime, NoColor: !isTerminal(os.Stderr)})
 	case "json":
 		h = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
 	default:

@@ -15,8 +15,6 @@ const pollInterval = 50 * time.Millisecond
 
 func isAgain(err error) bool { return zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN) }
 
-func isUnreachable(err error) bool { return zmq.AsErrno(err) == zmq.EHOSTUNREACH }
-
 // isClosed reports whether err means the socket or its context is gone.
 func isClosed(err error) bool {
 	e := zmq.AsErrno(err)

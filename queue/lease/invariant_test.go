@@ -52,7 +52,7 @@ func violations(ctx context.Context, pool *pgxpool.Pool, invs []invariant) ([]st
 		batch.Queue(inv.sql)
 	}
 	br := pool.SendBatch(ctx, batch)
-	defer br.Close()
+	defer func() { _ = br.Close() }()
 	var out []string
 	for _, inv := range invs {
 		rows, err := br.Query()

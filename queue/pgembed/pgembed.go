@@ -426,7 +426,7 @@ func (c *Cluster) ensureDatabase(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("embedded postgres: connect: %w", err)
 	}
-	defer conn.Close(context.Background()) //nolint:errcheck // nothing to do about it
+	defer conn.Close(context.Background()) // nothing to do about a failed close
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
 		c.cfg.Database).Scan(&exists); err != nil {

@@ -207,7 +207,7 @@ func (c *Cluster) admin(fn func(context.Context, *pgx.Conn) error) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	defer conn.Close(context.Background()) //nolint:errcheck // closing ends the session and its lock
+	defer conn.Close(context.Background()) // closing ends the session and its lock
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(templateLockKey)); err != nil {
 		return fmt.Errorf("template lock: %w", err)
 	}
@@ -284,7 +284,7 @@ func startLocal(t testing.TB) (*Cluster, error) {
 		return nil, err
 	}
 	if _, err := c.pgctl("start"); err != nil {
-		c.close() //nolint:errcheck // reporting the start error
+		_ = c.close() // the start error is the one to report
 		return nil, err
 	}
 	c.running = true
@@ -367,7 +367,7 @@ func (c *Cluster) close() error {
 	}
 	if c.lifeline != nil {
 		c.lifeline.Close()
-		c.watchdog.Wait() //nolint:errcheck // its work is already done
+		_ = c.watchdog.Wait() // its work is already done
 		c.lifeline = nil
 	}
 	return errors.Join(errs...)
