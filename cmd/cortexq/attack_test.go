@@ -51,17 +51,17 @@ func TestAttackHugeReports(t *testing.T) {
 func attackHugeReports(t *testing.T, n int) {
 	rig := newFaultRig(t, queuetest.ConnString(t))
 	rig.stage("attack", "", n+attackHonestTasks, 512)
-	// Leases outlast the attack, so that no attack task is requeued to the honest workers.
-	rp := rig.addReplica("r1", "--lease-timeout", "60s")
+	// Leases outlast the attack, so that no attack task is requeued to the honest workers. The
+	// attacker may hold its n leases under one identity (in plain mode it could as well take a
+	// fresh identity for each).
+	rp := rig.addReplica("r1", "--lease-timeout", "60s", "--max-in-flight-per-worker", strconv.Itoa(n))
 	rig.startReplicas()
 
 	// The attacker leases n tasks, then pushes the same bomb as the result of each.
 	attacker := newAttackPeer(t, rp, "attacker", "", nil)
-	var attacked []int64
-	for len(attacked) < n {
-		if id, _ := attacker.lease(); id > 0 {
-			attacked = append(attacked, id)
-		}
+	attacked := make([]int64, 0, n)
+	for id := range attacker.leaseN(n) {
+		attacked = append(attacked, id)
 	}
 	bomb := attackBomb(t)
 	t.Logf("bomb: %d bytes, its cortex.log %d lines", len(bomb), attackLogLines)
@@ -123,17 +123,13 @@ func TestAttackHugeReportsFromAKeyHoldingNoTask(t *testing.T) {
 		_, err := rig.store.AllowKey(rig.ctx, k.public, k.name)
 		require.NoError(t, err)
 	}
-	rp := rig.addReplica("r1", "--lease-timeout", "60s", "--curve-secret-key-file", server.path)
+	rp := rig.addReplica("r1", "--lease-timeout", "60s", "--curve-secret-key-file", server.path,
+		"--max-in-flight-per-worker", strconv.Itoa(n))
 	rig.startReplicas()
 
 	// A hand-driven peer of alice's key leases n tasks.
 	holder := newAttackPeer(t, rp, "alice-hand", server.public, &alice)
-	held := map[int64][]byte{}
-	for len(held) < n {
-		if id, payload := holder.lease(); id > 0 {
-			held[id] = payload
-		}
-	}
+	held := holder.leaseN(n)
 	peak := watchRSS(t, rp)
 	w := rig.child("worker-0", "--log-level", "warn", "worker", "echo", "--service", faultService,
 		"--identity", "honest", "--concurrency", "4", "--ventilator", rp.ventilator, "--sink", rp.sink,
@@ -222,6 +218,20 @@ func (p *attackPeer) lease() (int64, []byte) {
 	id, err := strconv.ParseInt(string(msg[0]), 10, 64)
 	require.NoError(p.t, err)
 	return id, bytes.Join(msg[1:], nil)
+}
+
+// leaseN leases n tasks, within attackBudget: their ids and payloads.
+func (p *attackPeer) leaseN(n int) map[int64][]byte {
+	p.t.Helper()
+	held := make(map[int64][]byte, n)
+	deadline := time.Now().Add(attackBudget)
+	for len(held) < n {
+		require.True(p.t, time.Now().Before(deadline), "%s leased %d of %d tasks in %s", p.identity, len(held), n, attackBudget)
+		if id, payload := p.lease(); id > 0 {
+			held[id] = payload
+		}
+	}
+	return held
 }
 
 // push sends data as the result of task id (a send that times out is not retried).
