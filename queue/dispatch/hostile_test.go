@@ -256,6 +256,33 @@ func TestHostile(t *testing.T) {
 		}
 	})
 
+	t.Run("AReplyFreesItsWorkersCapBeforeItsClaim", func(t *testing.T) {
+		// A worker replies, then asks for its next task before the claim of its reply: that
+		// request must not wait at the cap (an echo fleet ran at 70 tasks/s when it did).
+		t.Parallel()
+		e := newEnv(t, withWorkerCap(1))
+		ids := e.stage(2, 1000)
+		p := newRawPeer(t, e, "quick")
+		id, payload := p.lease("echo")
+		require.NotZero(t, id)
+		// Its claim waits on the task's row lock: the reply stays unclaimed, its task mirrored.
+		tx, err := e.pool.Begin(e.ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(e.ctx)
+		_, err = tx.Exec(e.ctx, `SELECT id FROM tasks WHERE id = $1 FOR UPDATE`, id)
+		require.NoError(t, err)
+		p.result("echo", id, payload)
+		eventually(t, "the reply uncounts its lease", func() bool { return e.server.hot.Held("quick") == 0 })
+		_, mirrored := e.server.hot.Get(id)
+		require.True(t, mirrored, "the task stays mirrored until its claim")
+		next, nextPayload := p.lease("echo")
+		require.Contains(t, ids, next, "the next request is served at once, not held at the cap")
+		require.NoError(t, tx.Rollback(e.ctx))
+		p.result("echo", next, nextPayload)
+		e.waitTerminal(30*time.Second, false)
+		e.requireEchoed(ids)
+	})
+
 	t.Run("AWorkerThatNeverAnswersHoldsOnlyItsCap", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, func(l *lease.Config, d *Config) { l.LeaseTimeout, d.MaxInFlight = 3*time.Second, 30 })

@@ -85,6 +85,9 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 			}
 			continue
 		}
+		// Its worker has replied: the lease no longer counts against the worker's cap, whatever
+		// its claim decides (the cap bounds unanswered leases, ventilator.go).
+		s.hot.Answered(res.TaskID, msg.from.worker(res.Identity))
 		weight := min(heldWeight(res.Data), resultsHeldMax)
 		if err := s.held.Acquire(ctx, weight); err != nil {
 			return nil

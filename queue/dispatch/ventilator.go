@@ -451,23 +451,23 @@ func (v *ventilator) atCap(r *request) bool {
 		v.s.hot.HeldByKey(r.key)+v.askingKey[r.key] >= cfg.MaxInFlightPerKey
 }
 
-// decideCapped looks again at the requests held at their cap whose resync is over: it admits
-// those under the cap now, refuses those held for capHold, and has the others wait for
-// another resync.
+// decideCapped looks again at the requests held at their cap: it admits those under the cap
+// now (their worker replied, or a claim or resync settled a lease), refuses those held for
+// capHold once their resync is over, and has the others wait for another resync.
 func (v *ventilator) decideCapped() {
 	done := v.s.resyncs.done.Load()
 	now := time.Now()
 	kept := v.capped[:0]
 	for _, c := range v.capped {
 		switch {
+		case !v.atCap(c.req): // a reply or a claim came in meanwhile
+			delete(v.waiting, string(c.req.identity))
+			v.admit(c.service, c.req)
 		case now.Sub(c.req.at) >= requestWait: // its resync is late: the database is slow
 			delete(v.waiting, string(c.req.identity))
 			v.refuseCapped(c.req)
 		case done < c.after:
 			kept = append(kept, c)
-		case !v.atCap(c.req):
-			delete(v.waiting, string(c.req.identity))
-			v.admit(c.service, c.req)
 		case now.After(c.until):
 			delete(v.waiting, string(c.req.identity))
 			v.refuseCapped(c.req)

@@ -24,6 +24,9 @@ type Task struct {
 	Key    string
 	// gen is the mirror's generation when the task was put (see Generation).
 	gen uint64
+	// answered is set once its worker's reply came in (Answered): it no longer counts against
+	// the worker's cap, though it stays mirrored until its claim.
+	answered bool
 }
 
 // Map is the mirror. The zero value is not usable; call New.
@@ -60,8 +63,11 @@ func (m *Map) HeldByKey(key string) int {
 	return m.keys[key]
 }
 
-// count adds d to the tasks of t's worker and key.
+// count adds d to the tasks of t's worker and key, unless t was answered.
 func (m *Map) count(t Task, d int) {
+	if t.answered {
+		return
+	}
 	m.heldMu.Lock()
 	defer m.heldMu.Unlock()
 	add := func(counts map[string]int, name string) {
@@ -88,6 +94,25 @@ func (m *Map) Put(t Task) {
 		m.n.Add(1)
 	}
 	m.count(t, 1)
+}
+
+// Answered notes that worker replied for task id: the task stops counting against worker's
+// cap and its key's, and stays mirrored until its claim. A reply from another worker, or for a
+// task not mirrored, changes nothing.
+func (m *Map) Answered(id int64, worker string) {
+	var was Task
+	marked := false
+	m.tasks.Compute(id, func(t Task, loaded bool) (Task, xsync.ComputeOp) {
+		if !loaded || t.answered || t.Worker != worker {
+			return t, xsync.CancelOp
+		}
+		was, marked = t, true
+		t.answered = true
+		return t, xsync.UpdateOp
+	})
+	if marked {
+		m.count(was, -1)
+	}
 }
 
 // Get returns the mirrored task id, if any.

@@ -67,6 +67,25 @@ func TestMapHeld(t *testing.T) {
 			m.Put(Task{ID: 2, Worker: "a", Key: "k"})
 			m.Reset([]Task{{ID: 2, Worker: "a", Key: "k"}, {ID: 3, Worker: "b"}}, m.Generation())
 		}, 1, 1, 1},
+		{"AnsweredUncountsOnceAndStaysMirrored", func(m *Map) {
+			m.Put(Task{ID: 1, Worker: "a", Key: "k"})
+			m.Put(Task{ID: 2, Worker: "a", Key: "k"})
+			m.Answered(1, "a")
+			m.Answered(1, "a") // twice counts once
+			m.Answered(2, "b") // another worker's reply leaves a's lease counted
+			m.Answered(9, "a") // not mirrored
+			if _, ok := m.Get(1); !ok {
+				panic("an answered task stays mirrored until its claim")
+			}
+			m.Delete(1) // its claim: not uncounted twice
+		}, 1, 0, 1},
+		{"ResetKeepsAnAnsweredTaskUncounted", func(m *Map) {
+			m.Put(Task{ID: 1, Worker: "a"})
+			m.Answered(1, "a")
+			m.Put(Task{ID: 1, Worker: "a"}) // re-put (a resync or a new lease) counts it anew
+			m.Answered(1, "a")
+			m.Reset([]Task{{ID: 1, Worker: "a"}}, m.Generation())
+		}, 0, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
