@@ -205,14 +205,22 @@ func (s *Store) LastReapAge(ctx context.Context) (age time.Duration, ok bool, er
 }
 
 // Open reports whether a service has work left — a TODO task or a dispatch row in flight or
-// queued — and how many of its leases are in flight: a drain check cheap enough to poll, unlike
-// Progress.
-func (s *Store) Open(ctx context.Context, serviceID int32) (open bool, inFlight int64, err error) {
+// queued: a drain check cheap enough to poll often (two index probes), unlike Progress.
+func (s *Store) Open(ctx context.Context, serviceID int32) (bool, error) {
 	r, err := dbsqlc.New(s.pool).BenchOpen(ctx, serviceID)
 	if err != nil {
-		return false, 0, translate("open tasks", err)
+		return false, translate("open tasks", err)
 	}
-	return r.Todo || r.Active > 0, r.InFlight, nil
+	return r.Todo || r.Active, nil
+}
+
+// ServiceInFlight reports how many of a service's tasks are in flight.
+func (s *Store) ServiceInFlight(ctx context.Context, serviceID int32) (int64, error) {
+	n, err := dbsqlc.New(s.pool).BenchInFlight(ctx, serviceID)
+	if err != nil {
+		return 0, translate("tasks in flight", err)
+	}
+	return n, nil
 }
 
 // DiscardUnfinished deletes a service's TODO and dispatched tasks, with their dispatch rows,
