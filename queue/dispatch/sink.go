@@ -32,9 +32,7 @@ type inbound struct {
 // publishing it means on disk.
 type item struct {
 	result    lease.Result
-	tmp       string       // archive written beside target, renamed into place on Accept
-	anon      *anonArchive // or written to an unnamed file, linked into place (tmpfile.go)
-	linked    bool         // published from anon: the archive at target has no temp name
+	tmp       string // archive written beside target, renamed into place on Accept
 	target    string
 	removeOld bool   // publish removes target (a result too large to keep)
 	backup    string // the earlier archive, kept aside by publish until the claim is over
@@ -251,7 +249,7 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		s.unusableResult(res, reason, err)
 		return it, "", nil
 	}
-	if err := s.writeArchive(base, it, res.Data); err != nil {
+	if it.tmp, err = s.writeTemp(base, it.target, res.Data); err != nil {
 		return nil, "write_failed", err
 	}
 	it.result.Status, it.result.Messages = rep.Status, rep.Messages
@@ -330,7 +328,7 @@ func resultPath(base, entry, service string, sandbox int32) string {
 // path, openBeneath) and readable by all under the umask (0644): frontends read results as
 // another user.
 func (s *Server) writeTemp(base, target string, data [][]byte) (string, error) {
-	name := tempName(target)
+	name := filepath.Join(filepath.Dir(target), fmt.Sprintf(".%s.tmp-%x", filepath.Base(target), rand.Uint64()))
 	f, err := openBeneath(base, name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return "", fmt.Errorf("create temp archive: %w", err)
@@ -365,21 +363,12 @@ func (it *item) publish() error {
 				return fmt.Errorf("remove the earlier archive: %w", err)
 			}
 		}
-	case it.tmp != "" || it.anon != nil:
+	case it.tmp != "":
 		it.backup = it.backupName()
 		if err := os.Link(it.target, it.backup); err != nil {
 			// None to keep, or a file system without hard links: then a claim that fails
 			// leaves the new archive in place, as it would without the backup.
 			it.backup = ""
-		}
-		if it.anon != nil {
-			if err := it.anon.place(it.target); err != nil {
-				it.dropBackup()
-				return fmt.Errorf("publish archive: %w", err)
-			}
-			it.anon.close()
-			it.anon, it.linked = nil, true
-			break
 		}
 		if err := os.Rename(it.tmp, it.target); err != nil {
 			it.dropBackup()
@@ -404,11 +393,6 @@ func (it *item) unpublish() error {
 		return nil
 	}
 	var errs []error
-	if it.linked {
-		// Published from an unnamed file, which cannot be linked again once unlinked: the
-		// result's archive goes to a temp name, as if written there.
-		it.tmp, it.linked = tempName(it.target), false
-	}
 	if it.tmp != "" {
 		if it.backup == "" {
 			// No earlier archive (or no hard links): the result's leaves the target empty.
@@ -440,10 +424,6 @@ func (it *item) dropBackup() {
 func (it *item) cleanup() {
 	if it.tmp != "" && !it.published {
 		os.Remove(it.tmp)
-	}
-	if it.anon != nil {
-		it.anon.close()
-		it.anon = nil
 	}
 	it.dropBackup()
 }
