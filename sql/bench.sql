@@ -21,11 +21,6 @@ SELECT ((SELECT t.id FROM tasks t
          WHERE d.service_id = @service_id::int AND (d.state = 'in_flight' OR d.queued)
          ORDER BY d.task_id LIMIT 1) IS NOT NULL)::bool AS active;
 
--- name: BenchInFlight :one
--- BenchInFlight is the service's tasks in flight, for the bench's log and peak, read once a
--- second (dispatch_expiry holds only the rows in flight).
-SELECT count(*) FROM dispatch d WHERE d.service_id = @service_id::int AND d.state = 'in_flight';
-
 -- name: BenchDiscardUnfinished :execrows
 -- BenchDiscardUnfinished deletes a service's unfinished tasks (TODO or dispatched), with their
 -- rows (the tasks_deleted trigger): for the bench's own service, whose earlier runs may have

@@ -214,15 +214,6 @@ func (s *Store) Open(ctx context.Context, serviceID int32) (bool, error) {
 	return r.Todo || r.Active, nil
 }
 
-// ServiceInFlight reports how many of a service's tasks are in flight.
-func (s *Store) ServiceInFlight(ctx context.Context, serviceID int32) (int64, error) {
-	n, err := dbsqlc.New(s.pool).BenchInFlight(ctx, serviceID)
-	if err != nil {
-		return 0, translate("tasks in flight", err)
-	}
-	return n, nil
-}
-
 // DiscardUnfinished deletes a service's TODO and dispatched tasks, with their dispatch rows,
 // attempts and messages, and reports how many it deleted. It is for a service used by nothing
 // else, like the bench's: every replica serving the service would otherwise lease those tasks.

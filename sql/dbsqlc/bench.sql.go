@@ -46,19 +46,6 @@ func (q *Queries) BenchDiscardUnfinished(ctx context.Context, serviceID int32) (
 	return result.RowsAffected(), nil
 }
 
-const benchInFlight = `-- name: BenchInFlight :one
-SELECT count(*) FROM dispatch d WHERE d.service_id = $1::int AND d.state = 'in_flight'
-`
-
-// BenchInFlight is the service's tasks in flight, for the bench's log and peak, read once a
-// second (dispatch_expiry holds only the rows in flight).
-func (q *Queries) BenchInFlight(ctx context.Context, serviceID int32) (int64, error) {
-	row := q.db.QueryRow(ctx, benchInFlight, serviceID)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
-}
-
 const benchOpen = `-- name: BenchOpen :one
 SELECT ((SELECT t.id FROM tasks t
          WHERE t.service_id = $1::int AND t.status = 0
