@@ -10,8 +10,8 @@ import (
 
 // TestBenchReportsItsOwnClusterAndBatches: a short bench with --vs-river reports PostgreSQL's
 // CPU per task counted on the test cluster alone (its postmaster named), River's beside it,
-// the cost of its own polls, and the replicas' average lease and claim batches (at least one
-// request or reply each); the text output says the same.
+// the cost of its own drain checks (left out of PostgreSQL's), and the replicas' average lease
+// and claim batches (at least one request or reply each); the text output says the same.
 func TestBenchReportsItsOwnClusterAndBatches(t *testing.T) {
 	d := newTestDB(t)
 	dir := t.TempDir()
@@ -25,6 +25,7 @@ func TestBenchReportsItsOwnClusterAndBatches(t *testing.T) {
 	require.Contains(t, rep.RiverCPUMicrosPerJob, "postgres", out)
 	require.GreaterOrEqual(t, rep.RiverCPUMicrosPerJob["postgres"], 0.0, out)
 	require.Positive(t, rep.DrainPolls, out)
+	require.GreaterOrEqual(t, rep.DrainPollMicrosPerTask, 0.0, out)
 	require.GreaterOrEqual(t, rep.LeaseBatchAvg, 1.0, out)
 	require.GreaterOrEqual(t, rep.ClaimBatchAvg, 1.0, out)
 	require.LessOrEqual(t, rep.ClaimBatchAvg, 60.0, out)

@@ -55,6 +55,8 @@ func TestClusterPIDsAreOneClustersOnly(t *testing.T) {
 	require.True(t, slices.Contains(byScan[pmB], backendB))
 
 	require.Greater(t, Processes(pidsA), 0.0, "a cluster that started and answered has spent CPU")
+	require.Greater(t, Runtime(backendA), 0.0, "a backend that answered has run")
+	require.Zero(t, Runtime(0), "no process 0 to read")
 
 	_, err = Postmaster(t.TempDir())
 	require.Error(t, err, "no postmaster.pid: no cluster")
