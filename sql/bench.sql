@@ -8,14 +8,18 @@ JOIN tasks t ON t.id = a.task_id
 WHERE t.corpus_id = @corpus_id AND a.outcome = 'accepted';
 
 -- name: BenchOpen :one
--- BenchOpen is the bench's drain check, cheap enough to poll: whether a TODO task of the
--- service is left (through tasks_todo), and the service's dispatch rows still in flight or
--- queued (dispatch is small). A dispatched task always has one of those rows.
-SELECT EXISTS (SELECT 1 FROM tasks t WHERE t.service_id = @service_id::int AND t.status = 0) AS todo,
-       (SELECT count(*) FROM dispatch d
-        WHERE d.service_id = @service_id::int AND (d.state = 'in_flight' OR d.queued))::bigint AS active,
-       (SELECT count(*) FROM dispatch d
-        WHERE d.service_id = @service_id::int AND d.state = 'in_flight')::bigint AS in_flight;
+-- BenchOpen is the bench's drain check, polled every 20 ms once the fleet has converted every
+-- task: whether a TODO task of the service is left or a dispatch row of it in flight or
+-- queued. Each is the first row of a partial index (tasks_todo, dispatch_one_active), written
+-- as ORDER BY ... LIMIT 1 so the planner walks the index: under EXISTS it dropped the order and
+-- scanned the whole tasks table (every earlier bench's tasks too) once stale statistics said
+-- many were TODO, ~1 ms a poll.
+SELECT ((SELECT t.id FROM tasks t
+         WHERE t.service_id = @service_id::int AND t.status = 0
+         ORDER BY t.service_id, t.id LIMIT 1) IS NOT NULL)::bool AS todo,
+       ((SELECT d.task_id FROM dispatch d
+         WHERE d.service_id = @service_id::int AND (d.state = 'in_flight' OR d.queued)
+         ORDER BY d.task_id LIMIT 1) IS NOT NULL)::bool AS active;
 
 -- name: BenchDiscardUnfinished :execrows
 -- BenchDiscardUnfinished deletes a service's unfinished tasks (TODO or dispatched), with their

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
-	"syscall"
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
@@ -584,46 +581,18 @@ func (v *ventilator) sendTask(ctx context.Context, r *request, l lease.Lease) bo
 const sourceBufferKept = 16 << 20
 
 // readSource reads a lease's source archive whole into the ventilator's buffer, opened beneath
-// its corpus's path (openBeneath). The bytes are valid until releaseSource.
+// its corpus's path (readBeneath). The bytes are valid until releaseSource.
 func (v *ventilator) readSource(ctx context.Context, l lease.Lease) ([]byte, error) {
 	base, err := v.s.catalog.CorpusPath(ctx, l.CorpusID)
 	if err != nil {
 		return nil, err
 	}
-	path := l.Entry
-	// Beneath the corpus path only; O_NONBLOCK: a FIFO planted as an entry must not hang the
-	// ventilator in open (the file is then refused as not regular).
-	f, err := openBeneath(base, path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	buf, err := readBeneath(base, l.Entry, v.src)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
-	}
-	want := int(st.Size()) + 1 // one more, to see the end without growing
-	if cap(v.src) < want {
-		v.src = make([]byte, 0, want)
-	}
-	buf := v.src[:0]
-	for {
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
-			v.src = buf
-			return buf, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		if len(buf) == cap(buf) { // the file grew while we read it
-			buf = append(buf, 0)[:len(buf)]
-		}
-	}
+	v.src = buf
+	return buf, nil
 }
 
 // releaseSource lets a large source buffer go.

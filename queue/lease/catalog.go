@@ -205,14 +205,13 @@ func (s *Store) LastReapAge(ctx context.Context) (age time.Duration, ok bool, er
 }
 
 // Open reports whether a service has work left — a TODO task or a dispatch row in flight or
-// queued — and how many of its leases are in flight: a drain check cheap enough to poll, unlike
-// Progress.
-func (s *Store) Open(ctx context.Context, serviceID int32) (open bool, inFlight int64, err error) {
+// queued: a drain check cheap enough to poll often (two index probes), unlike Progress.
+func (s *Store) Open(ctx context.Context, serviceID int32) (bool, error) {
 	r, err := dbsqlc.New(s.pool).BenchOpen(ctx, serviceID)
 	if err != nil {
-		return false, 0, translate("open tasks", err)
+		return false, translate("open tasks", err)
 	}
-	return r.Todo || r.Active > 0, r.InFlight, nil
+	return r.Todo || r.Active, nil
 }
 
 // DiscardUnfinished deletes a service's TODO and dispatched tasks, with their dispatch rows,

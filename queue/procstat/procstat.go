@@ -56,3 +56,22 @@ func Process(pid string) float64 {
 	}
 	return ticks / clockTicks
 }
+
+// Runtime is the CPU seconds a single-threaded process (a PostgreSQL backend, say) has run,
+// from /proc/<pid>/schedstat: in nanoseconds, where Process counts clock ticks of 10 ms, too
+// coarse for a process that runs a few hundred µs a second. 0 where it cannot be read.
+func Runtime(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	ns, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0
+	}
+	return ns / 1e9
+}

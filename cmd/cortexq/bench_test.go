@@ -1,0 +1,40 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBenchReportsItsOwnClusterAndBatches: a short bench with --vs-river reports PostgreSQL's
+// CPU per task counted on the test cluster alone (its postmaster named), River's beside it,
+// the cost of its own drain checks (left out of PostgreSQL's), and the replicas' average lease
+// and claim batches (at least one request or reply each); the text output says the same.
+func TestBenchReportsItsOwnClusterAndBatches(t *testing.T) {
+	d := newTestDB(t)
+	dir := t.TempDir()
+	out := d.ok("bench", "--tasks", "60", "--workers", "2", "--payload-kb", "1", "--vs-river", "--json", "--dir", dir)
+	var rep benchReport
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &rep), out)
+	require.True(t, rep.GatesOK, out)
+	require.Contains(t, rep.PostgresCPU, "the --database-url server's processes only (postmaster pid ", out)
+	require.Contains(t, rep.CPUMicrosPerTask, "postgres", out)
+	require.GreaterOrEqual(t, rep.CPUMicrosPerTask["postgres"], 0.0, out)
+	require.Contains(t, rep.RiverCPUMicrosPerJob, "postgres", out)
+	require.GreaterOrEqual(t, rep.RiverCPUMicrosPerJob["postgres"], 0.0, out)
+	require.Positive(t, rep.DrainPolls, out)
+	require.GreaterOrEqual(t, rep.DrainPollMicrosPerTask, 0.0, out)
+	require.GreaterOrEqual(t, rep.LeaseBatchAvg, 1.0, out)
+	require.GreaterOrEqual(t, rep.ClaimBatchAvg, 1.0, out)
+	require.LessOrEqual(t, rep.ClaimBatchAvg, 60.0, out)
+	for _, key := range []string{`"lease_batch_avg":`, `"claim_batch_avg":`, `"river_cpu_us_per_job":`, `"postgres_cpu":`,
+		`"drain_poll_pg_cpu_us_per_task":`} {
+		require.Contains(t, out, key)
+	}
+
+	text := d.ok("bench", "--tasks", "20", "--workers", "2", "--payload-kb", "1", "--dir", dir)
+	require.Contains(t, text, "average batch: lease ", text)
+	require.Contains(t, text, "PostgreSQL CPU: the --database-url server's processes only", text)
+}
