@@ -381,7 +381,8 @@ func TestFaultResultsUnwritable(t *testing.T) {
 	run := func(t *testing.T, name, dir string, breakIt, fixIt func()) {
 		rig := newFaultRig(t, queuetest.ConnString(t))
 		rig.stage(name, dir, tasks, 8<<10)
-		rig.addReplica("d1", "--lease-timeout", lease.String())
+		// Every result is lost, so the workers' leases stay unanswered: let each hold them all.
+		rig.addReplica("d1", "--lease-timeout", lease.String(), "--max-in-flight-per-worker", strconv.Itoa(tasks))
 		breakIt()
 		rig.startReplicas()
 		rig.startWorkers(1, 4)

@@ -190,7 +190,7 @@ func TestCompatAServiceLookupThatHangsStallsNoRequest(t *testing.T) {
 
 func TestCompatUpstreamWorkerReadsWholePayloadsAtTheDefaultMessageSize(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, withWorkerCap(3)) // the emulated worker answers none of its three tasks
 	p := newRawPeer(t, e, "upstream")
 	// Sources under, over, and at an exact multiple of the chunk size (then a last empty frame).
 	for _, size := range []int{1000, 250_000, 2 * wire.MessageSize} {

@@ -223,7 +223,7 @@ func TestCurve(t *testing.T) {
 
 	t.Run("AKeyHoldingNoAttemptCostsNoParse", func(t *testing.T) {
 		t.Parallel()
-		e, server := curveEnv(t)
+		e, server := curveEnv(t, withWorkerCap(16)) // one hand-driven worker holds all 16
 		alice, mallory := newKeyPair(t), newKeyPair(t)
 		e.allow(alice, "alice")
 		e.allow(mallory, "mallory")

@@ -618,7 +618,7 @@ func TestHostile(t *testing.T) {
 
 	t.Run("HugeReportsWaitForTheParsedBudgetAndKeepExactTotals", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, func(_ *lease.Config, c *Config) { c.MaxParsedBytes = 1 << 20 })
+		e := newEnv(t, func(_ *lease.Config, c *Config) { c.MaxParsedBytes = 1 << 20 }, withWorkerCap(6))
 		ids := e.stage(6, 1000)
 		p := newRawPeer(t, e, "bomber")
 		for range ids {
