@@ -92,7 +92,10 @@ func pingWait(ctx context.Context, db *sql.DB, wait time.Duration) error {
 		}
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
-			return fmt.Errorf("connect to the database (%d attempts): %w", attempt, err)
+			if attempt > 1 {
+				slog.Warn("database not answering; giving up", "attempts", attempt, "wait", wait)
+			}
+			return fmt.Errorf("connect to the database: %w", err)
 		}
 		slog.Warn("database not answering yet; retrying", "attempt", attempt, "error", err, "wait_left", left.Round(time.Second))
 		select {
