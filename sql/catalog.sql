@@ -12,6 +12,10 @@ SELECT * FROM corpora WHERE name = @name;
 -- name: CorpusByID :one
 SELECT * FROM corpora WHERE id = @id;
 
+-- name: CorpusPaths :many
+-- CorpusPaths lists the distinct paths of all corpora (sandboxes share their parent's).
+SELECT DISTINCT path FROM corpora ORDER BY path;
+
 -- name: CorpusCreate :one
 INSERT INTO corpora (name, path, parent_corpus_id)
 VALUES (@name, @path, sqlc.narg('parent_corpus_id'))

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
@@ -317,7 +318,7 @@ func TestMigrate(t *testing.T) {
 	require.Regexp(t, `(?m)^00003\s+pending\s+-\s+00003_audit_views.sql$`, d.ok("migrate", "status"))
 	require.Contains(t, d.ok("migrate", "up"), "up 00003 00003_audit_views.sql")
 	require.Equal(t, 6, d.count(`SELECT count(*) FROM pg_views WHERE viewname LIKE 'audit_%'`))
-	require.Contains(t, d.ok("migrate", "up"), "nothing to apply")
+	require.Contains(t, d.ok("migrate", "up", "--wait", "5s"), "nothing to apply")
 }
 
 func TestMigrateDownRefusesToDropRecords(t *testing.T) {
@@ -473,4 +474,33 @@ func TestNewerSchemaIsSaid(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stderr, "the database schema is newer than this binary")
 	require.Contains(t, r.stderr, "schema_version=99")
+}
+
+// cortexq sweep removes, in every corpus, the leftovers older than --older-than, and with
+// --replica every leftover of that (stopped) replica; --dry-run lists them and removes nothing.
+func TestSweepCommand(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("service", "add", "echo")
+	root := t.TempDir()
+	dir := filepath.Join(root, "p1")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	touch(t, filepath.Join(dir, "p1.zip"))
+	d.ok("import", "--corpus", "c", "--service", "echo", root)
+	old := time.Now().Add(-48 * time.Hour)
+	oldTmp := filepath.Join(dir, ".echo.zip.tmp-gone.0a0b0c0d-ff")
+	stoppedPrev := filepath.Join(dir, ".echo.zip.prev-replica-3.0a0b0c0d-1-ff")
+	liveTmp := filepath.Join(dir, ".echo.zip.tmp-replica-1.0a0b0c0d-ff")
+	for _, p := range []string{oldTmp, stoppedPrev, liveTmp} {
+		touch(t, p)
+	}
+	require.NoError(t, os.Chtimes(oldTmp, old, old))
+
+	out := d.ok("sweep", "--dry-run")
+	require.Equal(t, "would remove "+oldTmp+"\n", out)
+	require.FileExists(t, oldTmp)
+	require.Equal(t, "removed "+stoppedPrev+"\nremoved "+oldTmp+"\n", d.ok("sweep", "--replica", "replica-3"), "in walk (lexical) order")
+	require.NoFileExists(t, oldTmp)
+	require.NoFileExists(t, stoppedPrev)
+	require.FileExists(t, liveTmp)
+	require.FileExists(t, filepath.Join(dir, "p1.zip"))
 }

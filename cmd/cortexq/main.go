@@ -58,6 +58,7 @@ func commands() []*cli.Command {
 		taskCommand(),
 		healthcheckCommand(),
 		keysCommand(),
+		sweepCommand(),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -22,8 +23,14 @@ func migrateCommand() *cli.Command {
 		Usage: "apply, roll back or list the schema migrations",
 		Subcommands: []*cli.Command{
 			{
-				Name:   "up",
-				Usage:  "apply every pending migration",
+				Name:  "up",
+				Usage: "apply every pending migration",
+				Description: "With --wait, a database that does not answer yet (a server still starting) is asked again\n" +
+					"every 1 s, a log line per attempt, until it answers or the wait is over.",
+				Flags: []cli.Flag{
+					&cli.DurationFlag{Name: "wait", Usage: "how long to keep retrying a database that does not answer yet (0: one try)",
+						EnvVars: envVars("MIGRATE_WAIT")},
+				},
 				Action: migrateUp,
 			},
 			{
@@ -59,17 +66,44 @@ func withProvider(c *cli.Context, fn func(ctx context.Context, p *goose.Provider
 		return err
 	}
 	defer db.Close()
-	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
-	err = db.PingContext(ctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("connect to the database: %w", err)
+	if err := pingWait(c.Context, db, c.Duration("wait")); err != nil {
+		return err
 	}
 	p, err := migrations.NewProvider(db)
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
 	return fn(c.Context, p, db)
+}
+
+// pingWait checks that db answers, asking again every second (a log line per failed attempt)
+// until wait is over; wait 0 is one try.
+func pingWait(ctx context.Context, db *sql.DB, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := db.PingContext(pctx)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				slog.Info("database answers", "attempt", attempt)
+			}
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			if attempt > 1 {
+				slog.Warn("database not answering; giving up", "attempts", attempt, "wait", wait)
+			}
+			return fmt.Errorf("connect to the database: %w", err)
+		}
+		slog.Warn("database not answering yet; retrying", "attempt", attempt, "error", err, "wait_left", left.Round(time.Second))
+		select {
+		case <-time.After(min(time.Second, left)):
+		case <-ctx.Done():
+			return fmt.Errorf("connect to the database: %w", ctx.Err())
+		}
+	}
 }
 
 func printResults(c *cli.Context, verb string, results []*goose.MigrationResult) {

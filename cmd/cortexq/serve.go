@@ -55,6 +55,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "claimers", Usage: "claim transactions running at once", Value: dispatch.ClaimersDefault, EnvVars: envVars("CLAIMERS")},
 			&cli.IntFlag{Name: "claim-batch", Usage: "most results one claim transaction records", Value: dispatch.ClaimBatchDefault, EnvVars: envVars("CLAIM_BATCH")},
 			&cli.DurationFlag{Name: "claim-flush", Usage: "how long a claim batch waits for more results after its first (latency against transactions per result)", Value: dispatch.ClaimFlushDefault, EnvVars: envVars("CLAIM_FLUSH")},
+			&cli.DurationFlag{Name: "sweep-orphan-age", Usage: "at start-up, besides this replica's earlier processes' leftover temp and kept-aside archives, remove any replica's older than this, in the background (0: only this replica's)", Value: dispatch.SweepOrphanAgeDefault, EnvVars: envVars("SWEEP_ORPHAN_AGE")},
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica (at least 4)", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
 			clockSkewFlag(),
 			curveSecretKeyFileFlag(),
@@ -102,6 +103,7 @@ func checkServeFlags(c *cli.Context) error {
 		{"drain-timeout", 0, "0 or more"},
 		{"late-result-window", 0, "0 (none) or more"},
 		{"db-outage-budget", 0, "0 (never give up) or more"},
+		{"sweep-orphan-age", 0, "0 (only this replica's) or more"},
 	} {
 		if d := c.Duration(f.name); d < f.min {
 			return usagef(c, "--%s %s: want %s", f.name, d, f.why)
@@ -211,6 +213,19 @@ func serve(c *cli.Context) error {
 		}
 		defer stopHTTP()
 	}
+
+	// What earlier processes of this replica left in the corpora (a kill -9 mid-claim), and
+	// anyone's past --sweep-orphan-age: swept in the background, since a corpus may be large.
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		cfg := dispatch.SweepConfig{Replica: c.String("replica"), Incarnation: srv.Incarnation(),
+			OrphanAge: c.Duration("sweep-orphan-age")}
+		if err := sweepCorpora(runCtx, lease.NewCatalog(store), cfg, logger, nil); err != nil && runCtx.Err() == nil {
+			logger.Warn("start-up sweep", "error", err)
+		}
+	}()
+	defer func() { stopRun(); <-swept }()
 
 	// SIGTERM/SIGINT: stop leasing, drain, then stop the sockets.
 	drained := make(chan struct{})

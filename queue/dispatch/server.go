@@ -31,6 +31,7 @@ type Server struct {
 	metrics *metrics
 	health  *health
 	sec     *security // CURVE allow-list, bogus-result budgets (curve.go, guard.go)
+	fileTag fileTag   // in the names of this process's temp and backup files (sweep.go)
 
 	stopLeasing atomic.Bool
 	// leasing counts the ventilator's lease transactions not yet delivered: Drain waits for
@@ -93,6 +94,7 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		// One resync asked for is enough for every request that asks meanwhile.
 		resyncNow: make(chan struct{}, 1),
 		parsed:    semaphore.NewWeighted(cfg.MaxParsedBytes),
+		fileTag:   newFileTag(store.Config().Replica),
 	}
 	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable, &s.logLimits.fdsLow} {
 		*l = wire.NewRateLimiter(5 * time.Second)

@@ -39,7 +39,8 @@ type item struct {
 	published bool
 	size      int64
 	from      peer
-	weight    int64 // held against Server.parsed until the item's claim is over
+	weight    int64   // held against Server.parsed until the item's claim is over
+	tag       fileTag // of the replica's process, in the names of its files (sweep.go)
 }
 
 // receiver owns the PULL socket: it parses result messages and hands them to the writers.
@@ -222,6 +223,7 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 	it := &item{
 		result: lease.Result{TaskID: res.TaskID, Worker: res.Identity, ServiceID: svc.ID},
 		size:   res.Size,
+		tag:    s.fileTag,
 	}
 	base, err := s.catalog.CorpusPath(ctx, task.CorpusID)
 	if err != nil {
@@ -331,7 +333,7 @@ func resultPath(base, entry, service string, sandbox int32) string {
 // path, openBeneath) and readable by all under the umask (0644): frontends read results as
 // another user.
 func (s *Server) writeTemp(base, target string, data [][]byte) (string, error) {
-	name := filepath.Join(filepath.Dir(target), fmt.Sprintf(".%s.tmp-%x", filepath.Base(target), rand.Uint64()))
+	name := filepath.Join(filepath.Dir(target), fmt.Sprintf(".%s.tmp-%s%x", filepath.Base(target), s.fileTag, rand.Uint64()))
 	f, err := openBeneath(base, name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return "", fmt.Errorf("create temp archive: %w", err)
@@ -385,7 +387,7 @@ func (it *item) publish() error {
 // backupName is a fresh name beside the target for the archive a publish replaces.
 func (it *item) backupName() string {
 	return filepath.Join(filepath.Dir(it.target),
-		fmt.Sprintf(".%s.prev-%d-%x", filepath.Base(it.target), it.result.TaskID, rand.Uint64()))
+		fmt.Sprintf(".%s.prev-%s%d-%x", filepath.Base(it.target), it.tag, it.result.TaskID, rand.Uint64()))
 }
 
 // unpublish undoes publish after a claim that certainly did not commit: the earlier archive

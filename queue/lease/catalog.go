@@ -76,6 +76,15 @@ func (c *Catalog) CorpusPath(ctx context.Context, corpusID int32) (string, error
 	return info.path, err
 }
 
+// CorpusPaths lists the distinct paths of all corpora.
+func (c *Catalog) CorpusPaths(ctx context.Context) ([]string, error) {
+	paths, err := dbsqlc.New(c.store.pool).CorpusPaths(ctx)
+	if err != nil {
+		return nil, translate("list corpus paths", err)
+	}
+	return paths, nil
+}
+
 func (c *Catalog) corpus(ctx context.Context, corpusID int32) (corpusInfo, error) {
 	if info, ok := c.corpora.Load(corpusID); ok {
 		return info, nil

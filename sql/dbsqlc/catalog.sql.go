@@ -63,6 +63,31 @@ func (q *Queries) CorpusCreate(ctx context.Context, name string, path string, pa
 	return i, err
 }
 
+const corpusPaths = `-- name: CorpusPaths :many
+SELECT DISTINCT path FROM corpora ORDER BY path
+`
+
+// CorpusPaths lists the distinct paths of all corpora (sandboxes share their parent's).
+func (q *Queries) CorpusPaths(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, corpusPaths)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var path string
+		if err := rows.Scan(&path); err != nil {
+			return nil, err
+		}
+		items = append(items, path)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const dispatchCountInFlight = `-- name: DispatchCountInFlight :one
 SELECT count(*)::bigint FROM dispatch
 WHERE state = 'in_flight' AND ($1::text IS NULL OR replica = $1::text)

@@ -1,0 +1,182 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// A replica names the files it writes beside a result archive with its file tag, its name and
+// an incarnation (random per process):
+//
+//	.<archive>.tmp-<replica>.<incarnation>-<random>              a result not yet published
+//	.<archive>.prev-<replica>.<incarnation>-<task>-<random>      the archive a publish replaced
+//
+// Both live no longer than the claim that made them, unless the process dies: then nothing
+// removes them but Sweep. Names without a tag (.tmp-<random>, .prev-<task>-<random>) are those of
+// replicas from before the tag.
+
+// fileTag is the tag of this process's temp and backup files: replica, a name-safe form of the
+// replica's name, and incarnation, random per process.
+type fileTag struct{ replica, incarnation string }
+
+func (t fileTag) String() string {
+	if t.replica == "" {
+		return ""
+	}
+	return t.replica + "." + t.incarnation + "-"
+}
+
+// newFileTag makes the file tag of a new process of the named replica.
+func newFileTag(replica string) fileTag {
+	return fileTag{replica: tagReplica(replica), incarnation: fmt.Sprintf("%08x", rand.Uint32())}
+}
+
+// tagReplica is the form of a replica's name in file names: letters, digits, '_' and '-' only
+// ('.' ends it), at most 40 bytes; a name that needs changing gets a hash of itself appended,
+// so that two names do not end up with one tag.
+func tagReplica(name string) string {
+	safe := strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, name)
+	if safe == name && len(name) <= 40 && name != "" {
+		return name
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return fmt.Sprintf("%s_%08x", safe[:min(len(safe), 31)], h.Sum32())
+}
+
+var (
+	tmpName  = regexp.MustCompile(`^\..+\.tmp-(?:([A-Za-z0-9_-]+)\.([0-9a-f]+)-)?[0-9a-f]+$`)
+	prevName = regexp.MustCompile(`^\..+\.prev-(?:([A-Za-z0-9_-]+)\.([0-9a-f]+)-)?[0-9]+-[0-9a-f]+$`)
+)
+
+// parseLeftover reports whether a file name is that of a temp or backup archive, and its tag
+// (zero for a name without one).
+func parseLeftover(name string) (tag fileTag, ok bool) {
+	if !strings.HasPrefix(name, ".") {
+		return fileTag{}, false
+	}
+	for _, re := range []*regexp.Regexp{tmpName, prevName} {
+		if m := re.FindStringSubmatch(name); m != nil {
+			return fileTag{replica: m[1], incarnation: m[2]}, true
+		}
+	}
+	return fileTag{}, false
+}
+
+// SweepConfig says which leftover temp and backup archives Sweep removes.
+type SweepConfig struct {
+	// Replica and Incarnation name this process: the files of Replica's earlier processes
+	// (another incarnation) are removed whatever their age, since replica names are unique
+	// among live replicas and so no claim can still need them. Empty Replica: none.
+	Replica     string
+	Incarnation string
+	// OrphanAge: the files of any replica (and untagged ones) last modified longer ago than
+	// this are removed, for the leftovers of replicas that are gone for good. It must be far
+	// above the time any claim takes. 0: none.
+	OrphanAge time.Duration
+	// MaxEntries bounds the directory entries one Sweep visits (SweepMaxEntriesDefault if 0).
+	MaxEntries int
+	// DryRun: count and report, remove nothing.
+	DryRun bool
+	// NowFunc is the clock (time.Now if nil).
+	NowFunc func() time.Time
+}
+
+// SweepMaxEntriesDefault is SweepConfig.MaxEntries's default.
+const SweepMaxEntriesDefault = 50_000_000
+
+// SweepOrphanAgeDefault is a default for SweepConfig.OrphanAge: a claim takes seconds; a
+// replica that keeps a result waiting for a day has long been stopped by its outage budget.
+const SweepOrphanAgeDefault = 24 * time.Hour
+
+// SweepStats is what a Sweep did.
+type SweepStats struct {
+	Visited int      // directory entries looked at
+	Removed []string // paths, relative to the corpus, of the files removed (or, DryRun, to remove)
+	Failed  int      // files that could not be removed
+}
+
+// errSweepBound is a Sweep that stopped at SweepConfig.MaxEntries.
+var errSweepBound = errors.New("stopped at the bound on entries")
+
+// Sweep removes, beneath the directory base (a corpus's path), the temp and backup archives
+// that no live claim can need: those of earlier processes of this replica, and those older than
+// OrphanAge. It never leaves base (os.Root) and follows no symbolic link. It stops at ctx's end
+// or MaxEntries, with what it did so far and an error.
+func Sweep(ctx context.Context, base string, cfg SweepConfig) (SweepStats, error) {
+	var st SweepStats
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = SweepMaxEntriesDefault
+	}
+	now := time.Now
+	if cfg.NowFunc != nil {
+		now = cfg.NowFunc
+	}
+	own := tagReplica(cfg.Replica)
+	root, err := os.OpenRoot(base)
+	if err != nil {
+		return st, fmt.Errorf("sweep %s: %w", base, err)
+	}
+	defer root.Close()
+	cutoff := now().Add(-cfg.OrphanAge)
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == "." {
+				return err
+			}
+			return nil // a directory gone or unreadable meanwhile: skip it
+		}
+		st.Visited++
+		if st.Visited > cfg.MaxEntries {
+			return errSweepBound
+		}
+		if st.Visited%1024 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		tag, ok := parseLeftover(d.Name())
+		if !ok {
+			return nil
+		}
+		remove := cfg.Replica != "" && tag.replica == own && tag.incarnation != cfg.Incarnation
+		if !remove && cfg.OrphanAge > 0 {
+			info, err := d.Info()
+			remove = err == nil && info.ModTime().Before(cutoff)
+		}
+		if !remove {
+			return nil
+		}
+		if !cfg.DryRun {
+			if err := root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				st.Failed++
+				return nil
+			}
+		}
+		st.Removed = append(st.Removed, path.Clean(p))
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("sweep %s: %w", base, err)
+	}
+	return st, nil
+}
+
+// Incarnation reports the random name of this process in its temp and backup files' names,
+// for SweepConfig.
+func (s *Server) Incarnation() string { return s.fileTag.incarnation }
