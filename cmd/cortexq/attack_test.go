@@ -2,7 +2,6 @@ package main
 
 import (
 	"archive/zip"
-	"bufio"
 	"bytes"
 	"fmt"
 	"math"
@@ -18,6 +17,7 @@ import (
 	zmq "github.com/pebbe/zmq4"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/procstat"
 	"github.com/cortexq/cortexq/queue/queuetest"
 )
 
@@ -286,7 +286,7 @@ func watchRSS(t *testing.T, rp *replicaProc) func() int64 {
 	go func() {
 		defer close(done)
 		for {
-			if rss, err := procRSS(pid, "VmRSS"); err == nil {
+			if rss, err := procstat.StatusBytes(pid, "VmRSS"); err == nil {
 				peak.Store(max(peak.Load(), rss))
 				if rss > attackRSSGuard {
 					rp.kill9()
@@ -305,7 +305,7 @@ func watchRSS(t *testing.T, rp *replicaProc) func() int64 {
 		<-done
 	})
 	return func() int64 {
-		if hwm, err := procRSS(pid, "VmHWM"); err == nil {
+		if hwm, err := procstat.StatusBytes(pid, "VmHWM"); err == nil {
 			peak.Store(max(peak.Load(), hwm))
 		}
 		return peak.Load()
@@ -316,23 +316,6 @@ func watchRSS(t *testing.T, rp *replicaProc) func() int64 {
 func (rp *replicaProc) pid() int {
 	cmd, _ := rp.current()
 	return cmd.Process.Pid
-}
-
-// procRSS reads a size field (VmRSS, VmHWM) of /proc/<pid>/status, in bytes.
-func procRSS(pid int, field string) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // quantile estimates the q-quantile of a histogram on the replica's /metrics as Prometheus's

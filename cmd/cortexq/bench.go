@@ -730,19 +730,11 @@ func readMetrics(urls []string, names ...string) map[string]float64 {
 
 // peakRSSMB reads a process's peak resident set size (VmHWM) in MB; 0 if unknown.
 func peakRSSMB(pid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	hwm, err := procstat.StatusBytes(pid, "VmHWM")
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
+	return float64(hwm) / (1 << 20)
 }
 
 // newPool opens a pool of at most size connections on dsn.

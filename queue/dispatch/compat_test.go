@@ -105,14 +105,7 @@ func TestCompat(t *testing.T) {
 		e.stage(3, 1000)
 
 		// A lock the lease statement needs, held well past requestWait: the lease stalls.
-		conn, err := e.pool.Acquire(e.ctx)
-		require.NoError(t, err)
-		defer conn.Release()
-		tx, err := conn.Begin(e.ctx)
-		require.NoError(t, err)
-		defer tx.Rollback(e.ctx)
-		_, err = tx.Exec(e.ctx, `LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE`)
-		require.NoError(t, err)
+		release := e.hold(`LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE`)
 
 		// The upstream worker waits about a minute; here, a bound well under it.
 		require.NoError(t, p.dealer.SetRcvtimeo(requestWait+3*time.Second))
@@ -131,7 +124,7 @@ func TestCompat(t *testing.T) {
 
 		// The lock goes: the stalled lease commits, and its lease, whose request was answered,
 		// is returned, no attempt counted.
-		require.NoError(t, tx.Rollback(e.ctx))
+		release()
 		require.Eventually(t, func() bool { return e.server.leasing.Load() == 0 }, 20*time.Second, 20*time.Millisecond)
 		require.Eventually(t, func() bool { return counterValue(e.server.metrics.returns) == 1 }, 10*time.Second, 20*time.Millisecond)
 		require.Equal(t, 3, e.counts()[queue.StatusTODO])
@@ -165,14 +158,7 @@ func TestCompatAServiceLookupThatHangsStallsNoRequest(t *testing.T) {
 	e := newEnv(t)
 	e.stage(1, 1000)
 	// The service is not cached yet, and its lookup waits on a lock.
-	conn, err := e.pool.Acquire(e.ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	tx, err := conn.Begin(e.ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(e.ctx)
-	_, err = tx.Exec(e.ctx, `LOCK TABLE services IN ACCESS EXCLUSIVE MODE`)
-	require.NoError(t, err)
+	release := e.hold(`LOCK TABLE services IN ACCESS EXCLUSIVE MODE`)
 	for _, name := range []string{"first", "second", "third"} {
 		p := newRawPeer(t, e, name)
 		require.NoError(t, p.dealer.SetRcvtimeo(requestWait+3*time.Second))
@@ -181,7 +167,7 @@ func TestCompatAServiceLookupThatHangsStallsNoRequest(t *testing.T) {
 	}
 	require.Equal(t, 3.0, e.discarded("ventilator", "db_error"))
 	// The lock goes: the service is found and its task leased.
-	require.NoError(t, tx.Rollback(e.ctx))
+	release()
 	require.Eventually(t, func() bool {
 		id, _ := newRawPeer(t, e, "after").lease("echo")
 		return id != 0

@@ -321,3 +321,16 @@ func (e *env) waitOutcome(id int64, run, attempt int, want string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// hold runs statement (a lock) in a transaction of its own and keeps it open: what waits on the
+// lock waits until release, which the test's cleanup also calls.
+func (e *env) hold(statement string, args ...any) (release func()) {
+	e.t.Helper()
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(e.t, err)
+	release = func() { _ = tx.Rollback(context.WithoutCancel(e.ctx)) }
+	e.t.Cleanup(release)
+	_, err = tx.Exec(e.ctx, statement, args...)
+	require.NoError(e.t, err)
+	return release
+}

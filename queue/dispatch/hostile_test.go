@@ -266,18 +266,14 @@ func TestHostile(t *testing.T) {
 		id, payload := p.lease("echo")
 		require.NotZero(t, id)
 		// Its claim waits on the task's row lock: the reply stays unclaimed, its task mirrored.
-		tx, err := e.pool.Begin(e.ctx)
-		require.NoError(t, err)
-		defer tx.Rollback(e.ctx)
-		_, err = tx.Exec(e.ctx, `SELECT id FROM tasks WHERE id = $1 FOR UPDATE`, id)
-		require.NoError(t, err)
+		release := e.hold(`SELECT id FROM tasks WHERE id = $1 FOR UPDATE`, id)
 		p.result("echo", id, payload)
 		eventually(t, "the reply uncounts its lease", func() bool { return e.server.hot.Held("quick") == 0 })
 		_, mirrored := e.server.hot.Get(id)
 		require.True(t, mirrored, "the task stays mirrored until its claim")
 		next, nextPayload := p.lease("echo")
 		require.Contains(t, ids, next, "the next request is served at once, not held at the cap")
-		require.NoError(t, tx.Rollback(e.ctx))
+		release()
 		p.result("echo", next, nextPayload)
 		e.waitTerminal(30*time.Second, false)
 		e.requireEchoed(ids)
@@ -654,11 +650,7 @@ func TestHostile(t *testing.T) {
 		}
 		// Claims wait on the tasks' row locks: parsed reports pile up before them, within the
 		// budget (each report, 2 MB, is larger than it and taken alone).
-		tx, err := e.pool.Begin(e.ctx)
-		require.NoError(t, err)
-		defer tx.Rollback(e.ctx)
-		_, err = tx.Exec(e.ctx, `SELECT id FROM tasks FOR UPDATE`)
-		require.NoError(t, err)
+		release := e.hold(`SELECT id FROM tasks FOR UPDATE`)
 		line := "Warning:amp:x " + strings.Repeat("x", 1990) + "\n"
 		bomb := zipOf(t, zm{name: "cortex.log", body: strings.Repeat(line, 3000) + "Error:tex:e after\nStatus:conversion:2\n", deflate: true})
 		for _, id := range ids {
@@ -667,7 +659,7 @@ func TestHostile(t *testing.T) {
 		eventually(t, "a report holds the whole budget", func() bool { return e.server.parsedBytes.Load() == 1<<20 })
 		time.Sleep(300 * time.Millisecond)
 		require.Equal(t, int64(1<<20), e.server.parsedBytes.Load(), "no more reports than the budget holds")
-		require.NoError(t, tx.Rollback(e.ctx))
+		release()
 
 		for _, id := range ids {
 			e.waitStatus(id, queue.StatusError)

@@ -1,8 +1,10 @@
-// Package procstat reads CPU time from Linux's /proc, for cortexq's benchmarks: a process's,
-// and the whole machine's.
+// Package procstat reads CPU time and memory from Linux's /proc, for cortexq's benchmarks and
+// attack tests: a process's, and the whole machine's.
 package procstat
 
 import (
+	"bufio"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -74,4 +76,21 @@ func Runtime(pid int) float64 {
 		return 0
 	}
 	return ns / 1e9
+}
+
+// StatusBytes reads a size field of /proc/<pid>/status (VmRSS, VmHWM, ...) in bytes.
+func StatusBytes(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
