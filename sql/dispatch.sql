@@ -88,5 +88,5 @@ FROM (SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@runs::int[]) AS run
 WHERE d.task_id = k.task_id AND d.run < k.run AND (d.state = 'in_flight' OR d.queued);
 
 -- name: ReaperPassInsert :exec
-INSERT INTO reaper_passes (replica, at, requeued, dead_lettered, forgotten)
-VALUES (@replica, @at::timestamptz, @requeued, @dead_lettered, @forgotten);
+INSERT INTO reaper_passes (replica, at, requeued, dead_lettered, forgotten, released)
+VALUES (@replica, @at::timestamptz, @requeued, @dead_lettered, @forgotten, @released);

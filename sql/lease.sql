@@ -1,50 +1,65 @@
--- name: LeaseFresh :many
--- LeaseFresh is the lease's fast path, a whole transaction in one statement (and one round trip
--- with its commit): it leases TODO tasks above after_id to the workers, in order, one each, and
--- returns what it leased. It takes only what needs no decision — tasks without any dispatch row
--- (no earlier run kept) — and nothing at all while the service has a queued retry, which must go
--- first; queue/lease's full path (Go decisions on locked rows) leases the rest.
---
--- queue/lease runs it with its generic plan forced (plan_cache_mode, for its transaction only):
--- planning it costs about 1 ms, as much as running it, and left to choose, PostgreSQL often
--- judged a plan made for the call's values cheaper than the generic one (it is the same plan) and
--- planned every call afresh. The service, after_id, the workers and the limit are sub-selects, so
--- that the generic plan is the plan any values would get; the estimated cost of that plan grows
--- with the backlog, and queue/lease.TunePool turns JIT off so that it never compiles it.
-WITH todo AS (
-    SELECT t.id, t.corpus_id, t.entry, t.run
-    FROM tasks t
-    WHERE t.service_id = (SELECT @service_id::int) AND t.status = 0 AND t.id > (SELECT @after_id::bigint)
-      -- A scalar subquery, not NOT EXISTS: one index probe per candidate, never a join that
-      -- walks the dispatch index from its start.
-      AND (SELECT 1 FROM dispatch d WHERE d.task_id = t.id LIMIT 1) IS NULL
-      AND NOT EXISTS (SELECT 1 FROM dispatch q WHERE q.service_id = (SELECT @service_id::int) AND q.queued)
-    ORDER BY t.id
-    LIMIT (SELECT cardinality(@workers::text[]))
-    FOR UPDATE OF t SKIP LOCKED
+-- name: Attribute :many
+-- Attribute records the workers of hand-outs from this replica's reservations, a batch in one
+-- statement (DESIGN §4 "Attribute"): each reserved row still held by the replica, at the attempt
+-- the hand-out started, goes in flight to its worker, with leased_at and the deadline
+-- (leased_at + (retries + 1) × lease) from the database clock of this write, and gains its
+-- attempts row. A hand-out whose row has moved on (a claim attributed it first, the reaper or
+-- an operator took the reservation back) is skipped; the rows returned are those attributed.
+-- The rows are locked in (task_id, run) order, as a claim locks them, before they are updated.
+WITH h AS (
+    SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@runs::int[]) AS run,
+           unnest(@attempts::int[]) AS attempt, unnest(@workers::text[]) AS worker
 ), clock AS (
     SELECT coalesce(sqlc.narg(now)::timestamptz, now()) AS now
-), picked AS (
-    SELECT n.id, n.corpus_id, n.entry, n.run, w.worker, c.now
-    FROM (SELECT todo.*, row_number() OVER (ORDER BY todo.id) AS i FROM todo) AS n
-    JOIN unnest((SELECT @workers::text[])) WITH ORDINALITY AS w (worker, i) ON w.i = n.i
-    CROSS JOIN clock c
-), rows_added AS (
-    INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, replica, service_id,
-                          lease_timeout_seconds, leased_at)
-    SELECT p.id, p.run, 'in_flight', ARRAY[p.worker], p.now + make_interval(secs => @timeout_seconds::int),
-           @replica::text, @service_id::int, @timeout_seconds::int, p.now
-    FROM picked p
-), tasks_set AS (
-    UPDATE tasks t SET status = 1
-    FROM picked p
-    WHERE t.id = p.id
+), locked AS (
+    SELECT d.task_id, d.run, h.attempt, h.worker
+    FROM dispatch d
+    JOIN h ON d.task_id = h.task_id AND d.run = h.run
+    WHERE d.task_id = ANY(@task_ids::bigint[]) AND d.state = 'reserved' AND d.replica = @replica::text
+      AND cardinality(d.attempt_workers) = h.attempt
+    ORDER BY d.task_id, d.run
+    FOR UPDATE OF d
+), updated AS (
+    UPDATE dispatch d
+    SET state = 'in_flight', attempt_workers = d.attempt_workers || l.worker, leased_at = c.now,
+        deadline = c.now + make_interval(secs => (d.retries + 1) * d.lease_timeout_seconds)
+    FROM locked l CROSS JOIN clock c
+    WHERE d.task_id = l.task_id AND d.run = l.run AND d.task_id = ANY(@task_ids::bigint[])
+    RETURNING d.task_id, d.run, l.attempt, l.worker, d.leased_at, d.deadline
 ), attempts_added AS (
     INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at)
-    SELECT p.id, p.run, 0, p.worker, @replica::text, p.now
-    FROM picked p
+    SELECT u.task_id, u.run, u.attempt, u.worker, @replica::text, u.leased_at
+    FROM updated u
 )
-SELECT p.id, p.corpus_id, p.entry, p.run, p.worker::text AS worker, p.now::timestamptz AS leased_at,
-       (p.now + make_interval(secs => @timeout_seconds::int))::timestamptz AS deadline
-FROM picked p
-ORDER BY p.id;
+SELECT u.task_id, u.run, u.attempt::int AS attempt, u.worker::text AS worker, u.leased_at::timestamptz AS leased_at,
+       u.deadline::timestamptz AS deadline
+FROM updated u;
+
+-- name: DispatchStillReserved :many
+-- DispatchStillReserved returns which of the given tasks this replica still holds reserved:
+-- the others were taken back (paused, rerun, deleted, or past their reservation deadline).
+SELECT task_id
+FROM dispatch
+WHERE task_id = ANY(@task_ids::bigint[]) AND state = 'reserved' AND replica = @replica::text;
+
+-- name: DispatchLockReservedExpired :many
+-- DispatchLockReservedExpired takes reservations past their deadline, with their tasks, skipping
+-- rows other transactions hold.
+SELECT sqlc.embed(d), t.run AS task_run, t.status AS task_status
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.state = 'reserved' AND d.deadline <= @now::timestamptz
+ORDER BY d.deadline
+LIMIT @max_rows
+FOR UPDATE OF d, t SKIP LOCKED;
+
+-- name: DispatchLockReservedOfReplica :many
+-- DispatchLockReservedOfReplica takes every reservation of a replica, with their tasks, for a
+-- replica that stops.
+SELECT sqlc.embed(d), t.run AS task_run, t.status AS task_status
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.state = 'reserved' AND d.replica = @replica::text
+ORDER BY d.task_id
+LIMIT @max_rows
+FOR UPDATE OF d, t;

@@ -41,6 +41,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-in-flight", Usage: "leases this replica holds at most before it answers 'no work' (backpressure)", Value: dispatch.MaxInFlightDefault, EnvVars: envVars("MAX_IN_FLIGHT")},
 			&cli.IntFlag{Name: "max-in-flight-per-worker", Usage: "unanswered leases of this replica one worker identity may hold; past it a request gets 'no work' (worker_cap)", Value: dispatch.MaxInFlightPerWorkerDefault, EnvVars: envVars("MAX_IN_FLIGHT_PER_WORKER")},
 			&cli.IntFlag{Name: "max-in-flight-per-key", Usage: "with CURVE, unanswered leases of this replica all the workers of one key may hold together (0: no cap per key)", Value: 0, EnvVars: envVars("MAX_IN_FLIGHT_PER_KEY")},
+			&cli.DurationFlag{Name: "reservation-ttl", Usage: "how long a task this replica reserved ahead of demand stays its own: if the replica dies (or freezes) holding it, the reaper gives it back after this, with no attempt counted; the replica hands out only reservations younger than a third of it", Value: lease.ReservationTTLDefault, EnvVars: envVars("RESERVATION_TTL")},
 			&cli.DurationFlag{Name: "lease-timeout", Usage: "lease of a service without its own lease_timeout_seconds; a retry gets (retries+1) times it", Value: lease.LeaseTimeoutDefault, EnvVars: envVars("LEASE_TIMEOUT")},
 			&cli.DurationFlag{Name: "late-result-window", Usage: "how long a task out of flight still takes a late result (0: none)", Value: lease.LateResultWindowDefault, EnvVars: envVars("LATE_RESULT_WINDOW")},
 			&cli.DurationFlag{Name: "reap-interval", Usage: "time between reaper passes (run by the elected leader)", Value: reaper.IntervalDefault, EnvVars: envVars("REAP_INTERVAL")},
@@ -55,6 +56,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "claimers", Usage: "claim transactions running at once", Value: dispatch.ClaimersDefault, EnvVars: envVars("CLAIMERS")},
 			&cli.IntFlag{Name: "claim-batch", Usage: "most results one claim transaction records", Value: dispatch.ClaimBatchDefault, EnvVars: envVars("CLAIM_BATCH")},
 			&cli.DurationFlag{Name: "claim-flush", Usage: "how long a claim batch waits for more results after its first (latency against transactions per result)", Value: dispatch.ClaimFlushDefault, EnvVars: envVars("CLAIM_FLUSH")},
+			&cli.BoolFlag{Name: "sweep-at-start", Usage: "at start-up, sweep the corpora for leftover temp and kept-aside archives in the background (false: leave it to `cortexq sweep`)", Value: true, EnvVars: envVars("SWEEP_AT_START")},
 			&cli.DurationFlag{Name: "sweep-orphan-age", Usage: "at start-up, besides this replica's earlier processes' leftover temp and kept-aside archives, remove any replica's older than this, in the background (0: only this replica's)", Value: dispatch.SweepOrphanAgeDefault, EnvVars: envVars("SWEEP_ORPHAN_AGE")},
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica (at least 4)", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
 			clockSkewFlag(),
@@ -97,6 +99,7 @@ func checkServeFlags(c *cli.Context) error {
 		why  string
 	}{
 		{"lease-timeout", time.Second, "at least 1s (leases are whole seconds)"},
+		{"reservation-ttl", 3 * time.Second, "at least 3s"},
 		{"reap-interval", time.Millisecond, "a positive duration"},
 		{"keys-refresh", time.Millisecond, "a positive duration"},
 		{"claim-flush", 0, "0 or more"},
@@ -159,7 +162,7 @@ func serve(c *cli.Context) error {
 	}
 	store := lease.New(pool, lease.Config{
 		Replica: c.String("replica"), LeaseTimeout: c.Duration("lease-timeout"),
-		LateResultWindow: window, Logger: logger,
+		LateResultWindow: window, ReservationTTL: c.Duration("reservation-ttl"), Logger: logger,
 	})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -219,6 +222,9 @@ func serve(c *cli.Context) error {
 	swept := make(chan struct{})
 	go func() {
 		defer close(swept)
+		if !c.Bool("sweep-at-start") {
+			return
+		}
 		cfg := dispatch.SweepConfig{Replica: c.String("replica"), Incarnation: srv.Incarnation(),
 			OrphanAge: c.Duration("sweep-orphan-age")}
 		if err := sweepCorpora(runCtx, lease.NewCatalog(store), cfg, logger, nil); err != nil && runCtx.Err() == nil {
@@ -295,7 +301,7 @@ var errNotMigrated = errors.New("the database schema is not up to date: run `cor
 
 // reapMetrics exports the reaper's passes and the database's view of the dispatch table.
 type reapMetrics struct {
-	requeued, deadLettered, forgotten prometheus.Counter
+	requeued, deadLettered, forgotten, released prometheus.Counter
 }
 
 func newReapMetrics(reg prometheus.Registerer, store *lease.Store) *reapMetrics {
@@ -303,8 +309,9 @@ func newReapMetrics(reg prometheus.Registerer, store *lease.Store) *reapMetrics 
 		requeued:     prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_reaper_requeued_total", Help: "Expired leases queued for a retry by this replica's reaper passes."}),
 		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_reaper_dead_lettered_total", Help: "Expired leases dead-lettered by this replica's reaper passes."}),
 		forgotten:    prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_reaper_forgotten_total", Help: "Held rows forgotten by this replica's reaper passes."}),
+		released:     prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_reaper_reservations_released_total", Help: "Reservations past their deadline (their replica died or froze) taken back by this replica's reaper passes."}),
 	}
-	reg.MustRegister(m.requeued, m.deadLettered, m.forgotten, &dispatchCollector{store: store})
+	reg.MustRegister(m.requeued, m.deadLettered, m.forgotten, m.released, &dispatchCollector{store: store})
 	return m
 }
 
@@ -312,6 +319,7 @@ func (m *reapMetrics) observe(s lease.ReapSummary) {
 	m.requeued.Add(float64(s.Requeued))
 	m.deadLettered.Add(float64(s.DeadLettered))
 	m.forgotten.Add(float64(s.Forgotten))
+	m.released.Add(float64(s.Released))
 }
 
 // dispatchCollector reads the dispatch table's counts at scrape time.

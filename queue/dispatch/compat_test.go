@@ -122,11 +122,11 @@ func TestCompat(t *testing.T) {
 		require.Zero(t, id)
 		require.Equal(t, 1.0, counterValue(e.server.metrics.mocks.WithLabelValues("stopping")))
 
-		// The lock goes: the stalled lease commits, and its lease, whose request was answered,
-		// is returned, no attempt counted.
+		// The lock goes: the stalled reservation commits, and since the replica drains, its
+		// three tasks are given back at once, no attempt counted.
 		release()
 		require.Eventually(t, func() bool { return e.server.leasing.Load() == 0 }, 20*time.Second, 20*time.Millisecond)
-		require.Eventually(t, func() bool { return counterValue(e.server.metrics.returns) == 1 }, 10*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool { return counterValue(e.server.metrics.returns) == 3 }, 10*time.Second, 20*time.Millisecond)
 		require.Equal(t, 3, e.counts()[queue.StatusTODO])
 		var attempts int
 		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM attempts`).Scan(&attempts))

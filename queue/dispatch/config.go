@@ -46,9 +46,11 @@ type Config struct {
 	// default, 32 MiB, holds thousands of ordinary reports or 15 with 1,000 messages of 2 KB of
 	// each severity, and keeps them well inside the replica's 192 MiB heap limit (cmd/cortexq).
 	MaxParsedBytes int64
-	// LeaseBatch is the most requests one lease transaction serves.
-	LeaseBatch int
-	// Leasers is how many lease transactions may run at once.
+	// ReserveBatch is the most tasks one reservation takes (DESIGN §4 "Reserve"). A replica
+	// keeps a stock of reserved tasks per service with waiting workers, sized by the requests of
+	// the last 100 ms, between reserveMin and ReserveBatch.
+	ReserveBatch int
+	// Leasers is how many reservation transactions (reserve, release, check) may run at once.
 	Leasers int
 	// ClaimBatch is the most results one claim transaction decides; ClaimFlush is how long a
 	// claim waits for more results after the first.
@@ -93,8 +95,8 @@ const (
 	MaxResultBytesDefault       = int64(2) << 30
 	MaxMessagesDefault          = report.MaxMessagesDefault
 	MaxParsedBytesDefault       = int64(32) << 20
-	LeaseBatchDefault           = 256
-	LeasersDefault              = 1
+	ReserveBatchDefault         = 256
+	LeasersDefault              = 2
 	ClaimBatchDefault           = 256
 	ClaimFlushDefault           = 5 * time.Millisecond
 	ClaimersDefault             = 1
@@ -120,7 +122,7 @@ func ConfigDefault() Config {
 		MaxResultBytes:       MaxResultBytesDefault,
 		MaxMessages:          MaxMessagesDefault,
 		MaxParsedBytes:       MaxParsedBytesDefault,
-		LeaseBatch:           LeaseBatchDefault,
+		ReserveBatch:         ReserveBatchDefault,
 		Leasers:              LeasersDefault,
 		ClaimBatch:           ClaimBatchDefault,
 		ClaimFlush:           ClaimFlushDefault,
@@ -161,8 +163,8 @@ func (c *Config) applyDefaults() error {
 	if c.MaxParsedBytes <= 0 {
 		c.MaxParsedBytes = d.MaxParsedBytes
 	}
-	if c.LeaseBatch <= 0 {
-		c.LeaseBatch = d.LeaseBatch
+	if c.ReserveBatch <= 0 {
+		c.ReserveBatch = d.ReserveBatch
 	}
 	if c.Leasers <= 0 {
 		c.Leasers = d.Leasers

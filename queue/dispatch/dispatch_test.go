@@ -295,14 +295,15 @@ func TestInterop(t *testing.T) {
 	})
 }
 
-// TestDrainWaitsForLeaseUnderWay stops leasing while a lease transaction is under way: Drain must
-// wait for that lease's result too, not return as soon as no lease is mirrored yet.
-func TestDrainWaitsForLeaseUnderWay(t *testing.T) {
+// TestDrainWaitsForReservationUnderWay: Drain does not return while a reservation is under
+// way, and the reservation, committed after the drain began, is given back at once: the task
+// is TODO again, with no row and no attempt.
+func TestDrainWaitsForReservationUnderWay(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ids := e.stage(1, 1000)
 
-	// Hold the lease transaction up: its insert into attempts waits for this lock.
+	// Hold the reservation up: its write waits for this lock.
 	blocker, err := e.pool.Begin(e.ctx)
 	require.NoError(t, err)
 	defer blocker.Rollback(e.ctx)
@@ -312,28 +313,29 @@ func TestDrainWaitsForLeaseUnderWay(t *testing.T) {
 	_, stop := e.workers(1)
 	defer stop()
 	require.Eventually(t, func() bool { return e.server.leasing.Load() == 1 }, 10*time.Second, 5*time.Millisecond,
-		"a lease transaction under way")
+		"a reservation under way")
 
 	drained := make(chan int, 1)
 	go func() { drained <- e.server.Drain(e.ctx, 20*time.Second) }()
 	select {
 	case left := <-drained:
-		t.Fatalf("Drain returned (%d unanswered) while a lease transaction was under way", left)
+		t.Fatalf("Drain returned (%d unanswered) while a reservation was under way", left)
 	case <-time.After(300 * time.Millisecond):
 	}
-	require.Zero(t, e.server.InFlight(), "the lease is not mirrored yet")
+	require.Zero(t, e.server.InFlight(), "nothing is handed out")
 
 	require.NoError(t, blocker.Rollback(e.ctx))
 	select {
 	case left := <-drained:
-		require.Zero(t, left, "the lease handed out during the drain was answered")
+		require.Zero(t, left)
 	case <-time.After(20 * time.Second):
-		t.Fatal("Drain did not return after the lease was answered")
+		t.Fatal("Drain did not return after the reservation was given back")
 	}
-	require.Equal(t, queue.StatusNoProblem, e.status(ids[0]))
-	var inFlight int
-	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM dispatch WHERE state = 'in_flight'`).Scan(&inFlight))
-	require.Zero(t, inFlight)
+	require.Equal(t, queue.StatusTODO, e.status(ids[0]))
+	var rows, attempts int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM dispatch), (SELECT count(*) FROM attempts)`).Scan(&rows, &attempts))
+	require.Zero(t, rows, "dispatch rows left")
+	require.Zero(t, attempts, "attempts counted")
 }
 
 func TestClaimRolledBackPutsTheEarlierArchiveBack(t *testing.T) {

@@ -16,11 +16,12 @@ type rawPeer struct {
 	identity string
 	dealer   *zmq.Socket
 	push     *zmq.Socket
+	e        *env
 }
 
 func newRawPeer(t *testing.T, e *env, identity string) *rawPeer {
 	t.Helper()
-	p := &rawPeer{t: t, identity: identity}
+	p := &rawPeer{t: t, identity: identity, e: e}
 	var err error
 	p.dealer, err = zmq.NewSocket(zmq.DEALER)
 	require.NoError(t, err)
@@ -61,7 +62,21 @@ func (p *rawPeer) lease(service string) (int64, []byte) {
 	for _, f := range msg[1:] {
 		payload = append(payload, f...)
 	}
+	if id > 0 {
+		p.waitAttributed(id)
+	}
 	return id, payload
+}
+
+// waitAttributed waits until the hand-out of task id is attributed (its row in flight), so a
+// test that moves the clock next moves the lease's, not its reservation's.
+func (p *rawPeer) waitAttributed(id int64) {
+	p.t.Helper()
+	require.Eventually(p.t, func() bool {
+		var n int
+		err := p.e.pool.QueryRow(p.e.ctx, `SELECT count(*) FROM dispatch WHERE task_id = $1 AND state = 'in_flight'`, id).Scan(&n)
+		return err == nil && n == 1
+	}, 10*time.Second, 2*time.Millisecond, "task %d attributed", id)
 }
 
 // result pushes a result for task id.

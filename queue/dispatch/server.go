@@ -34,9 +34,12 @@ type Server struct {
 	fileTag fileTag   // in the names of this process's temp and backup files (sweep.go)
 
 	stopLeasing atomic.Bool
-	// leasing counts the ventilator's lease transactions not yet delivered: Drain waits for
-	// them too, since their leases reach workers after it began.
+	// leasing counts the ventilator's reservation jobs (reserve, release, check) not yet
+	// delivered: Drain waits for them too; stocked counts the tasks in its stock, reserved and
+	// not handed out. attrib writes the hand-outs' workers (attribute.go).
 	leasing atomic.Int32
+	stocks *stockIDs
+	attrib *attributor
 	unknown *xsync.Map[string, time.Time] // service names recently not found
 	claimIn chan *item
 	held    *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
@@ -95,6 +98,7 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		resyncNow: make(chan struct{}, 1),
 		parsed:    semaphore.NewWeighted(cfg.MaxParsedBytes),
 		fileTag:   newFileTag(store.Config().Replica),
+		stocks:    newStockIDs(),
 	}
 	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable, &s.logLimits.fdsLow} {
 		*l = wire.NewRateLimiter(5 * time.Second)
@@ -104,7 +108,8 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 			"message_size", cfg.MessageSize)
 	}
 	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) },
-		func() float64 { return float64(s.parsedBytes.Load()) })
+		func() float64 { return float64(s.parsedBytes.Load()) }, func() float64 { return float64(s.stocks.len()) })
+	s.attrib = newAttributor(s)
 	sec, err := newSecurity(cfg.Security, cfg.Registerer)
 	if err != nil {
 		return nil, err
@@ -140,7 +145,7 @@ func (s *Server) Drain(ctx context.Context, timeout time.Duration) int {
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for s.hot.Len() > 0 || s.leasing.Load() > 0 {
+	for s.hot.Len() > 0 || s.leasing.Load() > 0 || s.stocks.len() > 0 {
 		select {
 		case <-deadline.C:
 			return s.hot.Len()
@@ -255,17 +260,20 @@ func (s *Server) Run(ctx context.Context) error {
 	// Ventilator and its leasers.
 	for range s.cfg.Leasers {
 		leasers.Go(func() {
-			if err := v.leaser(runCtx, zctx); err != nil {
+			if err := v.runLeaser(runCtx, zctx); err != nil {
 				cancel(err)
 			}
 		})
 	}
+	var attributing sync.WaitGroup
+	attributing.Go(func() { s.attrib.run(runCtx) })
 	goStop(func() error { return v.run(runCtx) })
 	// Hot mirror resync and the outage watchdog.
 	goStop(func() error { return s.maintain(runCtx, cancel) })
 
 	err = g.Wait()
 	leasers.Wait()
+	attributing.Wait()
 	writers.Wait()
 	close(s.coldReqs)
 	close(slowStop)

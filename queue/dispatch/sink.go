@@ -494,7 +494,7 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 		}
 		pubs.order = append(pubs.order, it)
 		return nil
-	}}
+	}, Stocked: s.stocks.has}
 	if s.cfg.SyncArchives {
 		// One syncfs per file system for the whole batch, after the renames and before the
 		// commit: a recorded result's archive is on disk, at a fraction of a fsync per file.
@@ -531,6 +531,9 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 		d := &decisions[i]
 		it := index[d.Result]
 		s.metrics.claims.WithLabelValues(string(d.Outcome)).Inc()
+		if d.AttributedAtClaim {
+			s.metrics.attributedAtClaim.Inc()
+		}
 		s.chargeOutcome(it.from, d.Outcome)
 		switch d.Outcome {
 		case lease.OutcomeAccepted, lease.OutcomeFinal, lease.OutcomeDeferred, lease.OutcomeUnusable:

@@ -21,7 +21,6 @@ type request struct {
 	worker   string
 	key      string    // the name of its CURVE key ("" in plain mode)
 	at       time.Time // when it came in
-	answered bool      // it got a no-work reply while its lease transaction ran (answerOverdue)
 }
 
 // requestWait bounds how long a request waits for its reply. An upstream CorTeX worker gives
@@ -45,19 +44,6 @@ type cappedRequest struct {
 // replica (a slow lane included), so that an honest worker whose last results are still on
 // their way is served, not refused and made to sleep out its throttle.
 const capHold = 2 * time.Second
-
-// leaseJob is one lease transaction's work: requests of one service.
-type leaseJob struct {
-	id      uint64
-	service lease.Service
-	reqs    []*request
-}
-
-type leaseDone struct {
-	job    leaseJob
-	leases []lease.Lease
-	err    error
-}
 
 // requestLimits keeps a request's identity and service frames; any later ones are dropped.
 var requestLimits = frameLimits{headers: 2}
@@ -86,9 +72,12 @@ type ventilator struct {
 	sendErr   *wire.RateLimiter
 	capLog    *wire.RateLimiter
 
-	// inLease are the requests of lease transactions under way, by job id.
-	inLease map[uint64][]*request
-	jobID   uint64
+	// stock holds each service's reserved tasks (stock.go); pendingRelease what a stop or
+	// the stock's age gave back while no leaser was free; lastCheck when the stock was last
+	// checked against the database.
+	stock          map[int32]*stock
+	pendingRelease []lease.Reserved
+	lastCheck      time.Time
 	// lookupFailed is when a service lookup last failed, with lookupErr (lookupService).
 	lookupFailed time.Time
 	lookupErr    error
@@ -116,7 +105,7 @@ func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
 		discard:   wire.NewRateLimiter(5 * time.Second),
 		sendErr:   wire.NewRateLimiter(5 * time.Second),
 		capLog:    wire.NewRateLimiter(5 * time.Second),
-		inLease:   map[uint64][]*request{},
+		stock:     map[int32]*stock{},
 	}
 	for _, set := range []func() error{
 		func() error { return router.SetRouterMandatory(1) },
@@ -153,8 +142,8 @@ func (v *ventilator) close() {
 	v.wake.Close()
 }
 
-// leaser runs lease transactions for the ventilator and pokes it when one is done.
-func (v *ventilator) leaser(ctx context.Context, zctx *zmq.Context) error {
+// runLeaser runs a leaser (stock.go) with a socket that pokes the ventilator's loop.
+func (v *ventilator) runLeaser(ctx context.Context, zctx *zmq.Context) error {
 	poke, err := zctx.NewSocket(zmq.PUSH)
 	if err != nil {
 		return fmt.Errorf("leaser socket: %w", err)
@@ -164,29 +153,12 @@ func (v *ventilator) leaser(ctx context.Context, zctx *zmq.Context) error {
 	if err := poke.Connect(v.wakeEP); err != nil {
 		return fmt.Errorf("leaser socket: %w", err)
 	}
-	// A transaction that has begun finishes even during a stop: its leases are then delivered.
-	dbctx := context.WithoutCancel(ctx)
-	for job := range v.jobs {
-		workers := make([]string, len(job.reqs))
-		for i, r := range job.reqs {
-			workers[i] = r.worker
-		}
-		start := time.Now()
-		tctx, cancel := context.WithTimeout(dbctx, 30*time.Second)
-		leases, err := v.s.store.Lease(tctx, lease.LeaseRequest{
-			ServiceID: job.service.ID, LeaseTimeout: job.service.LeaseTimeout, Workers: workers,
-		})
-		cancel()
-		v.s.health.record(err)
-		v.s.metrics.leaseSeconds.Observe(time.Since(start).Seconds())
-		v.s.metrics.leaseBatch.Observe(float64(len(job.reqs)))
-		v.done <- leaseDone{job: job, leases: leases, err: err}
-		_, _ = poke.Send("", zmq.DONTWAIT)
-	}
+	v.leaser(ctx, func() { _, _ = poke.Send("", zmq.DONTWAIT) })
 	return nil
 }
 
-// run is the ventilator's loop. It returns when ctx is done and no lease is under way.
+// run is the ventilator's loop. It returns when ctx is done, its stock is given back and no
+// job is under way.
 func (v *ventilator) run(ctx context.Context) error {
 	defer close(v.jobs)
 	poller := zmq.NewPoller()
@@ -194,7 +166,7 @@ func (v *ventilator) run(ctx context.Context) error {
 	poller.Add(v.wake, zmq.POLLIN)
 	for {
 		stopping := ctx.Err() != nil
-		if stopping && v.s.leasing.Load() == 0 {
+		if stopping && v.s.leasing.Load() == 0 && v.s.stocks.len() == 0 && len(v.pendingRelease) == 0 {
 			v.refusePending()
 			return nil
 		}
@@ -223,39 +195,25 @@ func (v *ventilator) run(ctx context.Context) error {
 			}
 			v.handle(ctx, msg.frames, msg.from, stopping)
 		}
-	deliver:
+	finish:
 		for {
 			select {
 			case d := <-v.done:
-				v.deliver(ctx, d)
-				v.s.leasing.Add(-1)
+				v.finish(d)
 			default:
-				break deliver
+				break finish
 			}
 		}
-		if v.s.stopLeasing.Load() {
+		now := time.Now()
+		if stopping || v.s.stopLeasing.Load() {
 			v.refusePending() // requests that came before StopLeasing lease nothing after it
+			v.releaseStock()
+			continue
 		}
 		v.decideCapped()
-		v.answerOverdue(time.Now())
-		for int(v.s.leasing.Load()) < v.s.cfg.Leasers && len(v.order) > 0 && !stopping {
-			id := v.order[0]
-			p := v.pending[id]
-			n := min(len(p.reqs), v.s.cfg.LeaseBatch)
-			v.jobID++
-			job := leaseJob{id: v.jobID, service: p.service, reqs: p.reqs[:n:n]}
-			p.reqs = p.reqs[n:]
-			if len(p.reqs) == 0 {
-				delete(v.pending, id)
-				v.order = v.order[1:]
-			}
-			for _, r := range job.reqs {
-				delete(v.waiting, string(r.identity))
-			}
-			v.inLease[job.id] = job.reqs
-			v.s.leasing.Add(1)
-			v.jobs <- job
-		}
+		v.serve(ctx, now)
+		v.answerOverdue(now)
+		v.plan(now)
 	}
 }
 
@@ -277,22 +235,10 @@ func (v *ventilator) refusePending() {
 	v.capped = v.capped[:0]
 }
 
-// answerOverdue answers no work to the requests that have waited requestWait: pending ones,
-// held ones, and those of lease transactions still under way, whose leases deliver then
-// returns.
+// answerOverdue answers no work to the pending requests that have waited requestWait (the
+// database is slow or away).
 func (v *ventilator) answerOverdue(now time.Time) {
 	cutoff := now.Add(-requestWait)
-	for _, reqs := range v.inLease {
-		for _, r := range reqs { // oldest first
-			if !r.at.Before(cutoff) {
-				break
-			}
-			if !r.answered {
-				r.answered = true
-				v.mock(r.identity, "lease_slow")
-			}
-		}
-	}
 	for i := 0; i < len(v.order); {
 		id := v.order[i]
 		p := v.pending[id]
@@ -412,6 +358,9 @@ func (v *ventilator) admit(svc lease.Service, r *request) {
 		v.order = append(v.order, svc.ID)
 	}
 	p.reqs = append(p.reqs, r)
+	st := v.stockOf(svc)
+	st.demand.add(r.at)
+	st.last = r.at
 	v.waiting[string(r.identity)] = true
 	v.queued++
 	v.asking[r.worker]++
@@ -477,51 +426,6 @@ func (v *ventilator) decideCapped() {
 	v.capped = kept
 }
 
-// deliver sends the tasks of a finished lease transaction, and mock replies to the requests it
-// found no task for. A lease for a request already answered (answerOverdue) is returned.
-func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
-	for _, r := range d.job.reqs {
-		v.unask(r)
-	}
-	delete(v.inLease, d.job.id)
-	if d.err != nil {
-		v.s.logger.Error("lease failed; requests get no work", "service", d.job.service.Name,
-			"requests", len(d.job.reqs), "error", d.err)
-		for _, r := range d.job.reqs {
-			if !r.answered {
-				v.mock(r.identity, "db_error")
-			}
-		}
-		return
-	}
-	byWorker := map[string][]*request{}
-	for _, r := range d.job.reqs {
-		byWorker[r.worker] = append(byWorker[r.worker], r)
-	}
-	var returns []lease.Lease
-	for _, l := range d.leases {
-		reqs := byWorker[l.Worker]
-		if len(reqs) == 0 { // cannot happen: a lease is for a requesting worker
-			returns = append(returns, l)
-			continue
-		}
-		byWorker[l.Worker] = reqs[1:]
-		if reqs[0].answered || !v.sendTask(ctx, reqs[0], l) {
-			returns = append(returns, l)
-		}
-	}
-	for _, reqs := range byWorker {
-		for _, r := range reqs {
-			if !r.answered {
-				v.mock(r.identity, "no_work")
-			}
-		}
-	}
-	if len(returns) > 0 {
-		v.s.returnLeases(ctx, returns)
-	}
-}
-
 // sendTask sends a leased task to its worker. It reports false when the worker was
 // unroutable: nothing was sent and the lease must be returned.
 //
@@ -533,7 +437,7 @@ func (v *ventilator) deliver(ctx context.Context, d leaseDone) {
 func (v *ventilator) sendTask(ctx context.Context, r *request, l lease.Lease) bool {
 	identity := r.identity
 	v.s.hot.Put(hot.Task{ID: l.TaskID, Run: l.Run, ServiceID: l.ServiceID, CorpusID: l.CorpusID, Entry: l.Entry,
-		Worker: l.Worker, Key: r.key})
+		Worker: l.Worker, Key: r.key, Pending: true})
 	payload, readErr := v.readSource(ctx, l)
 	defer v.releaseSource()
 	// DONTWAIT: a peer that stopped reading (its queue full) must not stall every other worker.

@@ -22,6 +22,9 @@ type Task struct {
 	// authenticated with ("" in plain mode): the mirror counts each one's tasks.
 	Worker string
 	Key    string
+	// Pending marks a hand-out whose attribution has not been written yet: the database does
+	// not show it in flight, so Reset keeps it until Attributed clears the mark.
+	Pending bool
 	// gen is the mirror's generation when the task was put (see Generation).
 	gen uint64
 	// answered is set once its worker's reply came in (Answered): it no longer counts against
@@ -115,6 +118,18 @@ func (m *Map) Answered(id int64, worker string) {
 	}
 }
 
+// Attributed clears the Pending mark of task id (its attribution was written, or found the
+// reservation gone): from now on the database's view decides whether it stays (Reset).
+func (m *Map) Attributed(id int64) {
+	m.tasks.Compute(id, func(t Task, loaded bool) (Task, xsync.ComputeOp) {
+		if !loaded || !t.Pending {
+			return t, xsync.CancelOp
+		}
+		t.Pending = false
+		return t, xsync.UpdateOp
+	})
+}
+
 // Get returns the mirrored task id, if any.
 func (m *Map) Get(id int64) (Task, bool) { return m.tasks.Load(id) }
 
@@ -139,7 +154,7 @@ func (m *Map) Reset(tasks []Task, since uint64) {
 		want[t.ID] = t
 	}
 	m.tasks.Range(func(id int64, t Task) bool {
-		if _, ok := want[id]; !ok && t.gen <= since {
+		if _, ok := want[id]; !ok && t.gen <= since && !t.Pending {
 			m.Delete(id)
 		}
 		return true

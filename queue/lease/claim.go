@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,6 +85,10 @@ type Decision struct {
 	Replaced *Finished
 	// Status is the task's recorded status after an accepted result or a stand-in.
 	Status queue.Status
+	// AttributedAtClaim is set when the task was reserved, not yet attributed: the reply's
+	// attempt was recorded by this claim (a hand-out's attribution lost the race, or its replica
+	// died before it).
+	AttributedAtClaim bool
 }
 
 // Publishes reports whether the caller must publish the result's archive before the claim
@@ -119,6 +124,11 @@ type ClaimHooks struct {
 	// transaction commits: the place to make the published archives durable. An error rolls
 	// the claim back.
 	BeforeCommit func() error
+	// Stocked, if set, reports whether this replica holds the task reserved and has not handed
+	// it out: a reply for it comes from no worker it was given to, and is dropped as unknown.
+	// A reply for any other reserved task is accepted (a hand-out whose attribution has not
+	// committed, or never will: its replica died), its attempt recorded at the claim.
+	Stocked func(taskID int64) bool
 }
 
 // hookError is a BeforeCommit failure, which rolls the claim back.
@@ -191,7 +201,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 				d.Outcome, d.Reason = OutcomeWrongService, "the task belongs to another service"
 				continue
 			}
-			s.decide(ct, r, d, now, w, publish)
+			s.decide(ct, r, d, now, w, publish, hooks.Stocked)
 		}
 		// Each decided reply ends its task's receipt (Receive), whatever was decided.
 		for _, ct := range byTask {
@@ -225,7 +235,12 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 
 // decide settles one result against its task's locked rows, updating them in place when the
 // decision stands (and publish succeeded).
-func (s *Store) decide(ct *claimTask, r *Result, d *Decision, now time.Time, w *writes, publish PublishFunc) {
+func (s *Store) decide(ct *claimTask, r *Result, d *Decision, now time.Time, w *writes, publish PublishFunc, stocked func(int64) bool) {
+	if i := slices.IndexFunc(ct.rows, func(x *dbsqlc.Dispatch) bool { return x.State == StateReserved }); i >= 0 {
+		if !s.claimReserved(ct.rows[i], ct.task.Run, r, d, now, w, stocked) {
+			return
+		}
+	}
 	row, attempt := locateResult(ct.rows, ct.task.Run, r)
 	if row == nil {
 		d.Outcome, d.Reason = OutcomeUnknown, "the task is not in flight or held"
@@ -315,6 +330,47 @@ func (s *Store) decide(ct *claimTask, r *Result, d *Decision, now time.Time, w *
 		outcome = "retryable"
 	}
 	w.outcome(row.TaskID, row.Run, attempt, outcome, status)
+}
+
+// claimReserved readies a reserved row for the decision on a reply, and reports whether to go
+// on deciding. A reply from a worker of an earlier attempt is decided as if the row were still
+// the queued retry it was reserved from (a result after requeue). Any other reply is the
+// hand-out's: unless the task is still in this replica's stock, its attempt is recorded now, to
+// the worker the reply names (under CURVE, a worker of its key), and the row goes in flight, as
+// its attribution would have made it.
+func (s *Store) claimReserved(row *dbsqlc.Dispatch, taskRun int32, r *Result, d *Decision, now time.Time, w *writes, stocked func(int64) bool) bool {
+	if row.Run < taskRun {
+		return true // an earlier run's: decided as stale
+	}
+	if heldEarlier(row, r) {
+		row.State, row.Queued = StateSettling, true
+		row.ForgetAt = ptrTime(now.Add(s.cfg.LateResultWindow))
+		return true
+	}
+	if stocked != nil && stocked(row.TaskID) {
+		d.Outcome, d.Reason = OutcomeUnknown, "the task is reserved by this replica and was not handed out"
+		if r.Kind == KindRetryable {
+			d.Outcome = OutcomeDropped
+		}
+		return false
+	}
+	row.AttemptWorkers = append(row.AttemptWorkers, r.Worker)
+	row.State, row.LeasedAt = StateInFlight, now
+	row.Deadline = leaseDeadline(row, now)
+	w.put(row)
+	w.attempts = append(w.attempts, newAttempt{TaskID: row.TaskID, Run: row.Run, Attempt: int32(currentAttempt(row)), Worker: r.Worker})
+	d.AttributedAtClaim = true
+	return true
+}
+
+// heldEarlier reports whether r comes from the worker (under CURVE, the key) of an earlier
+// attempt of row.
+func heldEarlier(row *dbsqlc.Dispatch, r *Result) bool {
+	if r.Key == "" {
+		return slices.Contains(row.AttemptWorkers, r.Worker)
+	}
+	prefix := keyPrefix(r.Key)
+	return slices.ContainsFunc(row.AttemptWorkers, func(w string) bool { return strings.HasPrefix(w, prefix) })
 }
 
 // hold puts next out of flight, held for late results with f as the result that stands.

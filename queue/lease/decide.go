@@ -11,9 +11,18 @@ import (
 
 // Row states of dispatch.state.
 const (
+	// StateReserved: held by a replica for a hand-out until its deadline, no worker yet.
+	StateReserved = "reserved"
 	StateInFlight = "in_flight"
 	StateSettling = "settling"
 )
+
+// leaseDeadline is when a lease of d started at leasedAt expires: its attempt's share of the
+// lease grows with each retry, (retries + 1) × lease. sql/lease.sql's Attribute computes the
+// same in SQL; nothing else does.
+func leaseDeadline(d *dbsqlc.Dispatch, leasedAt time.Time) time.Time {
+	return leasedAt.Add(time.Duration(d.Retries+1) * time.Duration(d.LeaseTimeoutSeconds) * time.Second)
+}
 
 // Late says why an accepted result came after its lease expired.
 type Late string

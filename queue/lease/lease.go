@@ -44,182 +44,49 @@ type Lease struct {
 // over get none (the caller sends them a mock reply). A fresh task is never handed to a worker
 // that worked an earlier run of it still on record.
 //
-// Most leases take the fast path, one statement (sql/lease.sql) that commits as it returns;
-// whatever it leaves — queued retries, tasks with rows of earlier runs, the end of a backlog —
-// goes to the full path, a transaction that decides on the locked rows in Go. Every lease
-// returned is committed, even when the full path fails after the fast path leased some.
+// It is the reservation path run at once, for callers that lease on demand: Reserve as many
+// tasks as there are workers, hand them out, Attribute the hand-outs, and Release what no
+// worker could take. Every lease returned is committed.
 func (s *Store) Lease(ctx context.Context, req LeaseRequest) ([]Lease, error) {
 	if len(req.Workers) == 0 {
 		return nil, nil
 	}
-	timeout := req.LeaseTimeout
-	if timeout <= 0 {
-		timeout = s.cfg.LeaseTimeout
-	}
-	fast, err := s.leaseFresh(ctx, req, timeout)
+	reserved, err := s.Reserve(ctx, ReserveRequest{ServiceID: req.ServiceID, LeaseTimeout: req.LeaseTimeout, Max: len(req.Workers)})
 	if err != nil {
 		return nil, err
 	}
-	if len(fast) == len(req.Workers) {
-		return fast, nil
+	workers := slices.Clone(req.Workers)
+	var hs []HandOut
+	var left []Reserved
+	for i := range reserved {
+		r := &reserved[i]
+		j := slices.IndexFunc(workers, r.For)
+		if j < 0 {
+			left = append(left, *r) // every worker left worked an earlier run of it
+			continue
+		}
+		hs = append(hs, r.HandOut(workers[j]))
+		workers = slices.Delete(workers, j, j+1)
 	}
-	rest := slices.Clone(req.Workers)
-	for _, l := range fast {
-		i := slices.Index(rest, l.Worker)
-		rest = slices.Delete(rest, i, i+1)
+	// A hand-out not attributed was claimed meanwhile: a reply for a reserved task records its
+	// attempt (Claim). Its worker is not told it has a lease.
+	leases, err := s.Attribute(ctx, hs)
+	if _, rerr := s.Release(ctx, left); rerr != nil {
+		s.logger.Warn("lease: reservations no worker could take were not released; the reaper returns them at their deadline",
+			"tasks", len(left), "error", rerr)
 	}
-	full, err := s.leaseFull(ctx, LeaseRequest{ServiceID: req.ServiceID, LeaseTimeout: timeout, Workers: rest})
-	if err != nil && len(fast) > 0 {
-		s.logger.Warn("lease: the full path failed after the fast path leased; its workers get no work this time",
-			"service_id", req.ServiceID, "workers", len(rest), "error", err)
-		return fast, nil
-	}
-	return append(fast, full...), err
-}
-
-// leaseFresh is the fast path: one statement in a transaction of one round trip.
-func (s *Store) leaseFresh(ctx context.Context, req LeaseRequest, timeout time.Duration) ([]Lease, error) {
-	secs := int32(max(timeout/time.Second, 1))
-	params := dbsqlc.LeaseFreshParams{
-		TimeoutSeconds: secs, ServiceID: req.ServiceID, AfterID: s.todo.start(req.ServiceID),
-		Workers: req.Workers, Now: s.injectedNow(), Replica: s.cfg.Replica,
-	}
-	var rows []dbsqlc.LeaseFreshRow
-	err := s.genericPlan(ctx, func(q *dbsqlc.Queries) (err error) {
-		rows, err = q.LeaseFresh(ctx, params)
-		return err
-	})
 	if err != nil {
-		return nil, translate("lease", err)
+		return leases, err
 	}
-	if len(rows) == 0 {
-		return nil, nil
+	byKey := make(map[rowKey]*Reserved, len(reserved))
+	for i := range reserved {
+		byKey[rowKey{reserved[i].TaskID, reserved[i].Run}] = &reserved[i]
 	}
-	leases := make([]Lease, len(rows))
-	dispatched := map[string]int64{}
-	var last int64
-	for i, r := range rows {
-		leases[i] = Lease{
-			TaskID: r.ID, Run: r.Run, Worker: r.Worker, ServiceID: req.ServiceID,
-			CorpusID: r.CorpusID, Entry: r.Entry, LeasedAt: r.LeasedAt, Deadline: r.Deadline,
-		}
-		dispatched[r.Worker]++
-		last = max(last, r.ID)
+	for i := range leases {
+		r := byKey[rowKey{leases[i].TaskID, leases[i].Run}]
+		leases[i].CorpusID, leases[i].Entry, leases[i].Retry, leases[i].LastCause = r.CorpusID, r.Entry, r.Retry, r.LastCause
 	}
-	s.todo.advance(req.ServiceID, last)
-	s.tally.committed(req.ServiceID, dispatched, nil, rows[0].LeasedAt)
 	return leases, nil
-}
-
-// leaseFull is the full path: the reads and the decisions of the lease rules, in one
-// transaction of two round trips.
-func (s *Store) leaseFull(ctx context.Context, req LeaseRequest) ([]Lease, error) {
-	timeout := req.LeaseTimeout
-	var leases []Lease
-	var at time.Time
-	var queued []dbsqlc.DispatchLockQueuedRow
-	var todo []dbsqlc.TaskLockTodoRow
-	n := int32(len(req.Workers))
-	after := s.todo.start(req.ServiceID)
-	// Both reads lock up to one row per worker: TODO tasks a queued retry made unneeded are only
-	// locked until the commit, which spares a round trip.
-	reads := func(q *dbsqlc.Queries) (err error) {
-		if queued, err = q.DispatchLockQueued(ctx, req.ServiceID, n); err != nil {
-			return fmt.Errorf("lock queued retries: %w", err)
-		}
-		if todo, err = q.TaskLockTodo(ctx, req.ServiceID, after, n); err != nil {
-			return fmt.Errorf("lock todo tasks: %w", err)
-		}
-		return nil
-	}
-	var last int64
-	err := s.pipelinedTx(ctx, "lease", txMode{retry: true}, reads, func(now time.Time, q *dbsqlc.Queries) (*writes, error) {
-		leases = leases[:0]
-		w := newWrites()
-		at = now
-		workers := slices.Clone(req.Workers)
-		if after > 0 && len(queued)+len(todo) < len(workers) {
-			// Short above the cursor: TODO tasks below it (returned, rerun, skipped while another
-			// transaction held them) come next, so no worker hears "no work" while there is some.
-			more, err := q.TaskLockTodo(ctx, req.ServiceID, 0, n)
-			if err != nil {
-				return nil, fmt.Errorf("lock todo tasks: %w", err)
-			}
-			for _, t := range more {
-				if !slices.ContainsFunc(todo, func(u dbsqlc.TaskLockTodoRow) bool { return u.ID == t.ID }) {
-					todo = append(todo, t)
-				}
-			}
-		}
-
-		for _, qr := range queued {
-			d := cloneRow(&qr.Dispatch)
-			worker := workers[0]
-			workers = workers[1:]
-			d.AttemptWorkers = append(d.AttemptWorkers, worker)
-			d.State, d.Queued, d.Answered = StateInFlight, false, false
-			d.LeasedAt = now
-			d.Deadline = now.Add(time.Duration(d.Retries+1) * time.Duration(d.LeaseTimeoutSeconds) * time.Second)
-			d.ReceivedAt, d.ForgetAt = nil, nil
-			d.Replica = s.cfg.Replica
-			w.put(d)
-			leases = append(leases, s.leaseOf(d, qr.CorpusID, qr.Entry, true))
-		}
-
-		for _, t := range todo {
-			if len(workers) == 0 {
-				break
-			}
-			i := slices.IndexFunc(workers, func(wk string) bool { return !slices.Contains(t.KeptWorkers, wk) })
-			if i < 0 {
-				continue // every worker left worked an earlier run of it: another worker will
-			}
-			worker := workers[i]
-			workers = slices.Delete(workers, i, i+1)
-			run := t.Run
-			if t.KeptMaxRun >= run {
-				// A TODO task with a kept row of its own run (set to TODO by hand): open a new run.
-				run = t.KeptMaxRun + 1
-			}
-			d := &dbsqlc.Dispatch{
-				TaskID: t.ID, Run: run, State: StateInFlight,
-				AttemptWorkers: []string{worker},
-				Deadline:       now.Add(timeout), Replica: s.cfg.Replica,
-				ServiceID: req.ServiceID, LeaseTimeoutSeconds: int32(max(timeout/time.Second, 1)),
-				LeasedAt: now,
-			}
-			w.put(d)
-			w.setTask(t.ID, queue.StatusDispatched, run)
-			leases = append(leases, s.leaseOf(d, t.CorpusID, t.Entry, false))
-			last = max(last, t.ID)
-		}
-		if len(leases) == 0 {
-			return nil, nil
-		}
-		for _, l := range leases {
-			w.attempts = append(w.attempts, newAttempt{TaskID: l.TaskID, Run: l.Run, Attempt: int32(l.Attempt), Worker: l.Worker})
-		}
-		return w, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.todo.advance(req.ServiceID, last)
-	dispatched := map[string]int64{}
-	for _, l := range leases {
-		dispatched[l.Worker]++
-	}
-	s.tally.committed(req.ServiceID, dispatched, nil, at)
-	return leases, nil
-}
-
-func (s *Store) leaseOf(d *dbsqlc.Dispatch, corpusID int32, entry string, retry bool) Lease {
-	return Lease{
-		TaskID: d.TaskID, Run: d.Run, Attempt: currentAttempt(d),
-		Worker: d.AttemptWorkers[currentAttempt(d)], ServiceID: d.ServiceID,
-		CorpusID: corpusID, Entry: entry, LeasedAt: d.LeasedAt, Deadline: d.Deadline,
-		Retry: retry, LastCause: decodeCause(d.LastCause),
-	}
 }
 
 // Return undoes leases whose worker turned out unroutable before any payload was sent: no

@@ -20,6 +20,9 @@ type ReapSummary struct {
 	DeadLettered int
 	// Forgotten held rows passed their late-result window and were deleted.
 	Forgotten int
+	// Released reservations passed their deadline unhanded (their replica died or froze) and
+	// were taken back, with no attempt counted.
+	Released int
 }
 
 // ReapBatchDefault is how many rows one Reap or Forget transaction takes at most.
@@ -104,6 +107,16 @@ func (s *Store) Forget(ctx context.Context, max int) (int, error) {
 func (s *Store) ReapAll(ctx context.Context) (ReapSummary, error) {
 	var total ReapSummary
 	for {
+		n, err := s.ReleaseExpired(ctx, ReapBatchDefault)
+		if err != nil {
+			return total, err
+		}
+		total.Released += n
+		if n < ReapBatchDefault {
+			break
+		}
+	}
+	for {
 		sum, err := s.Reap(ctx, ReapBatchDefault)
 		if err != nil {
 			return total, err
@@ -128,6 +141,7 @@ func (s *Store) ReapAll(ctx context.Context) (ReapSummary, error) {
 		return q.ReaperPassInsert(ctx, dbsqlc.ReaperPassInsertParams{
 			Replica: s.cfg.Replica, At: now, Requeued: int32(total.Requeued),
 			DeadLettered: int32(total.DeadLettered), Forgotten: int32(total.Forgotten),
+			Released: int32(total.Released),
 		})
 	})
 	return total, err

@@ -25,6 +25,9 @@ type Config struct {
 	LateResultWindow time.Duration
 	// ReceiptGrace is how long a result marked received (Receive) holds the reaper off.
 	ReceiptGrace time.Duration
+	// ReservationTTL is how long a reservation holds a task for this replica before the reaper
+	// may take it back (Reserve).
+	ReservationTTL time.Duration
 	// NowFunc, when set, replaces the database clock: tests move time with it. It returns nil to
 	// use the database clock.
 	NowFunc func() *time.Time
@@ -46,6 +49,7 @@ func ConfigDefault() Config {
 		LeaseTimeout:     LeaseTimeoutDefault,
 		LateResultWindow: LateResultWindowDefault,
 		ReceiptGrace:     ReceiptGraceDefault,
+		ReservationTTL:   ReservationTTLDefault,
 	}
 }
 
@@ -75,6 +79,9 @@ func New(pool *pgxpool.Pool, cfg Config) *Store {
 	}
 	if cfg.ReceiptGrace <= 0 {
 		cfg.ReceiptGrace = ReceiptGraceDefault
+	}
+	if cfg.ReservationTTL <= 0 {
+		cfg.ReservationTTL = ReservationTTLDefault
 	}
 	logger := cfg.Logger
 	if logger == nil {

@@ -65,7 +65,8 @@ func (w *reapWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 		w.onPass(sum)
 	}
 	if sum != (lease.ReapSummary{}) {
-		w.logger.Info("reaped", "requeued", sum.Requeued, "dead_lettered", sum.DeadLettered, "forgotten", sum.Forgotten)
+		w.logger.Info("reaped", "requeued", sum.Requeued, "dead_lettered", sum.DeadLettered, "forgotten", sum.Forgotten,
+			"reservations_released", sum.Released)
 	}
 	return river.RecordOutput(ctx, sum)
 }

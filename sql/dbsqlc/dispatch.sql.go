@@ -276,8 +276,8 @@ func (q *Queries) DispatchUpsert(ctx context.Context, rows json.RawMessage) erro
 }
 
 const reaperPassInsert = `-- name: ReaperPassInsert :exec
-INSERT INTO reaper_passes (replica, at, requeued, dead_lettered, forgotten)
-VALUES ($1, $2::timestamptz, $3, $4, $5)
+INSERT INTO reaper_passes (replica, at, requeued, dead_lettered, forgotten, released)
+VALUES ($1, $2::timestamptz, $3, $4, $5, $6)
 `
 
 type ReaperPassInsertParams struct {
@@ -286,6 +286,7 @@ type ReaperPassInsertParams struct {
 	Requeued     int32     `json:"requeued"`
 	DeadLettered int32     `json:"dead_lettered"`
 	Forgotten    int32     `json:"forgotten"`
+	Released     int32     `json:"released"`
 }
 
 func (q *Queries) ReaperPassInsert(ctx context.Context, arg ReaperPassInsertParams) error {
@@ -295,6 +296,7 @@ func (q *Queries) ReaperPassInsert(ctx context.Context, arg ReaperPassInsertPara
 		arg.Requeued,
 		arg.DeadLettered,
 		arg.Forgotten,
+		arg.Released,
 	)
 	return err
 }

@@ -10,82 +10,67 @@ import (
 	"time"
 )
 
-const leaseFresh = `-- name: LeaseFresh :many
-WITH todo AS (
-    SELECT t.id, t.corpus_id, t.entry, t.run
-    FROM tasks t
-    WHERE t.service_id = (SELECT $2::int) AND t.status = 0 AND t.id > (SELECT $3::bigint)
-      -- A scalar subquery, not NOT EXISTS: one index probe per candidate, never a join that
-      -- walks the dispatch index from its start.
-      AND (SELECT 1 FROM dispatch d WHERE d.task_id = t.id LIMIT 1) IS NULL
-      AND NOT EXISTS (SELECT 1 FROM dispatch q WHERE q.service_id = (SELECT $2::int) AND q.queued)
-    ORDER BY t.id
-    LIMIT (SELECT cardinality($4::text[]))
-    FOR UPDATE OF t SKIP LOCKED
+const attribute = `-- name: Attribute :many
+WITH h AS (
+    SELECT unnest($1::bigint[]) AS task_id, unnest($2::int[]) AS run,
+           unnest($3::int[]) AS attempt, unnest($4::text[]) AS worker
 ), clock AS (
     SELECT coalesce($5::timestamptz, now()) AS now
-), picked AS (
-    SELECT n.id, n.corpus_id, n.entry, n.run, w.worker, c.now
-    FROM (SELECT todo.id, todo.corpus_id, todo.entry, todo.run, row_number() OVER (ORDER BY todo.id) AS i FROM todo) AS n
-    JOIN unnest((SELECT $4::text[])) WITH ORDINALITY AS w (worker, i) ON w.i = n.i
-    CROSS JOIN clock c
-), rows_added AS (
-    INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, replica, service_id,
-                          lease_timeout_seconds, leased_at)
-    SELECT p.id, p.run, 'in_flight', ARRAY[p.worker], p.now + make_interval(secs => $1::int),
-           $6::text, $2::int, $1::int, p.now
-    FROM picked p
-), tasks_set AS (
-    UPDATE tasks t SET status = 1
-    FROM picked p
-    WHERE t.id = p.id
+), locked AS (
+    SELECT d.task_id, d.run, h.attempt, h.worker
+    FROM dispatch d
+    JOIN h ON d.task_id = h.task_id AND d.run = h.run
+    WHERE d.task_id = ANY($1::bigint[]) AND d.state = 'reserved' AND d.replica = $6::text
+      AND cardinality(d.attempt_workers) = h.attempt
+    ORDER BY d.task_id, d.run
+    FOR UPDATE OF d
+), updated AS (
+    UPDATE dispatch d
+    SET state = 'in_flight', attempt_workers = d.attempt_workers || l.worker, leased_at = c.now,
+        deadline = c.now + make_interval(secs => (d.retries + 1) * d.lease_timeout_seconds)
+    FROM locked l CROSS JOIN clock c
+    WHERE d.task_id = l.task_id AND d.run = l.run AND d.task_id = ANY($1::bigint[])
+    RETURNING d.task_id, d.run, l.attempt, l.worker, d.leased_at, d.deadline
 ), attempts_added AS (
     INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at)
-    SELECT p.id, p.run, 0, p.worker, $6::text, p.now
-    FROM picked p
+    SELECT u.task_id, u.run, u.attempt, u.worker, $6::text, u.leased_at
+    FROM updated u
 )
-SELECT p.id, p.corpus_id, p.entry, p.run, p.worker::text AS worker, p.now::timestamptz AS leased_at,
-       (p.now + make_interval(secs => $1::int))::timestamptz AS deadline
-FROM picked p
-ORDER BY p.id
+SELECT u.task_id, u.run, u.attempt::int AS attempt, u.worker::text AS worker, u.leased_at::timestamptz AS leased_at,
+       u.deadline::timestamptz AS deadline
+FROM updated u
 `
 
-type LeaseFreshParams struct {
-	TimeoutSeconds int32      `json:"timeout_seconds"`
-	ServiceID      int32      `json:"service_id"`
-	AfterID        int64      `json:"after_id"`
-	Workers        []string   `json:"workers"`
-	Now            *time.Time `json:"now"`
-	Replica        string     `json:"replica"`
+type AttributeParams struct {
+	TaskIds  []int64    `json:"task_ids"`
+	Runs     []int32    `json:"runs"`
+	Attempts []int32    `json:"attempts"`
+	Workers  []string   `json:"workers"`
+	Now      *time.Time `json:"now"`
+	Replica  string     `json:"replica"`
 }
 
-type LeaseFreshRow struct {
-	ID       int64     `json:"id"`
-	CorpusID int32     `json:"corpus_id"`
-	Entry    string    `json:"entry"`
+type AttributeRow struct {
+	TaskID   int64     `json:"task_id"`
 	Run      int32     `json:"run"`
+	Attempt  int32     `json:"attempt"`
 	Worker   string    `json:"worker"`
 	LeasedAt time.Time `json:"leased_at"`
 	Deadline time.Time `json:"deadline"`
 }
 
-// LeaseFresh is the lease's fast path, a whole transaction in one statement (and one round trip
-// with its commit): it leases TODO tasks above after_id to the workers, in order, one each, and
-// returns what it leased. It takes only what needs no decision — tasks without any dispatch row
-// (no earlier run kept) — and nothing at all while the service has a queued retry, which must go
-// first; queue/lease's full path (Go decisions on locked rows) leases the rest.
-//
-// queue/lease runs it with its generic plan forced (plan_cache_mode, for its transaction only):
-// planning it costs about 1 ms, as much as running it, and left to choose, PostgreSQL often
-// judged a plan made for the call's values cheaper than the generic one (it is the same plan) and
-// planned every call afresh. The service, after_id, the workers and the limit are sub-selects, so
-// that the generic plan is the plan any values would get; the estimated cost of that plan grows
-// with the backlog, and queue/lease.TunePool turns JIT off so that it never compiles it.
-func (q *Queries) LeaseFresh(ctx context.Context, arg LeaseFreshParams) ([]LeaseFreshRow, error) {
-	rows, err := q.db.Query(ctx, leaseFresh,
-		arg.TimeoutSeconds,
-		arg.ServiceID,
-		arg.AfterID,
+// Attribute records the workers of hand-outs from this replica's reservations, a batch in one
+// statement (DESIGN §4 "Attribute"): each reserved row still held by the replica, at the attempt
+// the hand-out started, goes in flight to its worker, with leased_at and the deadline
+// (leased_at + (retries + 1) × lease) from the database clock of this write, and gains its
+// attempts row. A hand-out whose row has moved on (a claim attributed it first, the reaper or
+// an operator took the reservation back) is skipped; the rows returned are those attributed.
+// The rows are locked in (task_id, run) order, as a claim locks them, before they are updated.
+func (q *Queries) Attribute(ctx context.Context, arg AttributeParams) ([]AttributeRow, error) {
+	rows, err := q.db.Query(ctx, attribute,
+		arg.TaskIds,
+		arg.Runs,
+		arg.Attempts,
 		arg.Workers,
 		arg.Now,
 		arg.Replica,
@@ -94,14 +79,13 @@ func (q *Queries) LeaseFresh(ctx context.Context, arg LeaseFreshParams) ([]Lease
 		return nil, err
 	}
 	defer rows.Close()
-	var items []LeaseFreshRow
+	var items []AttributeRow
 	for rows.Next() {
-		var i LeaseFreshRow
+		var i AttributeRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.CorpusID,
-			&i.Entry,
+			&i.TaskID,
 			&i.Run,
+			&i.Attempt,
 			&i.Worker,
 			&i.LeasedAt,
 			&i.Deadline,
@@ -109,6 +93,152 @@ func (q *Queries) LeaseFresh(ctx context.Context, arg LeaseFreshParams) ([]Lease
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const dispatchLockReservedExpired = `-- name: DispatchLockReservedExpired :many
+SELECT d.task_id, d.run, d.state, d.attempt_workers, d.deadline, d.answered, d.finished_attempt, d.finished_status, d.queued, d.replica, d.service_id, d.retries, d.lease_timeout_seconds, d.leased_at, d.dead_lettered, d.last_cause, d.forget_at, d.received_at, t.run AS task_run, t.status AS task_status
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.state = 'reserved' AND d.deadline <= $1::timestamptz
+ORDER BY d.deadline
+LIMIT $2
+FOR UPDATE OF d, t SKIP LOCKED
+`
+
+type DispatchLockReservedExpiredRow struct {
+	Dispatch   Dispatch `json:"dispatch"`
+	TaskRun    int32    `json:"task_run"`
+	TaskStatus int16    `json:"task_status"`
+}
+
+// DispatchLockReservedExpired takes reservations past their deadline, with their tasks, skipping
+// rows other transactions hold.
+func (q *Queries) DispatchLockReservedExpired(ctx context.Context, now time.Time, maxRows int32) ([]DispatchLockReservedExpiredRow, error) {
+	rows, err := q.db.Query(ctx, dispatchLockReservedExpired, now, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DispatchLockReservedExpiredRow
+	for rows.Next() {
+		var i DispatchLockReservedExpiredRow
+		if err := rows.Scan(
+			&i.Dispatch.TaskID,
+			&i.Dispatch.Run,
+			&i.Dispatch.State,
+			&i.Dispatch.AttemptWorkers,
+			&i.Dispatch.Deadline,
+			&i.Dispatch.Answered,
+			&i.Dispatch.FinishedAttempt,
+			&i.Dispatch.FinishedStatus,
+			&i.Dispatch.Queued,
+			&i.Dispatch.Replica,
+			&i.Dispatch.ServiceID,
+			&i.Dispatch.Retries,
+			&i.Dispatch.LeaseTimeoutSeconds,
+			&i.Dispatch.LeasedAt,
+			&i.Dispatch.DeadLettered,
+			&i.Dispatch.LastCause,
+			&i.Dispatch.ForgetAt,
+			&i.Dispatch.ReceivedAt,
+			&i.TaskRun,
+			&i.TaskStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const dispatchLockReservedOfReplica = `-- name: DispatchLockReservedOfReplica :many
+SELECT d.task_id, d.run, d.state, d.attempt_workers, d.deadline, d.answered, d.finished_attempt, d.finished_status, d.queued, d.replica, d.service_id, d.retries, d.lease_timeout_seconds, d.leased_at, d.dead_lettered, d.last_cause, d.forget_at, d.received_at, t.run AS task_run, t.status AS task_status
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.state = 'reserved' AND d.replica = $1::text
+ORDER BY d.task_id
+LIMIT $2
+FOR UPDATE OF d, t
+`
+
+type DispatchLockReservedOfReplicaRow struct {
+	Dispatch   Dispatch `json:"dispatch"`
+	TaskRun    int32    `json:"task_run"`
+	TaskStatus int16    `json:"task_status"`
+}
+
+// DispatchLockReservedOfReplica takes every reservation of a replica, with their tasks, for a
+// replica that stops.
+func (q *Queries) DispatchLockReservedOfReplica(ctx context.Context, replica string, maxRows int32) ([]DispatchLockReservedOfReplicaRow, error) {
+	rows, err := q.db.Query(ctx, dispatchLockReservedOfReplica, replica, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DispatchLockReservedOfReplicaRow
+	for rows.Next() {
+		var i DispatchLockReservedOfReplicaRow
+		if err := rows.Scan(
+			&i.Dispatch.TaskID,
+			&i.Dispatch.Run,
+			&i.Dispatch.State,
+			&i.Dispatch.AttemptWorkers,
+			&i.Dispatch.Deadline,
+			&i.Dispatch.Answered,
+			&i.Dispatch.FinishedAttempt,
+			&i.Dispatch.FinishedStatus,
+			&i.Dispatch.Queued,
+			&i.Dispatch.Replica,
+			&i.Dispatch.ServiceID,
+			&i.Dispatch.Retries,
+			&i.Dispatch.LeaseTimeoutSeconds,
+			&i.Dispatch.LeasedAt,
+			&i.Dispatch.DeadLettered,
+			&i.Dispatch.LastCause,
+			&i.Dispatch.ForgetAt,
+			&i.Dispatch.ReceivedAt,
+			&i.TaskRun,
+			&i.TaskStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const dispatchStillReserved = `-- name: DispatchStillReserved :many
+SELECT task_id
+FROM dispatch
+WHERE task_id = ANY($1::bigint[]) AND state = 'reserved' AND replica = $2::text
+`
+
+// DispatchStillReserved returns which of the given tasks this replica still holds reserved:
+// the others were taken back (paused, rerun, deleted, or past their reservation deadline).
+func (q *Queries) DispatchStillReserved(ctx context.Context, taskIds []int64, replica string) ([]int64, error) {
+	rows, err := q.db.Query(ctx, dispatchStillReserved, taskIds, replica)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var task_id int64
+		if err := rows.Scan(&task_id); err != nil {
+			return nil, err
+		}
+		items = append(items, task_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -83,6 +83,22 @@ type AuditReplicaLoad struct {
 	LastLeasedAt     interface{} `json:"last_leased_at"`
 }
 
+// Tasks reserved by a replica and not yet handed to a worker (or handed, the worker not yet recorded): by which replica, until when. attempt is the 0-based attempt a hand-out starts.
+type AuditReserved struct {
+	TaskID           int64          `json:"task_id"`
+	Run              int32          `json:"run"`
+	Corpus           string         `json:"corpus"`
+	Service          string         `json:"service"`
+	Entry            string         `json:"entry"`
+	ReservedBy       string         `json:"reserved_by"`
+	ReservedAt       time.Time      `json:"reserved_at"`
+	ReservedUntil    time.Time      `json:"reserved_until"`
+	ExpiresInSeconds pgtype.Numeric `json:"expires_in_seconds"`
+	Attempt          int32          `json:"attempt"`
+	EarlierWorkers   []string       `json:"earlier_workers"`
+	Retries          int32          `json:"retries"`
+}
+
 // One row per dispatch attempt with its task and outcome; filter by task_id.
 type AuditTaskHistory struct {
 	TaskID       int64          `json:"task_id"`
@@ -133,8 +149,9 @@ type Corpora struct {
 
 // One row per task and run while the task is in flight, queued for a retry, or held for late results.
 type Dispatch struct {
-	TaskID              int64           `json:"task_id"`
-	Run                 int32           `json:"run"`
+	TaskID int64 `json:"task_id"`
+	Run    int32 `json:"run"`
+	// reserved: held by replica for a hand-out until deadline, no worker yet; in_flight: leased to attempt_workers[last] until deadline; settling: out of flight, held for late results (and, while queued, waiting for a retry).
 	State               string          `json:"state"`
 	AttemptWorkers      []string        `json:"attempt_workers"`
 	Deadline            time.Time       `json:"deadline"`
@@ -160,6 +177,8 @@ type ReaperPass struct {
 	Requeued     int32     `json:"requeued"`
 	DeadLettered int32     `json:"dead_lettered"`
 	Forgotten    int32     `json:"forgotten"`
+	// Reservations past their deadline returned unhanded (no attempt counted).
+	Released int32 `json:"released"`
 }
 
 // Run history per corpus and service: each rerun closes a row with the tallies it replaced.

@@ -1,0 +1,336 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+// Reservations (DESIGN §4 "Reserve / Hand-out / Attribute"). A replica reserves tasks ahead of
+// demand, a batch per transaction (Reserve); hands them to requesting workers from memory,
+// recording the worker in its hot mirror before the first payload byte; and makes each
+// hand-out's worker durable in batched writes (Attribute), which start the lease clock. What a
+// replica reserved and did not hand out goes back when it stops (ReleaseAll) or asks
+// (Release), and the reaper takes back reservations past their deadline (ReleaseExpired).
+
+// ReservationTTLDefault is how long a reservation holds a task for its replica.
+const ReservationTTLDefault = 30 * time.Second
+
+// ReserveRequest asks for up to Max tasks of one service.
+type ReserveRequest struct {
+	ServiceID int32
+	// LeaseTimeout is the service's lease; zero takes the store's default. It is captured in
+	// the row at its first reservation and decides the deadline of every attempt.
+	LeaseTimeout time.Duration
+	Max          int
+}
+
+// Reserved is a task reserved by this store's replica, not yet handed out.
+type Reserved struct {
+	TaskID    int64
+	Run       int32
+	ServiceID int32
+	CorpusID  int32
+	Entry     string
+	// Attempt is the 0-based attempt a hand-out starts: the row's count of earlier attempts.
+	Attempt int
+	// Retry is set for a queued retry of an expired lease; LastCause is its last retryable
+	// cause, if any.
+	Retry     bool
+	LastCause []queue.Message
+	// Exclude are workers that worked an earlier run of the task still on record: the task must
+	// not go to them.
+	Exclude []string
+	// Until is the reservation's deadline (database clock): the reaper may take the task back
+	// then.
+	Until time.Time
+}
+
+// For reports whether the task may be handed to worker.
+func (r *Reserved) For(worker string) bool { return !slices.Contains(r.Exclude, worker) }
+
+// HandOut is a reserved task given to a worker, to be attributed.
+type HandOut struct {
+	TaskID    int64
+	Run       int32
+	Attempt   int
+	Worker    string
+	ServiceID int32
+}
+
+// HandOut gives r to worker.
+func (r *Reserved) HandOut(worker string) HandOut {
+	return HandOut{TaskID: r.TaskID, Run: r.Run, Attempt: r.Attempt, Worker: worker, ServiceID: r.ServiceID}
+}
+
+// Lease is the lease a hand-out of r to worker starts, as the dispatch side sends it. Its
+// LeasedAt and Deadline are known once attributed.
+func (r *Reserved) Lease(worker string) Lease {
+	return Lease{TaskID: r.TaskID, Run: r.Run, Attempt: r.Attempt, Worker: worker, ServiceID: r.ServiceID,
+		CorpusID: r.CorpusID, Entry: r.Entry, Retry: r.Retry, LastCause: r.LastCause}
+}
+
+// Reserve reserves up to req.Max tasks of a service for this store's replica, in one
+// transaction that has committed when it returns: queued retries first, then TODO tasks,
+// skipping rows other transactions hold. A TODO task with a kept row of its current run (set to
+// TODO by hand) opens a new run.
+func (s *Store) Reserve(ctx context.Context, req ReserveRequest) ([]Reserved, error) {
+	if req.Max <= 0 {
+		return nil, nil
+	}
+	timeout := req.LeaseTimeout
+	if timeout <= 0 {
+		timeout = s.cfg.LeaseTimeout
+	}
+	var out []Reserved
+	var queued []dbsqlc.DispatchLockQueuedRow
+	var todo []dbsqlc.TaskLockTodoRow
+	n := int32(req.Max)
+	after := s.todo.start(req.ServiceID)
+	reads := func(q *dbsqlc.Queries) (err error) {
+		if queued, err = q.DispatchLockQueued(ctx, req.ServiceID, n); err != nil {
+			return fmt.Errorf("lock queued retries: %w", err)
+		}
+		if todo, err = q.TaskLockTodo(ctx, req.ServiceID, after, n); err != nil {
+			return fmt.Errorf("lock todo tasks: %w", err)
+		}
+		return nil
+	}
+	var last int64
+	err := s.pipelinedTx(ctx, "reserve", txMode{retry: true, generic: true}, reads, func(now time.Time, q *dbsqlc.Queries) (*writes, error) {
+		out, last = out[:0], 0
+		w := newWrites()
+		until := now.Add(s.cfg.ReservationTTL)
+		if after > 0 && len(queued)+len(todo) < req.Max {
+			// Short above the cursor: TODO tasks below it (returned, rerun, skipped while another
+			// transaction held them) come next.
+			more, err := q.TaskLockTodo(ctx, req.ServiceID, 0, n)
+			if err != nil {
+				return nil, fmt.Errorf("lock todo tasks: %w", err)
+			}
+			for _, t := range more {
+				if !slices.ContainsFunc(todo, func(u dbsqlc.TaskLockTodoRow) bool { return u.ID == t.ID }) {
+					todo = append(todo, t)
+				}
+			}
+		}
+		for _, qr := range queued {
+			d := cloneRow(&qr.Dispatch)
+			d.State, d.Queued, d.Answered, d.ReceivedAt, d.ForgetAt = StateReserved, false, false, nil, nil
+			d.LeasedAt, d.Deadline, d.Replica = now, until, s.cfg.Replica
+			w.put(d)
+			out = append(out, Reserved{TaskID: d.TaskID, Run: d.Run, ServiceID: d.ServiceID, CorpusID: qr.CorpusID,
+				Entry: qr.Entry, Attempt: len(d.AttemptWorkers), Retry: true, LastCause: decodeCause(d.LastCause), Until: until})
+		}
+		for _, t := range todo {
+			if len(out) >= req.Max {
+				break
+			}
+			run := t.Run
+			if t.KeptMaxRun >= run {
+				run = t.KeptMaxRun + 1
+			}
+			d := &dbsqlc.Dispatch{
+				TaskID: t.ID, Run: run, State: StateReserved, AttemptWorkers: []string{},
+				Deadline: until, Replica: s.cfg.Replica, ServiceID: req.ServiceID,
+				LeaseTimeoutSeconds: int32(max(timeout/time.Second, 1)), LeasedAt: now,
+			}
+			w.put(d)
+			w.setTask(t.ID, queue.StatusDispatched, run)
+			out = append(out, Reserved{TaskID: t.ID, Run: run, ServiceID: req.ServiceID, CorpusID: t.CorpusID,
+				Entry: t.Entry, Exclude: slices.Compact(slices.Sorted(slices.Values(t.KeptWorkers))), Until: until})
+			last = max(last, t.ID)
+		}
+		if len(out) == 0 {
+			return nil, nil
+		}
+		return w, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.todo.advance(req.ServiceID, last)
+	return out, nil
+}
+
+// Attribute makes hand-outs durable, in one statement: each reserved row goes in flight to its
+// worker, the lease clock starting now (database clock), with its attempts row. It returns the
+// leases it recorded; a hand-out whose reservation has moved on (a claim attributed it first,
+// or it was taken back) is left out.
+func (s *Store) Attribute(ctx context.Context, hs []HandOut) ([]Lease, error) {
+	if len(hs) == 0 {
+		return nil, nil
+	}
+	p := dbsqlc.AttributeParams{Now: s.injectedNow(), Replica: s.cfg.Replica}
+	service := map[rowKey]int32{}
+	for _, h := range hs {
+		p.TaskIds, p.Runs = append(p.TaskIds, h.TaskID), append(p.Runs, h.Run)
+		p.Attempts, p.Workers = append(p.Attempts, int32(h.Attempt)), append(p.Workers, h.Worker)
+		service[rowKey{h.TaskID, h.Run}] = h.ServiceID
+	}
+	var rows []dbsqlc.AttributeRow
+	err := s.retrying("attribute", true, func() error {
+		return s.genericPlan(ctx, func(q *dbsqlc.Queries) (err error) {
+			rows, err = q.Attribute(ctx, p)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, translate("attribute", err)
+	}
+	leases := make([]Lease, len(rows))
+	dispatched := map[int32]map[string]int64{}
+	for i, r := range rows {
+		svc := service[rowKey{r.TaskID, r.Run}]
+		leases[i] = Lease{TaskID: r.TaskID, Run: r.Run, Attempt: int(r.Attempt), Worker: r.Worker, ServiceID: svc,
+			LeasedAt: r.LeasedAt, Deadline: r.Deadline}
+		if dispatched[svc] == nil {
+			dispatched[svc] = map[string]int64{}
+		}
+		dispatched[svc][r.Worker]++
+	}
+	for svc, m := range dispatched {
+		s.tally.committed(svc, m, nil, rows[0].LeasedAt)
+	}
+	return leases, nil
+}
+
+// Release gives back reservations of this replica that were not handed out: a fresh one puts
+// its task back to TODO, a reserved retry goes back to the queue; no attempt is counted. A
+// reservation that has moved on is left alone. It reports how many were released.
+func (s *Store) Release(ctx context.Context, rs []Reserved) (int, error) {
+	if len(rs) == 0 {
+		return 0, nil
+	}
+	want := map[rowKey]bool{}
+	ids := make([]int64, 0, len(rs))
+	for _, r := range rs {
+		want[rowKey{r.TaskID, r.Run}] = true
+		ids = append(ids, r.TaskID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var tasks []dbsqlc.Task
+	var rows []dbsqlc.Dispatch
+	reads := func(q *dbsqlc.Queries) (err error) {
+		if tasks, err = q.TaskLockForClaim(ctx, ids); err != nil {
+			return fmt.Errorf("lock tasks: %w", err)
+		}
+		if rows, err = q.DispatchLockForTasks(ctx, ids); err != nil {
+			return fmt.Errorf("lock dispatch rows: %w", err)
+		}
+		return nil
+	}
+	released := 0
+	defer s.todo.reset() // released tasks are TODO again, below the cursors
+	err := s.pipelinedTx(ctx, "release reservations", txMode{retry: true}, reads, func(now time.Time, _ *dbsqlc.Queries) (*writes, error) {
+		released = 0
+		byID := make(map[int64]*dbsqlc.Task, len(tasks))
+		for i := range tasks {
+			byID[tasks[i].ID] = &tasks[i]
+		}
+		w := newWrites()
+		for i := range rows {
+			d := &rows[i]
+			t := byID[d.TaskID]
+			if t == nil || !want[rowKey{d.TaskID, d.Run}] || d.State != StateReserved || d.Replica != s.cfg.Replica {
+				continue
+			}
+			s.release(w, d, t.Run, t.Status, now)
+			released++
+		}
+		if released == 0 {
+			return nil, nil
+		}
+		return w, nil
+	})
+	return released, err
+}
+
+// ReleaseAll gives back every reservation of this replica (Release), for a replica that stops.
+func (s *Store) ReleaseAll(ctx context.Context) (int, error) {
+	total := 0
+	defer s.todo.reset()
+	for {
+		n := 0
+		err := s.inTx(ctx, "release reservations", true, func(q *dbsqlc.Queries, _ pgx.Tx, now time.Time) error {
+			n = 0
+			rows, err := q.DispatchLockReservedOfReplica(ctx, s.cfg.Replica, ReapBatchDefault)
+			if err != nil {
+				return fmt.Errorf("lock reservations: %w", err)
+			}
+			w := newWrites()
+			for i := range rows {
+				s.release(w, &rows[i].Dispatch, rows[i].TaskRun, rows[i].TaskStatus, now)
+			}
+			n = len(rows)
+			return w.flush(ctx, q, now, s.cfg.Replica)
+		})
+		total += n
+		if err != nil || n < ReapBatchDefault {
+			return total, err
+		}
+	}
+}
+
+// ReleaseExpired gives back reservations of any replica past their deadline (Release), at most
+// max (ReapBatchDefault when max <= 0): their replica died or froze holding them. Rows other
+// transactions hold are skipped.
+func (s *Store) ReleaseExpired(ctx context.Context, max int) (int, error) {
+	if max <= 0 {
+		max = ReapBatchDefault
+	}
+	n := 0
+	err := s.inTx(ctx, "release expired reservations", true, func(q *dbsqlc.Queries, _ pgx.Tx, now time.Time) error {
+		n = 0
+		rows, err := q.DispatchLockReservedExpired(ctx, now, int32(max))
+		if err != nil {
+			return fmt.Errorf("lock expired reservations: %w", err)
+		}
+		w := newWrites()
+		for i := range rows {
+			s.release(w, &rows[i].Dispatch, rows[i].TaskRun, rows[i].TaskStatus, now)
+		}
+		n = len(rows)
+		return w.flush(ctx, q, now, s.cfg.Replica)
+	})
+	if n > 0 {
+		s.todo.reset()
+	}
+	return n, err
+}
+
+// release takes back one reservation: a fresh one (no attempt yet) is deleted and its task is
+// TODO again; a reserved retry is queued again; a reservation of a run the task has left is
+// held for late results, as a settled row of that run.
+func (s *Store) release(w *writes, d *dbsqlc.Dispatch, taskRun int32, taskStatus int16, now time.Time) {
+	if len(d.AttemptWorkers) == 0 {
+		w.del(d)
+		if d.Run == taskRun && queue.Status(taskStatus) == queue.StatusDispatched {
+			w.setTask(d.TaskID, queue.StatusTODO, taskRun)
+		}
+		return
+	}
+	s.hold(d, nil, now)
+	d.Queued = d.Run == taskRun
+	w.put(d)
+}
+
+// StillReserved reports which of the given tasks this replica still holds reserved.
+func (s *Store) StillReserved(ctx context.Context, ids []int64) (map[int64]bool, error) {
+	got, err := dbsqlc.New(s.pool).DispatchStillReserved(ctx, ids, s.cfg.Replica)
+	if err != nil {
+		return nil, translate("check reservations", err)
+	}
+	out := make(map[int64]bool, len(got))
+	for _, id := range got {
+		out[id] = true
+	}
+	return out, nil
+}
