@@ -105,7 +105,7 @@ type benchReport struct {
 	ReserveBatchAvg   float64 `json:"reserve_batch_avg,omitempty"`
 	AttributeBatchAvg float64 `json:"attribute_batch_avg,omitempty"`
 	ClaimBatchAvg     float64 `json:"claim_batch_avg,omitempty"`
-	RiverJobsPerS float64 `json:"river_jobs_per_s,omitempty"`
+	RiverJobsPerS     float64 `json:"river_jobs_per_s,omitempty"`
 	// River's CPU per no-op job, in µs, counted as cpu_us_per_task is during River's run: its
 	// client (this process), PostgreSQL (the same cluster) and the machine.
 	RiverCPUMicrosPerJob map[string]float64 `json:"river_cpu_us_per_job,omitempty"`

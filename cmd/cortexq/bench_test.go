@@ -26,15 +26,16 @@ func TestBenchReportsItsOwnClusterAndBatches(t *testing.T) {
 	require.GreaterOrEqual(t, rep.RiverCPUMicrosPerJob["postgres"], 0.0, out)
 	require.Positive(t, rep.DrainPolls, out)
 	require.GreaterOrEqual(t, rep.DrainPollMicrosPerTask, 0.0, out)
-	require.GreaterOrEqual(t, rep.LeaseBatchAvg, 1.0, out)
+	require.GreaterOrEqual(t, rep.ReserveBatchAvg, 1.0, out)
+	require.GreaterOrEqual(t, rep.AttributeBatchAvg, 1.0, out)
 	require.GreaterOrEqual(t, rep.ClaimBatchAvg, 1.0, out)
 	require.LessOrEqual(t, rep.ClaimBatchAvg, 60.0, out)
-	for _, key := range []string{`"lease_batch_avg":`, `"claim_batch_avg":`, `"river_cpu_us_per_job":`, `"postgres_cpu":`,
+	for _, key := range []string{`"reserve_batch_avg":`, `"attribute_batch_avg":`, `"claim_batch_avg":`, `"river_cpu_us_per_job":`, `"postgres_cpu":`,
 		`"drain_poll_pg_cpu_us_per_task":`} {
 		require.Contains(t, out, key)
 	}
 
 	text := d.ok("bench", "--tasks", "20", "--workers", "2", "--payload-kb", "1", "--dir", dir)
-	require.Contains(t, text, "average batch: lease ", text)
+	require.Contains(t, text, "average batch: reserve ", text)
 	require.Contains(t, text, "PostgreSQL CPU: the --database-url server's processes only", text)
 }

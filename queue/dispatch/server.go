@@ -38,8 +38,8 @@ type Server struct {
 	// delivered: Drain waits for them too; stocked counts the tasks in its stock, reserved and
 	// not handed out. attrib writes the hand-outs' workers (attribute.go).
 	leasing atomic.Int32
-	stocks *stockIDs
-	attrib *attributor
+	stocks  *stockIDs
+	attrib  *attributor
 	unknown *xsync.Map[string, time.Time] // service names recently not found
 	claimIn chan *item
 	held    *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
