@@ -71,7 +71,7 @@ func (e *env) curveWorkers(n int, server, k keyPair, tune ...func(*worker.Config
 // newCurvePeer is newRawPeer with CURVE: k is the peer's key pair (nil: a plain peer).
 func newCurvePeer(t *testing.T, e *env, identity string, server keyPair, k *keyPair) *rawPeer {
 	t.Helper()
-	p := &rawPeer{t: t, identity: identity}
+	p := &rawPeer{t: t, identity: identity, e: e}
 	t.Cleanup(p.close)
 	var err error
 	p.dealer, err = zmq.NewSocket(zmq.DEALER)

@@ -45,6 +45,11 @@ type cappedRequest struct {
 // their way is served, not refused and made to sleep out its throttle.
 const capHold = 2 * time.Second
 
+// capResyncAfter is how long a request at its worker's cap waits for the worker's reply before
+// it asks for a resync of the hot mirror: a worker whose requests outrun its replies through a
+// busy sink is common, and each resync reads every row this replica has in flight.
+const capResyncAfter = 250 * time.Millisecond
+
 // requestLimits keeps a request's identity and service frames; any later ones are dropped.
 var requestLimits = frameLimits{headers: 2}
 
@@ -331,7 +336,7 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stoppi
 		v.refuseCapped(r)
 		return
 	}
-	v.capped = append(v.capped, cappedRequest{service: svc, req: r, after: v.s.resyncSoon(), until: time.Now().Add(capHold)})
+	v.capped = append(v.capped, cappedRequest{service: svc, req: r, until: time.Now().Add(capHold)})
 	v.waiting[string(identity)] = true
 }
 
@@ -414,9 +419,11 @@ func (v *ventilator) decideCapped() {
 			v.refuseCapped(c.req)
 		case done < c.after:
 			kept = append(kept, c)
-		case now.After(c.until):
+		case c.after > 0 && now.After(c.until):
 			delete(v.waiting, string(c.req.identity))
 			v.refuseCapped(c.req)
+		case c.after == 0 && now.Sub(c.req.at) < capResyncAfter:
+			kept = append(kept, c) // most caps end with the worker's reply, which is on its way
 		default:
 			c.after = v.s.resyncSoon()
 			kept = append(kept, c)
