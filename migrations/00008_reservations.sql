@@ -25,8 +25,10 @@ COMMENT ON COLUMN dispatch.state IS
 -- A task never has two rows that could lease it or that it is leased under: a reservation counts.
 DROP INDEX dispatch_one_active;
 CREATE UNIQUE INDEX dispatch_one_active ON dispatch (task_id) WHERE state IN ('in_flight', 'reserved') OR queued;
--- The reaper returns reservations past their deadline; a replica lists its own.
-CREATE INDEX dispatch_reserved ON dispatch (replica, deadline) WHERE state = 'reserved';
+-- The reaper returns reservations past their deadline. Not by replica: an attribution looks its
+-- rows up by task id, and an index by replica lured its plan into reading the replica's whole
+-- stock for each batch.
+CREATE INDEX dispatch_reserved ON dispatch (deadline) WHERE state = 'reserved';
 
 ALTER TABLE reaper_passes ADD COLUMN released integer NOT NULL DEFAULT 0;
 COMMENT ON COLUMN reaper_passes.released IS 'Reservations past their deadline returned unhanded (no attempt counted).';

@@ -358,7 +358,8 @@ func (s *Store) claimReserved(row *dbsqlc.Dispatch, taskRun int32, r *Result, d 
 	row.State, row.LeasedAt = StateInFlight, now
 	row.Deadline = leaseDeadline(row, now)
 	w.put(row)
-	w.attempts = append(w.attempts, newAttempt{TaskID: row.TaskID, Run: row.Run, Attempt: int32(currentAttempt(row)), Worker: r.Worker})
+	w.attempts = append(w.attempts, newAttempt{TaskID: row.TaskID, Run: row.Run, Attempt: int32(currentAttempt(row)),
+		Worker: r.Worker, Replica: row.Replica})
 	d.AttributedAtClaim = true
 	return true
 }

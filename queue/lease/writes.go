@@ -45,12 +45,14 @@ type writes struct {
 	messages    map[rowKey][]queue.Message // replaces the run's messages
 }
 
-// newAttempt is an attempts row a lease adds.
+// newAttempt is an attempts row a transaction adds. Replica is the replica that handed the
+// attempt out ("": the writing one).
 type newAttempt struct {
 	TaskID  int64
 	Run     int32
 	Attempt int32
 	Worker  string
+	Replica string
 }
 
 type outcomeWrite struct {
@@ -142,8 +144,19 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 	for _, a := range w.attempts {
 		p.NewTaskIds, p.NewRuns = append(p.NewTaskIds, a.TaskID), append(p.NewRuns, a.Run)
 		p.NewAttempts, p.NewWorkers = append(p.NewAttempts, a.Attempt), append(p.NewWorkers, a.Worker)
+		p.NewReplicas = append(p.NewReplicas, a.Replica)
+		// Its outcome goes with the insert (the statement's update cannot see the new row).
+		o := w.outcomes[attemptKey{a.TaskID, a.Run, a.Attempt}]
+		p.NewOutcomes, p.NewStatuses = append(p.NewOutcomes, o.outcome), append(p.NewStatuses, int16(o.status))
+	}
+	added := make(map[attemptKey]bool, len(w.attempts))
+	for _, a := range w.attempts {
+		added[attemptKey{a.TaskID, a.Run, a.Attempt}] = true
 	}
 	for k, o := range w.outcomes {
+		if added[k] {
+			continue
+		}
 		p.OutTaskIds, p.OutRuns, p.OutAttempts = append(p.OutTaskIds, k.task), append(p.OutRuns, k.run), append(p.OutAttempts, k.attempt)
 		p.OutOutcomes, p.OutStatuses = append(p.OutOutcomes, o.outcome), append(p.OutStatuses, int16(o.status))
 	}

@@ -45,29 +45,35 @@ WITH dispatch_deleted AS (
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
       AND a.task_id = ANY($7::bigint[])
 ), attempts_added AS (
-    INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at)
-    SELECT unnest($10::bigint[]), unnest($11::int[]), unnest($12::int[]),
-           unnest($13::text[]), $14::text, $15::timestamptz
+    -- An attempt a claim records (a reply for a reserved task) is inserted with its outcome:
+    -- attempts_finished cannot see rows this statement inserts. A replica of '' is @replica.
+    INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, outcome, status, answered_at)
+    SELECT k.task_id, k.run, k.attempt, k.worker, coalesce(nullif(k.replica, ''), $10::text), $11::timestamptz,
+           nullif(k.outcome, ''), nullif(k.status, 0), CASE WHEN k.outcome <> '' THEN $11::timestamptz END
+    FROM (SELECT unnest($12::bigint[]) AS task_id, unnest($13::int[]) AS run,
+                 unnest($14::int[]) AS attempt, unnest($15::text[]) AS worker,
+                 unnest($16::text[]) AS replica, unnest($17::text[]) AS outcome,
+                 unnest($18::smallint[]) AS status) AS k
 ), attempts_finished AS (
     UPDATE attempts a
     SET outcome = CASE WHEN a.outcome = 'accepted' AND k.outcome IN ('superseded', 'stale')
                        THEN a.outcome ELSE k.outcome END,
         status = CASE WHEN k.status = 0 THEN a.status ELSE k.status END,
         answered_at = CASE WHEN k.outcome IN ('expired', 'dead_lettered', 'replaced')
-                           THEN a.answered_at ELSE coalesce(a.answered_at, $15::timestamptz) END
-    FROM (SELECT unnest($16::bigint[]) AS task_id, unnest($17::int[]) AS run,
-                 unnest($18::int[]) AS attempt, unnest($19::text[]) AS outcome,
-                 unnest($20::smallint[]) AS status) AS k
+                           THEN a.answered_at ELSE coalesce(a.answered_at, $11::timestamptz) END
+    FROM (SELECT unnest($19::bigint[]) AS task_id, unnest($20::int[]) AS run,
+                 unnest($21::int[]) AS attempt, unnest($22::text[]) AS outcome,
+                 unnest($23::smallint[]) AS status) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
-      AND a.task_id = ANY($16::bigint[])
+      AND a.task_id = ANY($19::bigint[])
 ), messages_deleted AS (
     DELETE FROM task_messages m
-    USING (SELECT unnest($21::bigint[]) AS task_id, unnest($22::int[]) AS run) AS k
-    WHERE m.task_id = k.task_id AND m.run = k.run AND m.task_id = ANY($21::bigint[])
+    USING (SELECT unnest($24::bigint[]) AS task_id, unnest($25::int[]) AS run) AS k
+    WHERE m.task_id = k.task_id AND m.run = k.run AND m.task_id = ANY($24::bigint[])
 ), messages_added AS (
     INSERT INTO task_messages (task_id, run, severity, category, what, details)
-    SELECT unnest($23::bigint[]), unnest($24::int[]), unnest($25::text[]),
-           unnest($26::text[]), unnest($27::text[]), unnest($28::text[])
+    SELECT unnest($26::bigint[]), unnest($27::int[]), unnest($28::text[]),
+           unnest($29::text[]), unnest($30::text[]), unnest($31::text[])
 )
 SELECT 1
 `
@@ -82,12 +88,15 @@ type ApplyParams struct {
 	DropTaskIds   []int64         `json:"drop_task_ids"`
 	DropRuns      []int32         `json:"drop_runs"`
 	DropAttempts  []int32         `json:"drop_attempts"`
+	Replica       string          `json:"replica"`
+	Now           time.Time       `json:"now"`
 	NewTaskIds    []int64         `json:"new_task_ids"`
 	NewRuns       []int32         `json:"new_runs"`
 	NewAttempts   []int32         `json:"new_attempts"`
 	NewWorkers    []string        `json:"new_workers"`
-	Replica       string          `json:"replica"`
-	Now           time.Time       `json:"now"`
+	NewReplicas   []string        `json:"new_replicas"`
+	NewOutcomes   []string        `json:"new_outcomes"`
+	NewStatuses   []int16         `json:"new_statuses"`
 	OutTaskIds    []int64         `json:"out_task_ids"`
 	OutRuns       []int32         `json:"out_runs"`
 	OutAttempts   []int32         `json:"out_attempts"`
@@ -124,12 +133,15 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 		arg.DropTaskIds,
 		arg.DropRuns,
 		arg.DropAttempts,
+		arg.Replica,
+		arg.Now,
 		arg.NewTaskIds,
 		arg.NewRuns,
 		arg.NewAttempts,
 		arg.NewWorkers,
-		arg.Replica,
-		arg.Now,
+		arg.NewReplicas,
+		arg.NewOutcomes,
+		arg.NewStatuses,
 		arg.OutTaskIds,
 		arg.OutRuns,
 		arg.OutAttempts,

@@ -20,8 +20,11 @@ WITH h AS (
     SELECT d.task_id, d.run, h.attempt, h.worker
     FROM dispatch d
     JOIN h ON d.task_id = h.task_id AND d.run = h.run
-    WHERE d.task_id = ANY($1::bigint[]) AND d.state = 'reserved' AND d.replica = $6::text
-      AND cardinality(d.attempt_workers) = h.attempt
+    -- The state is compared with a sub-select, which keeps the plan on the primary key: a
+    -- plain state = 'reserved' lets PostgreSQL pick the partial index of reservations, read
+    -- whole for every batch when the planner took the table for small.
+    WHERE d.task_id = ANY($1::bigint[]) AND d.state = (SELECT 'reserved'::text)
+      AND d.replica = $6::text AND cardinality(d.attempt_workers) = h.attempt
     ORDER BY d.task_id, d.run
     FOR UPDATE OF d
 ), updated AS (
