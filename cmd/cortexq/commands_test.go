@@ -212,7 +212,7 @@ func TestPauseResume(t *testing.T) {
 	// Leased work finishes.
 	require.Equal(t, lease.OutcomeAccepted, d.claim(lease.Result{TaskID: leased.TaskID, Worker: "w0",
 		Kind: lease.KindReport, Status: queue.StatusNoProblem}).Outcome)
-	require.Regexp(t, statusRow("c", "echo", 5, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 4, 1), d.ok("status"))
+	require.Regexp(t, statusRow("c", "echo", 5, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 4, 1), d.ok("status"))
 
 	out = d.ok("resume", "--corpus", "c", "--service", "echo")
 	require.Contains(t, out, "resumed, 4 tasks back to TODO")
@@ -252,8 +252,8 @@ func TestStatusAndTaskShow(t *testing.T) {
 
 	out := d.ok("status")
 	require.Contains(t, out, "TODO")
-	require.Regexp(t, statusRow("c", "echo", 4, 2, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1), out)
-	require.Regexp(t, statusRow("c", "other", 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), out)
+	require.Regexp(t, statusRow("c", "echo", 4, 2, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1), out)
+	require.Regexp(t, statusRow("c", "other", 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), out)
 
 	out = d.ok("task", "show", fmt.Sprint(done))
 	for _, want := range []*regexp.Regexp{
@@ -280,7 +280,7 @@ func TestStatusAndTaskShow(t *testing.T) {
 		d.claim(lease.Result{TaskID: l.TaskID, Worker: l.Worker, Kind: lease.KindReport, Status: queue.StatusError})
 	}
 	out = d.ok("status", "--watch", "--interval", "50ms", "--service", "echo")
-	require.Regexp(t, statusRow("c", "echo", 4, 0, 0, 0, 0, 0, 1, 1, 2, 0, 0, 0, 4), out)
+	require.Regexp(t, statusRow("c", "echo", 4, 0, 0, 0, 0, 0, 0, 1, 1, 2, 0, 0, 0, 4), out)
 	require.Contains(t, out, "c/echo  ["+strings.Repeat("#", 40)+"] 100.0%  4/4  done")
 
 	r := cortexq(t, d.env, "task", "show", "99999")
@@ -301,7 +301,7 @@ func TestDeadLettersInStatus(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM tasks WHERE status = -4`))
-	require.Regexp(t, statusRow("c", "echo", 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0), d.ok("status"))
+	require.Regexp(t, statusRow("c", "echo", 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0), d.ok("status"))
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM audit_dead_letters WHERE workers = '{w0,w1,w2}' AND cause = 'cortex/never_completed_with_retries' AND held`))
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM audit_late_results WHERE dead_lettered AND finished_status IS NULL`))
 }
