@@ -202,13 +202,20 @@ func TestPauseResume(t *testing.T) {
 	d.importList("c", "echo", entries("t", 5)...)
 	sc := d.scope("c", "echo")
 	leased := d.lease(sc.ServiceID, "w0")[0]
+	// A replica holds two tasks reserved: status counts them, and the pause takes them back.
+	reserved, err := d.store.Reserve(d.ctx, lease.ReserveRequest{ServiceID: sc.ServiceID, Max: 2})
+	require.NoError(t, err)
+	require.Len(t, reserved, 2)
+	require.Regexp(t, statusRow("c", "echo", 5, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), d.ok("status"))
 
 	out := d.ok("pause", "--corpus", "c", "--service", "echo")
-	require.Contains(t, out, "paused, 4 TODO tasks blocked")
+	require.Contains(t, out, "paused, 4 TODO tasks blocked; 2 reservations taken back from replicas (2 tasks blocked, 0 retries queued again)")
 	require.Equal(t, 4, d.count(`SELECT count(*) FROM tasks WHERE status = -6`))
+	require.Equal(t, 0, d.count(`SELECT count(*) FROM dispatch WHERE state = 'reserved'`))
 	leases, err := d.store.Lease(d.ctx, lease.LeaseRequest{ServiceID: sc.ServiceID, Workers: []string{"w1"}})
 	require.NoError(t, err)
 	require.Empty(t, leases, "nothing of a paused corpus is leased")
+	require.Equal(t, 0, d.count(`SELECT count(*) FROM dispatch WHERE state = 'reserved'`), "nor reserved")
 	// Leased work finishes.
 	require.Equal(t, lease.OutcomeAccepted, d.claim(lease.Result{TaskID: leased.TaskID, Worker: "w0",
 		Kind: lease.KindReport, Status: queue.StatusNoProblem}).Outcome)
@@ -224,7 +231,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 // statusRow matches the status line of a corpus and service with the given numbers: tasks,
-// todo, in flight, settling, queued, dead letters, no_problem, warning, error, fatal, invalid,
+// todo, reserved, in flight, settling, queued, dead letters, no_problem, warning, error, fatal, invalid,
 // blocked, replies over the last minute.
 func statusRow(corpus, service string, n ...int) *regexp.Regexp {
 	parts := []string{regexp.QuoteMeta(corpus), regexp.QuoteMeta(service)}
