@@ -60,7 +60,8 @@ WHERE corpus_id = @corpus_id AND service_id = @service_id AND status = -6;
 
 -- name: TaskProgress :many
 -- TaskProgress tallies every corpus and service (or the one named): tasks by status, dispatch
--- rows by state (reserved, in flight, settling, queued), dead letters of the current runs, and replies over the last minute.
+-- rows by state (reserved, in flight, settling, queued), dead letters of the current runs, and
+-- replies over the last minute.
 WITH tally AS (
     SELECT corpus_id, service_id,
            count(*) AS tasks,

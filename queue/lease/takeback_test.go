@@ -1,11 +1,14 @@
 package lease
 
 import (
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
 // Operator actions on reserved tasks (DESIGN §4 "Reserve / Hand-out / Attribute"): pause,
@@ -98,6 +101,50 @@ func TestTakeBack(t *testing.T) {
 		require.Len(t, again, 1)
 		require.Equal(t, retry, again[0].TaskID)
 		require.True(t, again[0].Retry)
+		f.sound()
+	})
+
+	t.Run("PauseTakesBackAReservationCommittingMeanwhile", func(t *testing.T) {
+		f := newFixture(t)
+		id, todo := f.task(), f.task()
+		// A replica's reserve transaction, stopped before its commit: the task is locked, its
+		// reserved row written and its status dispatched.
+		tx, err := f.pool.Begin(f.ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(f.ctx) }()
+		_, err = tx.Exec(f.ctx, `SELECT id FROM tasks WHERE id = $1 FOR UPDATE`, id)
+		require.NoError(t, err)
+		now := *f.clock.Now()
+		doc, err := json.Marshal([]dbsqlc.Dispatch{{TaskID: id, Run: 1, State: StateReserved, AttemptWorkers: []string{},
+			Deadline: now.Add(time.Minute), Replica: "r2", ServiceID: f.svc, LeaseTimeoutSeconds: 60, LeasedAt: now}})
+		require.NoError(t, err)
+		require.NoError(t, dbsqlc.New(tx).DispatchUpsert(f.ctx, doc))
+		_, err = tx.Exec(f.ctx, `UPDATE tasks SET status = 1 WHERE id = $1`, id)
+		require.NoError(t, err)
+
+		type paused struct {
+			sum PauseSummary
+			err error
+		}
+		done := make(chan paused, 1)
+		go func() {
+			sum, err := f.store.Pause(f.ctx, Scope{CorpusID: f.corpus, ServiceID: f.svc})
+			done <- paused{sum, err}
+		}()
+		require.Eventually(t, func() bool {
+			var waiting int
+			require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%TaskPause%'`).Scan(&waiting))
+			return waiting > 0
+		}, 30*time.Second, 10*time.Millisecond, "the pause waits for the reserving transaction")
+		require.NoError(t, tx.Commit(f.ctx))
+		got := <-done
+		require.NoError(t, got.err)
+		require.Equal(t, PauseSummary{Blocked: 2, Unreserved: 1}, got.sum)
+		for _, x := range []int64{id, todo} {
+			require.Equal(t, queue.StatusBlocked, f.status(x), "task %d", x)
+			require.Empty(t, f.rows(x), "task %d", x)
+		}
 		f.sound()
 	})
 

@@ -422,7 +422,8 @@ type TaskProgressRow struct {
 }
 
 // TaskProgress tallies every corpus and service (or the one named): tasks by status, dispatch
-// rows by state (reserved, in flight, settling, queued), dead letters of the current runs, and replies over the last minute.
+// rows by state (reserved, in flight, settling, queued), dead letters of the current runs, and
+// replies over the last minute.
 func (q *Queries) TaskProgress(ctx context.Context, corpus *string, service *string) ([]TaskProgressRow, error) {
 	rows, err := q.db.Query(ctx, taskProgress, corpus, service)
 	if err != nil {
