@@ -35,6 +35,17 @@ WHERE NOT EXISTS (
     WHERE corpus_id = @corpus_id::int AND service_id = @service_id::int AND ended_at IS NULL
 );
 
+-- name: DispatchLockReservedOfScope :many
+-- DispatchLockReservedOfScope takes the reservations of every replica on the tasks of a corpus
+-- and service, with their tasks, for a pause to take them back.
+SELECT sqlc.embed(d), t.run AS task_run, t.status AS task_status
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.state = 'reserved' AND d.service_id = @service_id AND t.corpus_id = @corpus_id
+  AND t.service_id = @service_id
+ORDER BY d.task_id
+FOR UPDATE OF d, t;
+
 -- name: TaskPause :execrows
 -- TaskPause blocks the TODO tasks of a corpus and service; leased work goes on.
 UPDATE tasks
@@ -49,7 +60,8 @@ WHERE corpus_id = @corpus_id AND service_id = @service_id AND status = -6;
 
 -- name: TaskProgress :many
 -- TaskProgress tallies every corpus and service (or the one named): tasks by status, dispatch
--- rows by state, dead letters of the current runs, and replies over the last minute.
+-- rows by state (reserved, in flight, settling, queued), dead letters of the current runs, and
+-- replies over the last minute.
 WITH tally AS (
     SELECT corpus_id, service_id,
            count(*) AS tasks,
@@ -65,6 +77,7 @@ WITH tally AS (
     GROUP BY corpus_id, service_id
 ), rows AS (
     SELECT t.corpus_id, t.service_id,
+           count(*) FILTER (WHERE d.state = 'reserved') AS reserved,
            count(*) FILTER (WHERE d.state = 'in_flight') AS in_flight,
            count(*) FILTER (WHERE d.state = 'settling' AND NOT d.queued) AS settling,
            count(*) FILTER (WHERE d.queued) AS queued
@@ -91,6 +104,7 @@ WITH tally AS (
 SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
        tally.dispatched::bigint AS dispatched,
+       coalesce(rows.reserved, 0)::bigint AS reserved,
        coalesce(rows.in_flight, 0)::bigint AS in_flight,
        coalesce(rows.settling, 0)::bigint AS settling,
        coalesce(rows.queued, 0)::bigint AS queued,

@@ -52,7 +52,8 @@ CROSS JOIN LATERAL (SELECT corpus_id, entry FROM tasks WHERE id = d.task_id OFFS
 WHERE d.state = 'in_flight' AND NOT d.answered AND d.replica = @replica;
 
 -- name: DispatchCounts :one
-SELECT count(*) FILTER (WHERE state = 'in_flight')::bigint AS in_flight,
+SELECT count(*) FILTER (WHERE state = 'reserved')::bigint AS reserved,
+       count(*) FILTER (WHERE state = 'in_flight')::bigint AS in_flight,
        count(*) FILTER (WHERE state = 'settling')::bigint AS settling,
        count(*) FILTER (WHERE queued)::bigint AS queued,
        count(*) FILTER (WHERE dead_lettered AND finished_attempt IS NULL)::bigint AS dead_lettered

@@ -79,13 +79,23 @@ WHERE (task_id, run) IN (
     FOR UPDATE SKIP LOCKED
 );
 
+-- name: DispatchDropEarlierReservations :execrows
+-- DispatchDropEarlierReservations deletes the fresh reservations (no attempt yet) of runs older
+-- than each task's new run: nothing of them happened, and a hand-out of one not yet attributed
+-- finds no row (its result is unknown).
+DELETE FROM dispatch d
+USING (SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@runs::int[]) AS run) AS k
+WHERE d.task_id = k.task_id AND d.run < k.run AND d.state = 'reserved'
+  AND cardinality(d.attempt_workers) = 0;
+
 -- name: DispatchSettleEarlierRuns :execrows
 -- DispatchSettleEarlierRuns takes the open rows of runs older than each task's new run out of
--- flight, so their late results are told apart as stale.
+-- flight (in flight, queued, or a reserved retry), so their late results are told apart as
+-- stale. Call after DispatchDropEarlierReservations.
 UPDATE dispatch d
 SET state = 'settling', queued = false, forget_at = @forget_at::timestamptz
 FROM (SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@runs::int[]) AS run) AS k
-WHERE d.task_id = k.task_id AND d.run < k.run AND (d.state = 'in_flight' OR d.queued);
+WHERE d.task_id = k.task_id AND d.run < k.run AND (d.state IN ('in_flight', 'reserved') OR d.queued);
 
 -- name: ReaperPassInsert :exec
 INSERT INTO reaper_passes (replica, at, requeued, dead_lettered, forgotten, released)

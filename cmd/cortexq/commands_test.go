@@ -202,17 +202,24 @@ func TestPauseResume(t *testing.T) {
 	d.importList("c", "echo", entries("t", 5)...)
 	sc := d.scope("c", "echo")
 	leased := d.lease(sc.ServiceID, "w0")[0]
+	// A replica holds two tasks reserved: status counts them, and the pause takes them back.
+	reserved, err := d.store.Reserve(d.ctx, lease.ReserveRequest{ServiceID: sc.ServiceID, Max: 2})
+	require.NoError(t, err)
+	require.Len(t, reserved, 2)
+	require.Regexp(t, statusRow("c", "echo", 5, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), d.ok("status"))
 
 	out := d.ok("pause", "--corpus", "c", "--service", "echo")
-	require.Contains(t, out, "paused, 4 TODO tasks blocked")
+	require.Contains(t, out, "paused, 4 TODO tasks blocked; 2 reservations taken back from replicas (2 tasks blocked, 0 retries queued again)")
 	require.Equal(t, 4, d.count(`SELECT count(*) FROM tasks WHERE status = -6`))
+	require.Equal(t, 0, d.count(`SELECT count(*) FROM dispatch WHERE state = 'reserved'`))
 	leases, err := d.store.Lease(d.ctx, lease.LeaseRequest{ServiceID: sc.ServiceID, Workers: []string{"w1"}})
 	require.NoError(t, err)
 	require.Empty(t, leases, "nothing of a paused corpus is leased")
+	require.Equal(t, 0, d.count(`SELECT count(*) FROM dispatch WHERE state = 'reserved'`), "nor reserved")
 	// Leased work finishes.
 	require.Equal(t, lease.OutcomeAccepted, d.claim(lease.Result{TaskID: leased.TaskID, Worker: "w0",
 		Kind: lease.KindReport, Status: queue.StatusNoProblem}).Outcome)
-	require.Regexp(t, statusRow("c", "echo", 5, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 4, 1), d.ok("status"))
+	require.Regexp(t, statusRow("c", "echo", 5, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 4, 1), d.ok("status"))
 
 	out = d.ok("resume", "--corpus", "c", "--service", "echo")
 	require.Contains(t, out, "resumed, 4 tasks back to TODO")
@@ -224,7 +231,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 // statusRow matches the status line of a corpus and service with the given numbers: tasks,
-// todo, in flight, settling, queued, dead letters, no_problem, warning, error, fatal, invalid,
+// todo, reserved, in flight, settling, queued, dead letters, no_problem, warning, error, fatal, invalid,
 // blocked, replies over the last minute.
 func statusRow(corpus, service string, n ...int) *regexp.Regexp {
 	parts := []string{regexp.QuoteMeta(corpus), regexp.QuoteMeta(service)}
@@ -252,8 +259,8 @@ func TestStatusAndTaskShow(t *testing.T) {
 
 	out := d.ok("status")
 	require.Contains(t, out, "TODO")
-	require.Regexp(t, statusRow("c", "echo", 4, 2, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1), out)
-	require.Regexp(t, statusRow("c", "other", 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), out)
+	require.Regexp(t, statusRow("c", "echo", 4, 2, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1), out)
+	require.Regexp(t, statusRow("c", "other", 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), out)
 
 	out = d.ok("task", "show", fmt.Sprint(done))
 	for _, want := range []*regexp.Regexp{
@@ -280,7 +287,7 @@ func TestStatusAndTaskShow(t *testing.T) {
 		d.claim(lease.Result{TaskID: l.TaskID, Worker: l.Worker, Kind: lease.KindReport, Status: queue.StatusError})
 	}
 	out = d.ok("status", "--watch", "--interval", "50ms", "--service", "echo")
-	require.Regexp(t, statusRow("c", "echo", 4, 0, 0, 0, 0, 0, 1, 1, 2, 0, 0, 0, 4), out)
+	require.Regexp(t, statusRow("c", "echo", 4, 0, 0, 0, 0, 0, 0, 1, 1, 2, 0, 0, 0, 4), out)
 	require.Contains(t, out, "c/echo  ["+strings.Repeat("#", 40)+"] 100.0%  4/4  done")
 
 	r := cortexq(t, d.env, "task", "show", "99999")
@@ -301,7 +308,7 @@ func TestDeadLettersInStatus(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM tasks WHERE status = -4`))
-	require.Regexp(t, statusRow("c", "echo", 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0), d.ok("status"))
+	require.Regexp(t, statusRow("c", "echo", 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0), d.ok("status"))
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM audit_dead_letters WHERE workers = '{w0,w1,w2}' AND cause = 'cortex/never_completed_with_retries' AND held`))
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM audit_late_results WHERE dead_lettered AND finished_status IS NULL`))
 }

@@ -13,7 +13,9 @@ func pauseCommand() *cli.Command {
 		Name:  "pause",
 		Usage: "stop leasing the TODO tasks of a corpus and service (leased work finishes)",
 		Description: "Moves the TODO tasks of the corpus and service to blocked (status -6): no replica leases them\n" +
-			"until cortexq resume. Tasks already leased, and retries of expired leases, go on.",
+			"until cortexq resume. Tasks replicas reserved and have not handed to a worker are taken back and\n" +
+			"blocked with them (a replica drops them from its stock within a second). Tasks already leased,\n" +
+			"and retries of expired leases (reserved or not), go on.",
 		Flags: []cli.Flag{
 			corpusFlag("corpus to pause"),
 			serviceFlag("service to pause"),
@@ -24,12 +26,12 @@ func pauseCommand() *cli.Command {
 
 func runPause(c *cli.Context) error {
 	return onScope(c, func(store *lease.Store, scope lease.Scope) error {
-		n, err := store.Pause(c.Context, scope)
+		sum, err := store.Pause(c.Context, scope)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.Writer, "corpus %s, service %s: paused, %d TODO tasks blocked\n",
-			c.String(flagCorpus), c.String(flagService), n)
+		fmt.Fprintf(c.App.Writer, "corpus %s, service %s: paused, %d TODO tasks blocked; %d reservations taken back from replicas (%d tasks blocked, %d retries queued again)\n",
+			c.String(flagCorpus), c.String(flagService), sum.Blocked, sum.Unreserved+sum.Requeued, sum.Unreserved, sum.Requeued)
 		return nil
 	})
 }

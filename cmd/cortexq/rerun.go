@@ -113,7 +113,7 @@ func runRerun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "corpus %s, service %s: %d tasks back to TODO in a new run; %d leases of old runs settled (their results will be stale)\n",
-		c.String(flagCorpus), c.String(flagService), sum.Tasks, sum.Settled)
+	fmt.Fprintf(c.App.Writer, "corpus %s, service %s: %d tasks back to TODO in a new run; %d leases of old runs settled (their results will be stale); %d reservations of old runs dropped\n",
+		c.String(flagCorpus), c.String(flagService), sum.Tasks, sum.Settled, sum.Unreserved)
 	return nil
 }

@@ -326,7 +326,7 @@ func (m *reapMetrics) observe(s lease.ReapSummary) {
 type dispatchCollector struct{ store *lease.Store }
 
 var (
-	descDispatchRows = prometheus.NewDesc("cortexq_dispatch_rows", "Dispatch rows of all replicas, by state: in_flight, settling, queued (retries waiting), dead_lettered.", []string{"state"}, nil)
+	descDispatchRows = prometheus.NewDesc("cortexq_dispatch_rows", "Dispatch rows of all replicas, by state: reserved (held by a replica for a hand-out), in_flight, settling, queued (retries waiting), dead_lettered.", []string{"state"}, nil)
 )
 
 func (d *dispatchCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descDispatchRows }
@@ -341,7 +341,7 @@ func (d *dispatchCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, kv := range []struct {
 		state string
 		n     int64
-	}{{"in_flight", counts.InFlight}, {"settling", counts.Settling}, {"queued", counts.Queued}, {"dead_lettered", counts.DeadLettered}} {
+	}{{"reserved", counts.Reserved}, {"in_flight", counts.InFlight}, {"settling", counts.Settling}, {"queued", counts.Queued}, {"dead_lettered", counts.DeadLettered}} {
 		ch <- prometheus.MustNewConstMetric(descDispatchRows, prometheus.GaugeValue, float64(kv.n), kv.state)
 	}
 }

@@ -178,7 +178,7 @@ func TestServe(t *testing.T) {
 	inFlight, ok := families["cortexq_in_flight"].value()
 	require.True(t, ok, "cortexq_in_flight")
 	require.Zero(t, inFlight)
-	for _, state := range []string{"in_flight", "settling", "queued", "dead_lettered"} {
+	for _, state := range []string{"reserved", "in_flight", "settling", "queued", "dead_lettered"} {
 		n, ok := families["cortexq_dispatch_rows"].value("state", state)
 		require.True(t, ok, "cortexq_dispatch_rows{state=%q}", state)
 		require.Zero(t, n, state)

@@ -17,7 +17,8 @@ func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the progress of every corpus and service",
-		Description: "One line per corpus and service: tasks; TODO; leases in flight; rows settling (held for late\n" +
+		Description: "One line per corpus and service: tasks; TODO; tasks reserved by a replica (not yet handed to a\n" +
+			"worker, or handed and the worker not yet recorded); leases in flight; rows settling (held for late\n" +
 			"results); queued retries; dead letters (tasks whose current run gave up: a stand-in Fatal); each\n" +
 			"final status and blocked (paused); and replies over the last minute. With --watch, a progress bar\n" +
 			"each, refreshed every --interval until interrupted or nothing is left to lease or running.",
@@ -107,11 +108,11 @@ func printProgress(out io.Writer, rows []lease.Progress, bars bool) error {
 		return err
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "CORPUS\tSERVICE\tTASKS\tTODO\tIN_FLIGHT\tSETTLING\tQUEUED\tDEAD_LETTERS\t"+
+	fmt.Fprintln(w, "CORPUS\tSERVICE\tTASKS\tTODO\tRESERVED\tIN_FLIGHT\tSETTLING\tQUEUED\tDEAD_LETTERS\t"+
 		"NO_PROBLEM\tWARNING\tERROR\tFATAL\tINVALID\tBLOCKED\tREPLIES/MIN\t")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
-			printable(r.Corpus), printable(r.Service), r.Tasks, r.TODO, r.InFlight, r.Settling, r.Queued, r.DeadLetters,
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+			printable(r.Corpus), printable(r.Service), r.Tasks, r.TODO, r.Reserved, r.InFlight, r.Settling, r.Queued, r.DeadLetters,
 			r.NoProblem, r.Warning, r.Error, r.Fatal, r.Invalid, r.Blocked, r.RepliesLastMinute)
 	}
 	if err := w.Flush(); err != nil {

@@ -57,6 +57,14 @@ func taskShow(c *cli.Context) error {
 	return printHistory(c.App.Writer, h)
 }
 
+// workersText lists the workers of a dispatch row's attempts; a fresh reservation has none yet.
+func workersText(workers []string) string {
+	if len(workers) == 0 {
+		return "-"
+	}
+	return printable(strings.Join(workers, ","))
+}
+
 func printHistory(out io.Writer, h lease.TaskHistory) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "task\t%d\n", h.ID)
@@ -79,7 +87,7 @@ func printHistory(out io.Writer, h lease.TaskHistory) error {
 				finished = fmt.Sprintf("attempt %d: %s", *d.FinishedAttempt, *d.FinishedStatus)
 			}
 			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%t\t%t\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-				d.Run, d.State, printable(strings.Join(d.Workers, ",")), d.Retries, d.Queued, d.Answered, d.DeadLettered,
+				d.Run, d.State, workersText(d.Workers), d.Retries, d.Queued, d.Answered, d.DeadLettered,
 				finished, d.LeaseTimeout, stamp(&d.LeasedAt), stamp(&d.Deadline), stamp(d.ForgetAt), printable(d.Replica),
 				printable(messagesText(d.LastCause)))
 		}

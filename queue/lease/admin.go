@@ -195,11 +195,59 @@ func (s *Store) Import(ctx context.Context, req ImportRequest) (ImportSummary, e
 	return sum, err
 }
 
-// Pause blocks the TODO tasks of a scope (status -6): nothing more of it is leased, and leased
-// work finishes. It reports how many tasks it blocked.
-func (s *Store) Pause(ctx context.Context, scope Scope) (int, error) {
-	n, err := dbsqlc.New(s.pool).TaskPause(ctx, scope.CorpusID, scope.ServiceID)
-	return int(n), translate("pause", err)
+// PauseSummary reports what a Pause did.
+type PauseSummary struct {
+	// Blocked tasks were TODO, or freshly reserved, and are blocked (status -6).
+	Blocked int
+	// Unreserved are the fresh reservations (no attempt yet) taken back from replicas, counted
+	// in Blocked: their tasks are blocked, and a hand-out of one not yet attributed finds no row.
+	Unreserved int
+	// Requeued are the reserved retries taken back from replicas: queued again, they go on.
+	Requeued int
+}
+
+// Pause blocks the TODO tasks of a scope (status -6), in one transaction: nothing more of it is
+// leased, and leased work finishes. Reservations of the scope are taken back from every replica
+// first: a fresh one is deleted and its task blocked with the TODO ones, a reserved retry goes
+// back to the queue (retries of leased work go on).
+func (s *Store) Pause(ctx context.Context, scope Scope) (PauseSummary, error) {
+	var sum PauseSummary
+	defer s.todo.reset()
+	err := s.inTx(ctx, "pause", true, func(q *dbsqlc.Queries, _ pgx.Tx, now time.Time) error {
+		sum = PauseSummary{}
+		// TODO tasks first: a reservation of one being made now holds the task locked, so this
+		// waits for it to commit, and the reservation is then seen (and taken back) below. No
+		// reservation of a fresh task of the scope can start after it.
+		blocked, err := q.TaskPause(ctx, scope.CorpusID, scope.ServiceID)
+		if err != nil {
+			return fmt.Errorf("block tasks: %w", err)
+		}
+		rows, err := q.DispatchLockReservedOfScope(ctx, scope.ServiceID, scope.CorpusID)
+		if err != nil {
+			return fmt.Errorf("lock reservations: %w", err)
+		}
+		w := newWrites()
+		for i := range rows {
+			d := &rows[i].Dispatch
+			if len(d.AttemptWorkers) == 0 {
+				sum.Unreserved++
+			} else {
+				sum.Requeued++
+			}
+			s.release(w, d, rows[i].TaskRun, rows[i].TaskStatus, now)
+		}
+		if err := w.flush(ctx, q, now, s.cfg.Replica); err != nil {
+			return err
+		}
+		// The fresh reservations taken back are TODO again: blocked too.
+		unreserved, err := q.TaskPause(ctx, scope.CorpusID, scope.ServiceID)
+		if err != nil {
+			return fmt.Errorf("block tasks taken back: %w", err)
+		}
+		sum.Blocked = int(blocked + unreserved)
+		return nil
+	})
+	return sum, err
 }
 
 // Resume puts the blocked tasks of a scope back to TODO. It reports how many.
@@ -217,8 +265,10 @@ type Progress struct {
 	// Tasks by status.
 	Tasks, TODO, Dispatched                            int64
 	NoProblem, Warning, Error, Fatal, Invalid, Blocked int64
-	// Dispatch rows: leases out, rows held for late results, retries waiting for a worker.
-	InFlight, Settling, Queued int64
+	// Dispatch rows: tasks reserved by a replica (not yet handed to a worker, or handed and the
+	// worker not yet recorded), leases out, rows held for late results, retries waiting for a
+	// worker.
+	Reserved, InFlight, Settling, Queued int64
 	// DeadLetters are tasks whose current run gave up and still stand as a stand-in Fatal.
 	DeadLetters int64
 	// RepliesLastMinute counts the attempts answered over the last minute.
@@ -251,7 +301,7 @@ func (s *Store) Progress(ctx context.Context, corpus, service string) ([]Progres
 			Tasks: r.Tasks, TODO: r.Todo, Dispatched: r.Dispatched,
 			NoProblem: r.NoProblem, Warning: r.Warning, Error: r.Error, Fatal: r.Fatal,
 			Invalid: r.Invalid, Blocked: r.Blocked,
-			InFlight: r.InFlight, Settling: r.Settling, Queued: r.Queued,
+			Reserved: r.Reserved, InFlight: r.InFlight, Settling: r.Settling, Queued: r.Queued,
 			DeadLetters: r.DeadLetters, RepliesLastMinute: r.RepliesLastMinute,
 		}
 	}

@@ -172,7 +172,7 @@ func (s *Store) InFlightRows(ctx context.Context) ([]Mirrored, error) {
 
 // DispatchCounts counts dispatch rows of all replicas by state.
 type DispatchCounts struct {
-	InFlight, Settling, Queued, DeadLettered int64
+	Reserved, InFlight, Settling, Queued, DeadLettered int64
 }
 
 // DispatchCounts reads the dispatch table's counts.
@@ -181,7 +181,7 @@ func (s *Store) DispatchCounts(ctx context.Context) (DispatchCounts, error) {
 	if err != nil {
 		return DispatchCounts{}, translate("count dispatch rows", err)
 	}
-	return DispatchCounts{InFlight: r.InFlight, Settling: r.Settling, Queued: r.Queued, DeadLettered: r.DeadLettered}, nil
+	return DispatchCounts{Reserved: r.Reserved, InFlight: r.InFlight, Settling: r.Settling, Queued: r.Queued, DeadLettered: r.DeadLettered}, nil
 }
 
 // Latency reports the median and 99th percentile of the time from lease to recorded result of

@@ -136,6 +136,23 @@ type walk struct {
 	step   int
 	op     string
 	ops    []string // what each step did
+	// replicas are two stores on the database, r1 (the fixture's) and r2, each with what it
+	// holds in memory: its stock of reservations not handed out, and its hand-outs not yet
+	// attributed. A crash forgets both.
+	replicas []*walkReplica
+	handed   []HandOut // every hand-out, oldest first
+}
+
+// walkReplica is one replica of the walk: a store and its memory.
+type walkReplica struct {
+	store   *Store
+	stock   []Reserved
+	pending []HandOut
+}
+
+// stocked reports whether the replica holds the task reserved and not handed out.
+func (r *walkReplica) stocked(id int64) bool {
+	return slices.ContainsFunc(r.stock, func(x Reserved) bool { return x.TaskID == id })
 }
 
 // walkWorkers are the walk's worker identities; a stranger never leases anything.
@@ -149,6 +166,12 @@ func newWalk(f *fixture, seed int64, invs []invariant) *walk {
 		w.tasks = append(w.tasks, f.task())
 	}
 	w.other = f.service("other", 0)
+	cfg := f.store.Config()
+	cfg.Replica = "r2"
+	if cfg.LateResultWindow == 0 {
+		cfg.LateResultWindow = -1 // none, as New reads it
+	}
+	w.replicas = []*walkReplica{{store: f.store}, {store: New(f.pool, cfg)}}
 	return w
 }
 
@@ -169,6 +192,14 @@ var walkOps = []struct {
 	{"return", 5, (*walk).giveBack},
 	{"receive", 5, (*walk).receive},
 	{"advance", 15, (*walk).advance},
+	{"reserve", 10, (*walk).reserve},
+	{"hand_out", 10, (*walk).handOut},
+	{"attribute", 8, (*walk).attribute},
+	{"release", 3, (*walk).release},
+	{"crash", 2, (*walk).crash},
+	{"expire", 3, (*walk).expire},
+	{"pause", 2, (*walk).pause},
+	{"resume", 2, (*walk).resume},
 }
 
 func (w *walk) run(n int) {
@@ -225,6 +256,11 @@ func (w *walk) anyTask() int64 { return w.tasks[w.rng.Intn(len(w.tasks))] }
 // the task, sometimes any worker of the pool, a stranger, or a task id that does not exist.
 func (w *walk) target() (int64, string) {
 	r := w.rng.Intn(100)
+	if len(w.handed) > 0 && w.rng.Intn(4) == 0 {
+		// A worker given a reserved task: recorded, about to be, or never (its replica crashed).
+		h := w.handed[len(w.handed)-1-w.rng.Intn(min(8, len(w.handed)))]
+		return h.TaskID, h.Worker
+	}
 	switch {
 	case r < 45 && len(w.leases) > 0:
 		l := w.leases[len(w.leases)-1-w.rng.Intn(min(8, len(w.leases)))]
@@ -287,10 +323,11 @@ func (w *walk) cause() []queue.Message {
 	return shedCause()
 }
 
-// reply claims results and checks that each task's recorded status is the last result accepted
-// for it.
+// reply claims results, through either replica, and checks that each task's recorded status is
+// the last result accepted for it, and that an attempt recorded at the claim is on record.
 func (w *walk) reply(results []Result, publish PublishFunc) {
-	ds, err := w.f.store.Claim(w.f.ctx, results, publish)
+	rep := w.replicas[w.rng.Intn(len(w.replicas))]
+	ds, err := rep.store.ClaimWithHooks(w.f.ctx, results, ClaimHooks{Publish: publish, Stocked: rep.stocked})
 	w.must(err)
 	if len(ds) != len(results) {
 		w.fail("%d decisions for %d results", len(ds), len(results))
@@ -299,8 +336,20 @@ func (w *walk) reply(results []Result, publish PublishFunc) {
 	standing := map[int64]queue.Status{}
 	for i, d := range ds {
 		r := results[i]
-		got = append(got, fmt.Sprintf("task %d %s kind %d status %d → %s attempt %d late %q %s",
-			r.TaskID, r.Worker, r.Kind, r.Status, d.Outcome, d.Attempt, d.Late, d.Reason))
+		got = append(got, fmt.Sprintf("task %d %s kind %d status %d via %s → %s attempt %d late %q attributed %t %s",
+			r.TaskID, r.Worker, r.Kind, r.Status, rep.store.Config().Replica, d.Outcome, d.Attempt, d.Late, d.AttributedAtClaim, d.Reason))
+		if d.AttributedAtClaim {
+			if rep.stocked(r.TaskID) {
+				w.fail("task %d attributed at the claim while its replica holds it unhanded", r.TaskID)
+			}
+			var n int
+			w.must(w.f.pool.QueryRow(w.f.ctx, `SELECT count(*) FROM attempts WHERE task_id = $1 AND run = $2 AND attempt = $3 AND worker = $4`,
+				r.TaskID, d.Run, d.Attempt, r.Worker).Scan(&n))
+			if n != 1 {
+				w.fail("task %d run %d attempt %d attributed at the claim to %s: %d attempts rows", r.TaskID, d.Run, d.Attempt, r.Worker, n)
+			}
+			w.leases = append(w.leases, Lease{TaskID: r.TaskID, Run: d.Run, Attempt: d.Attempt, Worker: r.Worker, ServiceID: d.ServiceID})
+		}
 		switch d.Outcome {
 		case OutcomeAccepted:
 			if d.Status != r.Status {
@@ -465,6 +514,7 @@ func (w *walk) advance() {
 // after every lease has expired, finish every task.
 func (w *walk) drain() {
 	w.op = "drain"
+	w.resume()
 	for round := range 20 {
 		var open int
 		w.must(w.f.pool.QueryRow(w.f.ctx, `SELECT count(*) FROM tasks WHERE service_id = $1 AND status >= 0`, w.f.svc).Scan(&open))
@@ -493,4 +543,201 @@ func (w *walk) drain() {
 		w.check()
 	}
 	w.fail("tasks still open after the drain")
+}
+
+// replica picks one of the walk's replicas, preferring one for which has(r) holds; nil when none
+// does.
+func (w *walk) replica(has func(r *walkReplica) bool) (int, *walkReplica) {
+	start := w.rng.Intn(len(w.replicas))
+	for k := range w.replicas {
+		i := (start + k) % len(w.replicas)
+		if has(w.replicas[i]) {
+			return i, w.replicas[i]
+		}
+	}
+	return -1, nil
+}
+
+// reserve has a replica reserve a few tasks into its stock.
+func (w *walk) reserve() {
+	i := w.rng.Intn(len(w.replicas))
+	rep := w.replicas[i]
+	max := 1 + w.rng.Intn(4)
+	timeout := []time.Duration{0, time.Minute, 10 * time.Minute, 2 * time.Hour}[w.rng.Intn(4)]
+	got, err := rep.store.Reserve(w.f.ctx, ReserveRequest{ServiceID: w.f.svc, LeaseTimeout: timeout, Max: max})
+	w.must(err)
+	if len(got) > max {
+		w.fail("%d reservations for at most %d", len(got), max)
+	}
+	var what []string
+	for _, r := range got {
+		what = append(what, fmt.Sprintf("task %d run %d attempt %d (retry %t, not to %v)", r.TaskID, r.Run, r.Attempt, r.Retry, r.Exclude))
+		var state, replica string
+		var workers int
+		w.must(w.f.pool.QueryRow(w.f.ctx, `SELECT state, replica, cardinality(attempt_workers) FROM dispatch WHERE task_id = $1 AND run = $2`,
+			r.TaskID, r.Run).Scan(&state, &replica, &workers))
+		if state != StateReserved || replica != rep.store.Config().Replica || workers != r.Attempt {
+			w.fail("task %d reserved by %s: row %s of %s with %d workers", r.TaskID, rep.store.Config().Replica, state, replica, workers)
+		}
+	}
+	rep.stock = append(rep.stock, got...)
+	w.note("r%d max %d timeout %v → %v", i+1, max, timeout, what)
+}
+
+// handOut gives a few of a replica's stocked tasks to workers, in memory: nothing is written
+// until the attribution.
+func (w *walk) handOut() {
+	i, rep := w.replica(func(r *walkReplica) bool { return len(r.stock) > 0 })
+	if rep == nil {
+		w.note("nothing stocked")
+		return
+	}
+	var what []string
+	for range 1 + w.rng.Intn(3) {
+		if len(rep.stock) == 0 {
+			break
+		}
+		k := w.rng.Intn(len(rep.stock))
+		r := rep.stock[k]
+		worker := walkWorkers[w.rng.Intn(len(walkWorkers))]
+		if !r.For(worker) {
+			what = append(what, fmt.Sprintf("task %d not to %s", r.TaskID, worker))
+			continue
+		}
+		var n int
+		w.must(w.f.pool.QueryRow(w.f.ctx, `SELECT count(*) FROM dispatch WHERE task_id = $1 AND run < $2 AND $3 = ANY(attempt_workers)`,
+			r.TaskID, r.Run, worker).Scan(&n))
+		if n > 0 {
+			w.fail("task %d run %d may go to %s, who worked an earlier run on record", r.TaskID, r.Run, worker)
+		}
+		rep.stock = slices.Delete(rep.stock, k, k+1)
+		h := r.HandOut(worker)
+		rep.pending = append(rep.pending, h)
+		w.handed = append(w.handed, h)
+		what = append(what, fmt.Sprintf("task %d run %d attempt %d to %s", h.TaskID, h.Run, h.Attempt, h.Worker))
+	}
+	w.note("r%d %v", i+1, what)
+}
+
+// attribute records some of a replica's hand-outs: each whose reservation still stands goes in
+// flight to its worker.
+func (w *walk) attribute() {
+	i, rep := w.replica(func(r *walkReplica) bool { return len(r.pending) > 0 })
+	if rep == nil {
+		w.note("nothing handed out")
+		return
+	}
+	n := 1 + w.rng.Intn(len(rep.pending))
+	batch := slices.Clone(rep.pending[:n])
+	rep.pending = slices.Delete(rep.pending, 0, n)
+	leases, err := rep.store.Attribute(w.f.ctx, batch)
+	w.must(err)
+	var got []string
+	for _, l := range leases {
+		if !slices.ContainsFunc(batch, func(h HandOut) bool {
+			return h.TaskID == l.TaskID && h.Run == l.Run && h.Attempt == l.Attempt && h.Worker == l.Worker
+		}) {
+			w.fail("attributed task %d run %d attempt %d to %s, no hand-out of the batch", l.TaskID, l.Run, l.Attempt, l.Worker)
+		}
+		got = append(got, fmt.Sprintf("task %d run %d attempt %d to %s", l.TaskID, l.Run, l.Attempt, l.Worker))
+	}
+	w.leases = append(w.leases, leases...)
+	w.note("r%d %d hand-outs → %v", i+1, len(batch), got)
+}
+
+// release gives back some of a replica's stock.
+func (w *walk) release() {
+	i, rep := w.replica(func(r *walkReplica) bool { return len(r.stock) > 0 })
+	if rep == nil {
+		w.note("nothing stocked")
+		return
+	}
+	n := 1 + w.rng.Intn(len(rep.stock))
+	back := slices.Clone(rep.stock[:n])
+	rep.stock = slices.Delete(rep.stock, 0, n)
+	released, err := rep.store.Release(w.f.ctx, back)
+	w.must(err)
+	if released > len(back) {
+		w.fail("%d released of %d", released, len(back))
+	}
+	w.note("r%d %d → released %d", i+1, len(back), released)
+}
+
+// crash forgets a replica's memory: its reservations stay until their deadline. A result for
+// one it had handed out is then claimed through the other replica, which records its attempt.
+func (w *walk) crash() {
+	i := w.rng.Intn(len(w.replicas))
+	rep := w.replicas[i]
+	lost := rep.pending
+	w.note("r%d forgets %d stocked, %d handed out", i+1, len(rep.stock), len(lost))
+	rep.stock, rep.pending = nil, nil
+	if len(lost) == 0 {
+		return
+	}
+	h := lost[w.rng.Intn(len(lost))]
+	var state string
+	var workers []string
+	err := w.f.pool.QueryRow(w.f.ctx, `SELECT state, attempt_workers FROM dispatch WHERE task_id = $1 AND run = $2`, h.TaskID, h.Run).Scan(&state, &workers)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return
+	}
+	w.must(err)
+	open := state == StateReserved && len(workers) == h.Attempt && !slices.Contains(workers, h.Worker)
+	var tasks int
+	w.must(w.f.pool.QueryRow(w.f.ctx, `SELECT count(*) FROM tasks WHERE id = $1 AND run = $2`, h.TaskID, h.Run).Scan(&tasks))
+	other := w.replicas[1-i]
+	w.op = "crash_result"
+	ds, err := other.store.ClaimWithHooks(w.f.ctx, []Result{{TaskID: h.TaskID, Worker: h.Worker, Kind: KindReport,
+		Status: queue.StatusNoProblem}}, ClaimHooks{Stocked: other.stocked})
+	w.must(err)
+	d := ds[0]
+	w.note("task %d run %d attempt %d from %s (row %s %v) → %s attributed %t %s", h.TaskID, h.Run, h.Attempt, h.Worker,
+		state, workers, d.Outcome, d.AttributedAtClaim, d.Reason)
+	if open && tasks == 1 && !other.stocked(h.TaskID) {
+		if !d.AttributedAtClaim || d.Outcome != OutcomeAccepted || d.Attempt != h.Attempt {
+			w.fail("the result of a hand-out whose replica crashed: %s attempt %d attributed %t, want accepted attempt %d recorded at the claim",
+				d.Outcome, d.Attempt, d.AttributedAtClaim, h.Attempt)
+		}
+		if st := w.f.status(h.TaskID); st != queue.StatusNoProblem {
+			w.fail("task %d has status %d after its result was accepted", h.TaskID, st)
+		}
+	}
+	if d.AttributedAtClaim {
+		w.leases = append(w.leases, Lease{TaskID: h.TaskID, Run: h.Run, Attempt: d.Attempt, Worker: h.Worker, ServiceID: w.f.svc})
+	}
+}
+
+// expire moves the clock past the reservation deadline and runs the reaper: every reservation
+// made before goes back.
+func (w *walk) expire() {
+	var open int
+	w.must(w.f.pool.QueryRow(w.f.ctx, `SELECT count(*) FROM dispatch WHERE state = 'reserved'`).Scan(&open))
+	d := w.f.store.Config().ReservationTTL + time.Duration(1+w.rng.Intn(30))*time.Second
+	w.f.clock.Advance(d)
+	sum, err := w.f.store.ReapAll(w.f.ctx)
+	w.must(err)
+	var left int
+	w.must(w.f.pool.QueryRow(w.f.ctx, `SELECT count(*) FROM dispatch WHERE state = 'reserved'`).Scan(&left))
+	w.note("%v, %d reserved → %+v", d, open, sum)
+	if sum.Released != open || left != 0 {
+		w.fail("%d reservations past their deadline, %d released, %d left", open, sum.Released, left)
+	}
+}
+
+// pause blocks the TODO tasks and takes back every reservation of the walk's scope.
+func (w *walk) pause() {
+	sum, err := w.f.store.Pause(w.f.ctx, Scope{CorpusID: w.f.corpus, ServiceID: w.f.svc})
+	w.must(err)
+	var left int
+	w.must(w.f.pool.QueryRow(w.f.ctx, `SELECT count(*) FROM dispatch WHERE state = 'reserved' AND service_id = $1`, w.f.svc).Scan(&left))
+	w.note("%+v", sum)
+	if left != 0 {
+		w.fail("%d reservations left after a pause", left)
+	}
+}
+
+func (w *walk) resume() {
+	n, err := w.f.store.Resume(w.f.ctx, Scope{CorpusID: w.f.corpus, ServiceID: w.f.svc})
+	w.must(err)
+	w.note("%d back to TODO", n)
 }

@@ -31,13 +31,17 @@ type RerunScope struct {
 type RerunSummary struct {
 	// Tasks were moved to TODO in a new run.
 	Tasks int
-	// Settled open rows of the old runs were taken out of flight; their late results are stale.
+	// Settled open rows of the old runs (in flight, queued, or reserved retries) were taken out
+	// of flight; their late results are stale.
 	Settled int
+	// Unreserved fresh reservations of the old runs (no attempt yet) were deleted.
+	Unreserved int
 }
 
 // Rerun moves the tasks of a scope to TODO in a new run, in one transaction: their messages go,
-// the open rows of their old runs settle so late results of those runs are stale, and the runs
-// table closes the old run with its tallies and opens a new one.
+// fresh reservations of their old runs are deleted (nothing happened in them), the other open
+// rows of the old runs settle so late results of those runs are stale, and the runs table
+// closes the old run with its tallies and opens a new one.
 func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, error) {
 	var sum RerunSummary
 	err := s.inTx(ctx, "rerun", true, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
@@ -76,6 +80,11 @@ func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, erro
 		for i, r := range rows {
 			ids[i], runs[i] = r.ID, r.Run
 		}
+		unreserved, err := q.DispatchDropEarlierReservations(ctx, ids, runs)
+		if err != nil {
+			return fmt.Errorf("drop old reservations: %w", err)
+		}
+		sum.Unreserved = int(unreserved)
 		settled, err := q.DispatchSettleEarlierRuns(ctx, now.Add(s.cfg.LateResultWindow), ids, runs)
 		if err != nil {
 			return fmt.Errorf("settle old runs: %w", err)

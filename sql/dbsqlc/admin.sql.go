@@ -123,6 +123,65 @@ func (q *Queries) DispatchListForTask(ctx context.Context, taskID int64) ([]Disp
 	return items, nil
 }
 
+const dispatchLockReservedOfScope = `-- name: DispatchLockReservedOfScope :many
+SELECT d.task_id, d.run, d.state, d.attempt_workers, d.deadline, d.answered, d.finished_attempt, d.finished_status, d.queued, d.replica, d.service_id, d.retries, d.lease_timeout_seconds, d.leased_at, d.dead_lettered, d.last_cause, d.forget_at, d.received_at, t.run AS task_run, t.status AS task_status
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.state = 'reserved' AND d.service_id = $1 AND t.corpus_id = $2
+  AND t.service_id = $1
+ORDER BY d.task_id
+FOR UPDATE OF d, t
+`
+
+type DispatchLockReservedOfScopeRow struct {
+	Dispatch   Dispatch `json:"dispatch"`
+	TaskRun    int32    `json:"task_run"`
+	TaskStatus int16    `json:"task_status"`
+}
+
+// DispatchLockReservedOfScope takes the reservations of every replica on the tasks of a corpus
+// and service, with their tasks, for a pause to take them back.
+func (q *Queries) DispatchLockReservedOfScope(ctx context.Context, serviceID int32, corpusID int32) ([]DispatchLockReservedOfScopeRow, error) {
+	rows, err := q.db.Query(ctx, dispatchLockReservedOfScope, serviceID, corpusID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DispatchLockReservedOfScopeRow
+	for rows.Next() {
+		var i DispatchLockReservedOfScopeRow
+		if err := rows.Scan(
+			&i.Dispatch.TaskID,
+			&i.Dispatch.Run,
+			&i.Dispatch.State,
+			&i.Dispatch.AttemptWorkers,
+			&i.Dispatch.Deadline,
+			&i.Dispatch.Answered,
+			&i.Dispatch.FinishedAttempt,
+			&i.Dispatch.FinishedStatus,
+			&i.Dispatch.Queued,
+			&i.Dispatch.Replica,
+			&i.Dispatch.ServiceID,
+			&i.Dispatch.Retries,
+			&i.Dispatch.LeaseTimeoutSeconds,
+			&i.Dispatch.LeasedAt,
+			&i.Dispatch.DeadLettered,
+			&i.Dispatch.LastCause,
+			&i.Dispatch.ForgetAt,
+			&i.Dispatch.ReceivedAt,
+			&i.TaskRun,
+			&i.TaskStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageListForTask = `-- name: MessageListForTask :many
 SELECT id, task_id, run, severity, category, what, details FROM task_messages WHERE task_id = $1 ORDER BY run, id
 `
@@ -293,6 +352,7 @@ WITH tally AS (
     GROUP BY corpus_id, service_id
 ), rows AS (
     SELECT t.corpus_id, t.service_id,
+           count(*) FILTER (WHERE d.state = 'reserved') AS reserved,
            count(*) FILTER (WHERE d.state = 'in_flight') AS in_flight,
            count(*) FILTER (WHERE d.state = 'settling' AND NOT d.queued) AS settling,
            count(*) FILTER (WHERE d.queued) AS queued
@@ -319,6 +379,7 @@ WITH tally AS (
 SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
        tally.dispatched::bigint AS dispatched,
+       coalesce(rows.reserved, 0)::bigint AS reserved,
        coalesce(rows.in_flight, 0)::bigint AS in_flight,
        coalesce(rows.settling, 0)::bigint AS settling,
        coalesce(rows.queued, 0)::bigint AS queued,
@@ -346,6 +407,7 @@ type TaskProgressRow struct {
 	Tasks             int64  `json:"tasks"`
 	Todo              int64  `json:"todo"`
 	Dispatched        int64  `json:"dispatched"`
+	Reserved          int64  `json:"reserved"`
 	InFlight          int64  `json:"in_flight"`
 	Settling          int64  `json:"settling"`
 	Queued            int64  `json:"queued"`
@@ -360,7 +422,8 @@ type TaskProgressRow struct {
 }
 
 // TaskProgress tallies every corpus and service (or the one named): tasks by status, dispatch
-// rows by state, dead letters of the current runs, and replies over the last minute.
+// rows by state (reserved, in flight, settling, queued), dead letters of the current runs, and
+// replies over the last minute.
 func (q *Queries) TaskProgress(ctx context.Context, corpus *string, service *string) ([]TaskProgressRow, error) {
 	rows, err := q.db.Query(ctx, taskProgress, corpus, service)
 	if err != nil {
@@ -378,6 +441,7 @@ func (q *Queries) TaskProgress(ctx context.Context, corpus *string, service *str
 			&i.Tasks,
 			&i.Todo,
 			&i.Dispatched,
+			&i.Reserved,
 			&i.InFlight,
 			&i.Settling,
 			&i.Queued,

@@ -51,7 +51,7 @@ SELECT ((SELECT t.id FROM tasks t
          WHERE t.service_id = $1::int AND t.status = 0
          ORDER BY t.service_id, t.id LIMIT 1) IS NOT NULL)::bool AS todo,
        ((SELECT d.task_id FROM dispatch d
-         WHERE d.service_id = $1::int AND (d.state = 'in_flight' OR d.queued)
+         WHERE d.service_id = $1::int AND (d.state IN ('in_flight', 'reserved') OR d.queued)
          ORDER BY d.task_id LIMIT 1) IS NOT NULL)::bool AS active
 `
 
@@ -61,8 +61,8 @@ type BenchOpenRow struct {
 }
 
 // BenchOpen is the bench's drain check, polled every 20 ms once the fleet has converted every
-// task: whether a TODO task of the service is left or a dispatch row of it in flight or
-// queued. Each is the first row of a partial index (tasks_todo, dispatch_one_active), written
+// task: whether a TODO task of the service is left or a dispatch row of it in flight, reserved
+// or queued. Each is the first row of a partial index (tasks_todo, dispatch_one_active), written
 // as ORDER BY ... LIMIT 1 so the planner walks the index: under EXISTS it dropped the order and
 // scanned the whole tasks table (every earlier bench's tasks too) once stale statistics said
 // many were TODO, ~1 ms a poll.

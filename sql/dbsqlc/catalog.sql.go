@@ -102,7 +102,8 @@ func (q *Queries) DispatchCountInFlight(ctx context.Context, replica *string) (i
 }
 
 const dispatchCounts = `-- name: DispatchCounts :one
-SELECT count(*) FILTER (WHERE state = 'in_flight')::bigint AS in_flight,
+SELECT count(*) FILTER (WHERE state = 'reserved')::bigint AS reserved,
+       count(*) FILTER (WHERE state = 'in_flight')::bigint AS in_flight,
        count(*) FILTER (WHERE state = 'settling')::bigint AS settling,
        count(*) FILTER (WHERE queued)::bigint AS queued,
        count(*) FILTER (WHERE dead_lettered AND finished_attempt IS NULL)::bigint AS dead_lettered
@@ -110,6 +111,7 @@ FROM dispatch
 `
 
 type DispatchCountsRow struct {
+	Reserved     int64 `json:"reserved"`
 	InFlight     int64 `json:"in_flight"`
 	Settling     int64 `json:"settling"`
 	Queued       int64 `json:"queued"`
@@ -120,6 +122,7 @@ func (q *Queries) DispatchCounts(ctx context.Context) (DispatchCountsRow, error)
 	row := q.db.QueryRow(ctx, dispatchCounts)
 	var i DispatchCountsRow
 	err := row.Scan(
+		&i.Reserved,
 		&i.InFlight,
 		&i.Settling,
 		&i.Queued,

@@ -27,6 +27,24 @@ func (q *Queries) ClockNow(ctx context.Context, now *time.Time) (time.Time, erro
 	return now_2, err
 }
 
+const dispatchDropEarlierReservations = `-- name: DispatchDropEarlierReservations :execrows
+DELETE FROM dispatch d
+USING (SELECT unnest($1::bigint[]) AS task_id, unnest($2::int[]) AS run) AS k
+WHERE d.task_id = k.task_id AND d.run < k.run AND d.state = 'reserved'
+  AND cardinality(d.attempt_workers) = 0
+`
+
+// DispatchDropEarlierReservations deletes the fresh reservations (no attempt yet) of runs older
+// than each task's new run: nothing of them happened, and a hand-out of one not yet attributed
+// finds no row (its result is unknown).
+func (q *Queries) DispatchDropEarlierReservations(ctx context.Context, taskIds []int64, runs []int32) (int64, error) {
+	result, err := q.db.Exec(ctx, dispatchDropEarlierReservations, taskIds, runs)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const dispatchForget = `-- name: DispatchForget :execrows
 DELETE FROM dispatch
 WHERE (task_id, run) IN (
@@ -234,11 +252,12 @@ const dispatchSettleEarlierRuns = `-- name: DispatchSettleEarlierRuns :execrows
 UPDATE dispatch d
 SET state = 'settling', queued = false, forget_at = $1::timestamptz
 FROM (SELECT unnest($2::bigint[]) AS task_id, unnest($3::int[]) AS run) AS k
-WHERE d.task_id = k.task_id AND d.run < k.run AND (d.state = 'in_flight' OR d.queued)
+WHERE d.task_id = k.task_id AND d.run < k.run AND (d.state IN ('in_flight', 'reserved') OR d.queued)
 `
 
 // DispatchSettleEarlierRuns takes the open rows of runs older than each task's new run out of
-// flight, so their late results are told apart as stale.
+// flight (in flight, queued, or a reserved retry), so their late results are told apart as
+// stale. Call after DispatchDropEarlierReservations.
 func (q *Queries) DispatchSettleEarlierRuns(ctx context.Context, forgetAt time.Time, taskIds []int64, runs []int32) (int64, error) {
 	result, err := q.db.Exec(ctx, dispatchSettleEarlierRuns, forgetAt, taskIds, runs)
 	if err != nil {
