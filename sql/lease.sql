@@ -66,3 +66,43 @@ WHERE d.state = 'reserved' AND d.replica = @replica::text
 ORDER BY d.task_id
 LIMIT @max_rows
 FOR UPDATE OF d, t;
+
+-- name: ReserveFresh :many
+-- ReserveFresh is the reservation's fast path, a whole transaction in one statement (one round
+-- trip with its commit): it reserves up to max_rows TODO tasks of a service above after_id for
+-- the replica, lowest id first, skipping rows other transactions hold, and returns them. It takes
+-- only what needs no decision — tasks without any dispatch row (no earlier run kept) — and
+-- nothing at all while the service has a queued retry, which must go first; Store.Reserve's full
+-- path (Go decisions on locked rows) reserves the rest.
+--
+-- queue/lease runs it with its generic plan forced: planning it costs about as much as running
+-- it. The service, after_id and the limit are sub-selects, so that the generic plan is the plan
+-- any values would get.
+WITH todo AS (
+    SELECT t.id, t.corpus_id, t.entry, t.run
+    FROM tasks t
+    WHERE t.service_id = (SELECT @service_id::int) AND t.status = 0 AND t.id > (SELECT @after_id::bigint)
+      -- A scalar subquery, not NOT EXISTS: one index probe per candidate, never a join that
+      -- walks the dispatch index from its start.
+      AND (SELECT 1 FROM dispatch d WHERE d.task_id = t.id LIMIT 1) IS NULL
+      AND NOT EXISTS (SELECT 1 FROM dispatch q WHERE q.service_id = (SELECT @service_id::int) AND q.queued)
+    ORDER BY t.id
+    LIMIT (SELECT @max_rows::int)
+    FOR UPDATE OF t SKIP LOCKED
+), clock AS (
+    SELECT coalesce(sqlc.narg(now)::timestamptz, now()) AS now
+), rows_added AS (
+    INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, replica, service_id,
+                          lease_timeout_seconds, leased_at)
+    SELECT p.id, p.run, 'reserved', '{}', c.now + make_interval(secs => @ttl_seconds::float8),
+           @replica::text, (SELECT @service_id::int), @timeout_seconds::int, c.now
+    FROM todo p CROSS JOIN clock c
+), tasks_set AS (
+    UPDATE tasks t SET status = 1
+    FROM todo p
+    WHERE t.id = p.id
+)
+SELECT p.id, p.corpus_id, p.entry, p.run,
+       (c.now + make_interval(secs => @ttl_seconds::float8))::timestamptz AS until
+FROM todo p CROSS JOIN clock c
+ORDER BY p.id;

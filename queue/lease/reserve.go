@@ -80,6 +80,12 @@ func (r *Reserved) Lease(worker string) Lease {
 // transaction that has committed when it returns: queued retries first, then TODO tasks,
 // skipping rows other transactions hold. A TODO task with a kept row of its current run (set to
 // TODO by hand) opens a new run.
+//
+// Most reservations take the fast path, one statement that commits as it returns (sql/lease.sql
+// ReserveFresh); whatever it leaves — queued retries, tasks with rows of earlier runs, the end
+// of a backlog — goes to the full path, a transaction that decides on the locked rows in Go.
+// Every reservation returned is committed, even when the full path fails after the fast path
+// reserved some.
 func (s *Store) Reserve(ctx context.Context, req ReserveRequest) ([]Reserved, error) {
 	if req.Max <= 0 {
 		return nil, nil
@@ -88,6 +94,46 @@ func (s *Store) Reserve(ctx context.Context, req ReserveRequest) ([]Reserved, er
 	if timeout <= 0 {
 		timeout = s.cfg.LeaseTimeout
 	}
+	fast, err := s.reserveFresh(ctx, req, timeout)
+	if err != nil || len(fast) == req.Max {
+		return fast, err
+	}
+	full, err := s.reserveFull(ctx, ReserveRequest{ServiceID: req.ServiceID, Max: req.Max - len(fast)}, timeout)
+	if err != nil && len(fast) > 0 {
+		s.logger.Warn("reserve: the full path failed after the fast path reserved some", "service_id", req.ServiceID, "error", err)
+		return fast, nil
+	}
+	return append(fast, full...), err
+}
+
+// reserveFresh is the fast path: one statement in a transaction of one round trip.
+func (s *Store) reserveFresh(ctx context.Context, req ReserveRequest, timeout time.Duration) ([]Reserved, error) {
+	params := dbsqlc.ReserveFreshParams{
+		TtlSeconds: s.cfg.ReservationTTL.Seconds(), ServiceID: req.ServiceID, AfterID: s.todo.start(req.ServiceID),
+		MaxRows: int32(req.Max), Now: s.injectedNow(), Replica: s.cfg.Replica,
+		TimeoutSeconds: int32(max(timeout/time.Second, 1)),
+	}
+	var rows []dbsqlc.ReserveFreshRow
+	err := s.genericPlan(ctx, func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.ReserveFresh(ctx, params)
+		return err
+	})
+	if err != nil {
+		return nil, translate("reserve", err)
+	}
+	out := make([]Reserved, len(rows))
+	var last int64
+	for i, r := range rows {
+		out[i] = Reserved{TaskID: r.ID, Run: r.Run, ServiceID: req.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry, Until: r.Until}
+		last = max(last, r.ID)
+	}
+	s.todo.advance(req.ServiceID, last)
+	return out, nil
+}
+
+// reserveFull is the full path: the reads and the decisions of the reservation rules, in one
+// transaction of two round trips.
+func (s *Store) reserveFull(ctx context.Context, req ReserveRequest, timeout time.Duration) ([]Reserved, error) {
 	var out []Reserved
 	var queued []dbsqlc.DispatchLockQueuedRow
 	var todo []dbsqlc.TaskLockTodoRow

@@ -248,3 +248,96 @@ func (q *Queries) DispatchStillReserved(ctx context.Context, taskIds []int64, re
 	}
 	return items, nil
 }
+
+const reserveFresh = `-- name: ReserveFresh :many
+WITH todo AS (
+    SELECT t.id, t.corpus_id, t.entry, t.run
+    FROM tasks t
+    WHERE t.service_id = (SELECT $2::int) AND t.status = 0 AND t.id > (SELECT $3::bigint)
+      -- A scalar subquery, not NOT EXISTS: one index probe per candidate, never a join that
+      -- walks the dispatch index from its start.
+      AND (SELECT 1 FROM dispatch d WHERE d.task_id = t.id LIMIT 1) IS NULL
+      AND NOT EXISTS (SELECT 1 FROM dispatch q WHERE q.service_id = (SELECT $2::int) AND q.queued)
+    ORDER BY t.id
+    LIMIT (SELECT $4::int)
+    FOR UPDATE OF t SKIP LOCKED
+), clock AS (
+    SELECT coalesce($5::timestamptz, now()) AS now
+), rows_added AS (
+    INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, replica, service_id,
+                          lease_timeout_seconds, leased_at)
+    SELECT p.id, p.run, 'reserved', '{}', c.now + make_interval(secs => $1::float8),
+           $6::text, (SELECT $2::int), $7::int, c.now
+    FROM todo p CROSS JOIN clock c
+), tasks_set AS (
+    UPDATE tasks t SET status = 1
+    FROM todo p
+    WHERE t.id = p.id
+)
+SELECT p.id, p.corpus_id, p.entry, p.run,
+       (c.now + make_interval(secs => $1::float8))::timestamptz AS until
+FROM todo p CROSS JOIN clock c
+ORDER BY p.id
+`
+
+type ReserveFreshParams struct {
+	TtlSeconds     float64    `json:"ttl_seconds"`
+	ServiceID      int32      `json:"service_id"`
+	AfterID        int64      `json:"after_id"`
+	MaxRows        int32      `json:"max_rows"`
+	Now            *time.Time `json:"now"`
+	Replica        string     `json:"replica"`
+	TimeoutSeconds int32      `json:"timeout_seconds"`
+}
+
+type ReserveFreshRow struct {
+	ID       int64     `json:"id"`
+	CorpusID int32     `json:"corpus_id"`
+	Entry    string    `json:"entry"`
+	Run      int32     `json:"run"`
+	Until    time.Time `json:"until"`
+}
+
+// ReserveFresh is the reservation's fast path, a whole transaction in one statement (one round
+// trip with its commit): it reserves up to max_rows TODO tasks of a service above after_id for
+// the replica, lowest id first, skipping rows other transactions hold, and returns them. It takes
+// only what needs no decision — tasks without any dispatch row (no earlier run kept) — and
+// nothing at all while the service has a queued retry, which must go first; Store.Reserve's full
+// path (Go decisions on locked rows) reserves the rest.
+//
+// queue/lease runs it with its generic plan forced: planning it costs about as much as running
+// it. The service, after_id and the limit are sub-selects, so that the generic plan is the plan
+// any values would get.
+func (q *Queries) ReserveFresh(ctx context.Context, arg ReserveFreshParams) ([]ReserveFreshRow, error) {
+	rows, err := q.db.Query(ctx, reserveFresh,
+		arg.TtlSeconds,
+		arg.ServiceID,
+		arg.AfterID,
+		arg.MaxRows,
+		arg.Now,
+		arg.Replica,
+		arg.TimeoutSeconds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReserveFreshRow
+	for rows.Next() {
+		var i ReserveFreshRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.CorpusID,
+			&i.Entry,
+			&i.Run,
+			&i.Until,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
