@@ -68,6 +68,16 @@ func StatusFromConversion(n int) Status {
 	}
 }
 
+// Task names one task of one run and where its work lies: the service that converts it and the
+// corpus entry it converts. The lease, reservation, mirror and lookup types embed it.
+type Task struct {
+	TaskID    int64
+	Run       int32
+	ServiceID int32
+	CorpusID  int32
+	Entry     string
+}
+
 // Severity is a log message's kind, as stored in task_messages.severity.
 type Severity string
 

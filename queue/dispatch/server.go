@@ -353,8 +353,7 @@ func (s *Server) resync(ctx context.Context) {
 	}
 	tasks := make([]hot.Task, len(rows))
 	for i, r := range rows {
-		tasks[i] = hot.Task{ID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry,
-			Worker: r.Worker}
+		tasks[i] = hot.Task{Task: r.Task, Worker: r.Worker}
 		if s.sec.curve {
 			tasks[i].Key = lease.KeyOfWorker(r.Worker)
 		}

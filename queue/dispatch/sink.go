@@ -305,7 +305,7 @@ func (s *Server) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
 		if err != nil {
 			return lease.TaskInfo{}, err
 		}
-		return lease.TaskInfo{ID: t.ID, ServiceID: t.ServiceID, CorpusID: t.CorpusID, SandboxID: sandbox, Entry: t.Entry, Run: t.Run}, nil
+		return lease.TaskInfo{Task: t.Task, SandboxID: sandbox}, nil
 	}
 	return s.coldTask(ctx, id) // bounded for bogus ids: guard.go
 }

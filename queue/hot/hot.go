@@ -9,15 +9,13 @@ import (
 	"sync/atomic"
 
 	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/cortexq/cortexq/queue"
 )
 
 // Task is what the mirror keeps of one leased task.
 type Task struct {
-	ID        int64
-	Run       int32
-	ServiceID int32
-	CorpusID  int32
-	Entry     string
+	queue.Task
 	// Worker is the worker the task is leased to, and Key the name of the CURVE key it
 	// authenticated with ("" in plain mode): the mirror counts each one's tasks.
 	Worker string
@@ -90,7 +88,7 @@ func (m *Map) count(t Task, d int) {
 // Put mirrors t, replacing any entry of the same task without counting it twice.
 func (m *Map) Put(t Task) {
 	t.gen = m.gen.Add(1)
-	prev, loaded := m.tasks.LoadAndStore(t.ID, t)
+	prev, loaded := m.tasks.LoadAndStore(t.TaskID, t)
 	if loaded {
 		m.count(prev, -1)
 	} else {
@@ -151,7 +149,7 @@ func (m *Map) Generation() uint64 { return m.gen.Load() }
 func (m *Map) Reset(tasks []Task, since uint64) {
 	want := make(map[int64]Task, len(tasks))
 	for _, t := range tasks {
-		want[t.ID] = t
+		want[t.TaskID] = t
 	}
 	m.tasks.Range(func(id int64, t Task) bool {
 		if _, ok := want[id]; !ok && t.gen <= since && !t.Pending {
@@ -160,7 +158,7 @@ func (m *Map) Reset(tasks []Task, since uint64) {
 		return true
 	})
 	for _, t := range tasks {
-		if _, ok := m.tasks.Load(t.ID); !ok {
+		if _, ok := m.tasks.Load(t.TaskID); !ok {
 			m.Put(t)
 		}
 	}

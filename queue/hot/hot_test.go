@@ -5,7 +5,17 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
 )
+
+// task is a mirrored task with only its id set.
+func task(id int64) Task { return Task{Task: queue.Task{TaskID: id}} }
+
+// leasedTo is a mirrored task leased to worker, authenticated with key ("" in plain mode).
+func leasedTo(id int64, worker, key string) Task {
+	return Task{Task: queue.Task{TaskID: id}, Worker: worker, Key: key}
+}
 
 func TestMap(t *testing.T) {
 	tests := []struct {
@@ -14,19 +24,19 @@ func TestMap(t *testing.T) {
 		want int
 	}{
 		{"Empty", func(m *Map) {}, 0},
-		{"PutCounts", func(m *Map) { m.Put(Task{ID: 1}); m.Put(Task{ID: 2}) }, 2},
-		{"RePutDoesNotDoubleCount", func(m *Map) { m.Put(Task{ID: 7}); m.Put(Task{ID: 7, Run: 2}) }, 1},
-		{"DeleteMissingIsNoOp", func(m *Map) { m.Put(Task{ID: 7}); m.Delete(8); m.Delete(-1) }, 1},
-		{"DeleteTwiceDoesNotUnderflow", func(m *Map) { m.Put(Task{ID: 7}); m.Delete(7); m.Delete(7) }, 0},
+		{"PutCounts", func(m *Map) { m.Put(task(1)); m.Put(task(2)) }, 2},
+		{"RePutDoesNotDoubleCount", func(m *Map) { m.Put(task(7)); m.Put(Task{Task: queue.Task{TaskID: 7, Run: 2}}) }, 1},
+		{"DeleteMissingIsNoOp", func(m *Map) { m.Put(task(7)); m.Delete(8); m.Delete(-1) }, 1},
+		{"DeleteTwiceDoesNotUnderflow", func(m *Map) { m.Put(task(7)); m.Delete(7); m.Delete(7) }, 0},
 		{"ResetReplaces", func(m *Map) {
-			m.Put(Task{ID: 1})
-			m.Put(Task{ID: 2})
-			m.Reset([]Task{{ID: 2}, {ID: 3}, {ID: 4}}, m.Generation())
+			m.Put(task(1))
+			m.Put(task(2))
+			m.Reset([]Task{task(2), task(3), task(4)}, m.Generation())
 		}, 3},
 		{"ResetKeepsTasksPutAfterTheSnapshot", func(m *Map) {
-			m.Put(Task{ID: 1})
+			m.Put(task(1))
 			since := m.Generation()
-			m.Put(Task{ID: 2}) // leased while the snapshot was read
+			m.Put(task(2)) // leased while the snapshot was read
 			m.Reset(nil, since)
 		}, 1},
 	}
@@ -49,27 +59,27 @@ func TestMapHeld(t *testing.T) {
 		a, b, keyK int // tasks held by workers a and b, and by key k
 	}{
 		{"PutCountsTheWorkerAndKey", func(m *Map) {
-			m.Put(Task{ID: 1, Worker: "a", Key: "k"})
-			m.Put(Task{ID: 2, Worker: "a", Key: "k"})
-			m.Put(Task{ID: 3, Worker: "b"})
+			m.Put(leasedTo(1, "a", "k"))
+			m.Put(leasedTo(2, "a", "k"))
+			m.Put(leasedTo(3, "b", ""))
 		}, 2, 1, 2},
 		{"RePutMovesTheTaskToItsNewWorker", func(m *Map) {
-			m.Put(Task{ID: 1, Worker: "a", Key: "k"})
-			m.Put(Task{ID: 1, Worker: "b"})
+			m.Put(leasedTo(1, "a", "k"))
+			m.Put(leasedTo(1, "b", ""))
 		}, 0, 1, 0},
 		{"DeleteUncounts", func(m *Map) {
-			m.Put(Task{ID: 1, Worker: "a", Key: "k"})
+			m.Put(leasedTo(1, "a", "k"))
 			m.Delete(1)
 			m.Delete(1)
 		}, 0, 0, 0},
 		{"ResetUncountsLeasesGoneFromTheDatabase", func(m *Map) {
-			m.Put(Task{ID: 1, Worker: "a", Key: "k"}) // expired, or answered through another replica
-			m.Put(Task{ID: 2, Worker: "a", Key: "k"})
-			m.Reset([]Task{{ID: 2, Worker: "a", Key: "k"}, {ID: 3, Worker: "b"}}, m.Generation())
+			m.Put(leasedTo(1, "a", "k")) // expired, or answered through another replica
+			m.Put(leasedTo(2, "a", "k"))
+			m.Reset([]Task{leasedTo(2, "a", "k"), leasedTo(3, "b", "")}, m.Generation())
 		}, 1, 1, 1},
 		{"AnsweredUncountsOnceAndStaysMirrored", func(m *Map) {
-			m.Put(Task{ID: 1, Worker: "a", Key: "k"})
-			m.Put(Task{ID: 2, Worker: "a", Key: "k"})
+			m.Put(leasedTo(1, "a", "k"))
+			m.Put(leasedTo(2, "a", "k"))
 			m.Answered(1, "a")
 			m.Answered(1, "a") // twice counts once
 			m.Answered(2, "b") // another worker's reply leaves a's lease counted
@@ -80,11 +90,11 @@ func TestMapHeld(t *testing.T) {
 			m.Delete(1) // its claim: not uncounted twice
 		}, 1, 0, 1},
 		{"ResetKeepsAnAnsweredTaskUncounted", func(m *Map) {
-			m.Put(Task{ID: 1, Worker: "a"})
+			m.Put(leasedTo(1, "a", ""))
 			m.Answered(1, "a")
-			m.Put(Task{ID: 1, Worker: "a"}) // re-put (a resync or a new lease) counts it anew
+			m.Put(leasedTo(1, "a", "")) // re-put (a resync or a new lease) counts it anew
 			m.Answered(1, "a")
-			m.Reset([]Task{{ID: 1, Worker: "a"}}, m.Generation())
+			m.Reset([]Task{leasedTo(1, "a", "")}, m.Generation())
 		}, 0, 0, 0},
 	}
 	for _, tt := range tests {
@@ -102,7 +112,7 @@ func TestMapConcurrent(t *testing.T) {
 	m := New()
 	var wg sync.WaitGroup
 	for i := range 200 {
-		wg.Go(func() { m.Put(Task{ID: int64(i % 150)}) })
+		wg.Go(func() { m.Put(task(int64(i % 150))) })
 	}
 	wg.Wait()
 	require.Equal(t, 150, m.Len())
@@ -118,7 +128,7 @@ func BenchmarkMapPutDelete(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := int64(0)
 		for pb.Next() {
-			m.Put(Task{ID: i})
+			m.Put(task(i))
 			m.Delete(i)
 			i++
 		}

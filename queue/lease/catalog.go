@@ -122,13 +122,9 @@ func (s *Store) InFlight(ctx context.Context, all bool) (int, error) {
 
 // TaskInfo is what the sink needs to place a result: the task's service, corpus and entry.
 type TaskInfo struct {
-	ID          int64
-	ServiceID   int32
+	queue.Task
 	ServiceName string
-	CorpusID    int32
 	SandboxID   int32 // 0: an ordinary corpus
-	Entry       string
-	Run         int32
 	Status      queue.Status
 }
 
@@ -140,32 +136,22 @@ func (s *Store) TaskInfos(ctx context.Context, ids []int64) (map[int64]TaskInfo,
 	}
 	out := make(map[int64]TaskInfo, len(rows))
 	for _, r := range rows {
-		out[r.ID] = TaskInfo{ID: r.ID, ServiceID: r.ServiceID, ServiceName: r.ServiceName, CorpusID: r.CorpusID,
-			SandboxID: r.SandboxID, Entry: r.Entry, Run: r.Run, Status: queue.Status(r.Status)}
+		out[r.ID] = TaskInfo{Task: queue.Task{TaskID: r.ID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry},
+			ServiceName: r.ServiceName, SandboxID: r.SandboxID, Status: queue.Status(r.Status)}
 	}
 	return out, nil
 }
 
-// Mirrored is one of a replica's in-flight rows, as its hot mirror holds it.
-type Mirrored struct {
-	TaskID    int64
-	Run       int32
-	ServiceID int32
-	CorpusID  int32
-	Entry     string
-	// Worker is the worker the row is leased to (its latest attempt's).
-	Worker string
-}
-
-// InFlightRows lists this store's replica's in-flight rows.
-func (s *Store) InFlightRows(ctx context.Context) ([]Mirrored, error) {
+// InFlightRows lists this store's replica's in-flight rows, as its hot mirror holds them: each
+// with the worker of its latest attempt. Only the task and Worker are set.
+func (s *Store) InFlightRows(ctx context.Context) ([]Lease, error) {
 	rows, err := dbsqlc.New(s.pool).DispatchInFlightOfReplica(ctx, s.cfg.Replica)
 	if err != nil {
 		return nil, translate("list in-flight rows", err)
 	}
-	out := make([]Mirrored, len(rows))
+	out := make([]Lease, len(rows))
 	for i, r := range rows {
-		out[i] = Mirrored{TaskID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry, Worker: r.Worker}
+		out[i] = Lease{Task: queue.Task{TaskID: r.TaskID, Run: r.Run, ServiceID: r.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry}, Worker: r.Worker}
 	}
 	return out, nil
 }

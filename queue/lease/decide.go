@@ -24,6 +24,10 @@ func leaseDeadline(d *dbsqlc.Dispatch, leasedAt time.Time) time.Time {
 	return leasedAt.Add(time.Duration(d.Retries+1) * time.Duration(d.LeaseTimeoutSeconds) * time.Second)
 }
 
+// leaseSeconds is a service's lease as a row captures it at its first reservation: whole seconds,
+// at least one. Both reservation paths store it; leaseDeadline and Attribute multiply it.
+func leaseSeconds(timeout time.Duration) int32 { return int32(max(timeout/time.Second, 1)) }
+
 // Late says why an accepted result came after its lease expired.
 type Late string
 

@@ -348,7 +348,7 @@ func (w *walk) reply(results []Result, publish PublishFunc) {
 			if n != 1 {
 				w.fail("task %d run %d attempt %d attributed at the claim to %s: %d attempts rows", r.TaskID, d.Run, d.Attempt, r.Worker, n)
 			}
-			w.leases = append(w.leases, Lease{TaskID: r.TaskID, Run: d.Run, Attempt: d.Attempt, Worker: r.Worker, ServiceID: d.ServiceID})
+			w.leases = append(w.leases, Lease{Task: queue.Task{TaskID: r.TaskID, Run: d.Run, ServiceID: d.ServiceID}, Attempt: d.Attempt, Worker: r.Worker})
 		}
 		switch d.Outcome {
 		case OutcomeAccepted:
@@ -703,7 +703,7 @@ func (w *walk) crash() {
 		}
 	}
 	if d.AttributedAtClaim {
-		w.leases = append(w.leases, Lease{TaskID: h.TaskID, Run: h.Run, Attempt: d.Attempt, Worker: h.Worker, ServiceID: w.f.svc})
+		w.leases = append(w.leases, Lease{Task: queue.Task{TaskID: h.TaskID, Run: h.Run, ServiceID: w.f.svc}, Attempt: d.Attempt, Worker: h.Worker})
 	}
 }
 

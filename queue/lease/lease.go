@@ -24,15 +24,11 @@ type LeaseRequest struct {
 // Lease is a task leased to a worker. The lease is committed when Lease returns: the payload may
 // be sent.
 type Lease struct {
-	TaskID    int64
-	Run       int32
-	Attempt   int // 0-based, within the run
-	Worker    string
-	ServiceID int32
-	CorpusID  int32
-	Entry     string
-	LeasedAt  time.Time
-	Deadline  time.Time
+	queue.Task
+	Attempt  int // 0-based, within the run
+	Worker   string
+	LeasedAt time.Time
+	Deadline time.Time
 	// Retry is set for a queued retry of an expired lease.
 	Retry bool
 	// LastCause is the last retryable cause reported for the task, if any.

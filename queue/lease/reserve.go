@@ -33,11 +33,7 @@ type ReserveRequest struct {
 
 // Reserved is a task reserved by this store's replica, not yet handed out.
 type Reserved struct {
-	TaskID    int64
-	Run       int32
-	ServiceID int32
-	CorpusID  int32
-	Entry     string
+	queue.Task
 	// Attempt is the 0-based attempt a hand-out starts: the row's count of earlier attempts.
 	Attempt int
 	// Retry is set for a queued retry of an expired lease; LastCause is its last retryable
@@ -72,8 +68,7 @@ func (r *Reserved) HandOut(worker string) HandOut {
 // Lease is the lease a hand-out of r to worker starts, as the dispatch side sends it. Its
 // LeasedAt and Deadline are known once attributed.
 func (r *Reserved) Lease(worker string) Lease {
-	return Lease{TaskID: r.TaskID, Run: r.Run, Attempt: r.Attempt, Worker: worker, ServiceID: r.ServiceID,
-		CorpusID: r.CorpusID, Entry: r.Entry, Retry: r.Retry, LastCause: r.LastCause}
+	return Lease{Task: r.Task, Attempt: r.Attempt, Worker: worker, Retry: r.Retry, LastCause: r.LastCause}
 }
 
 // Reserve reserves up to req.Max tasks of a service for this store's replica, in one
@@ -111,7 +106,7 @@ func (s *Store) reserveFresh(ctx context.Context, req ReserveRequest, timeout ti
 	params := dbsqlc.ReserveFreshParams{
 		TtlSeconds: s.cfg.ReservationTTL.Seconds(), ServiceID: req.ServiceID, AfterID: s.todo.start(req.ServiceID),
 		MaxRows: int32(req.Max), Now: s.injectedNow(), Replica: s.cfg.Replica,
-		TimeoutSeconds: int32(max(timeout/time.Second, 1)),
+		TimeoutSeconds: leaseSeconds(timeout),
 	}
 	var rows []dbsqlc.ReserveFreshRow
 	err := s.genericPlan(ctx, func(q *dbsqlc.Queries) (err error) {
@@ -124,7 +119,7 @@ func (s *Store) reserveFresh(ctx context.Context, req ReserveRequest, timeout ti
 	out := make([]Reserved, len(rows))
 	var last int64
 	for i, r := range rows {
-		out[i] = Reserved{TaskID: r.ID, Run: r.Run, ServiceID: req.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry, Until: r.Until}
+		out[i] = Reserved{Task: queue.Task{TaskID: r.ID, Run: r.Run, ServiceID: req.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry}, Until: r.Until}
 		last = max(last, r.ID)
 	}
 	s.todo.advance(req.ServiceID, last)
@@ -171,8 +166,8 @@ func (s *Store) reserveFull(ctx context.Context, req ReserveRequest, timeout tim
 			d.State, d.Queued, d.Answered, d.ReceivedAt, d.ForgetAt = StateReserved, false, false, nil, nil
 			d.LeasedAt, d.Deadline, d.Replica = now, until, s.cfg.Replica
 			w.put(d)
-			out = append(out, Reserved{TaskID: d.TaskID, Run: d.Run, ServiceID: d.ServiceID, CorpusID: qr.CorpusID,
-				Entry: qr.Entry, Attempt: len(d.AttemptWorkers), Retry: true, LastCause: decodeCause(d.LastCause), Until: until})
+			out = append(out, Reserved{Task: queue.Task{TaskID: d.TaskID, Run: d.Run, ServiceID: d.ServiceID, CorpusID: qr.CorpusID,
+				Entry: qr.Entry}, Attempt: len(d.AttemptWorkers), Retry: true, LastCause: decodeCause(d.LastCause), Until: until})
 		}
 		for _, t := range todo {
 			if len(out) >= req.Max {
@@ -185,12 +180,12 @@ func (s *Store) reserveFull(ctx context.Context, req ReserveRequest, timeout tim
 			d := &dbsqlc.Dispatch{
 				TaskID: t.ID, Run: run, State: StateReserved, AttemptWorkers: []string{},
 				Deadline: until, Replica: s.cfg.Replica, ServiceID: req.ServiceID,
-				LeaseTimeoutSeconds: int32(max(timeout/time.Second, 1)), LeasedAt: now,
+				LeaseTimeoutSeconds: leaseSeconds(timeout), LeasedAt: now,
 			}
 			w.put(d)
 			w.setTask(t.ID, queue.StatusDispatched, run)
-			out = append(out, Reserved{TaskID: t.ID, Run: run, ServiceID: req.ServiceID, CorpusID: t.CorpusID,
-				Entry: t.Entry, Exclude: slices.Compact(slices.Sorted(slices.Values(t.KeptWorkers))), Until: until})
+			out = append(out, Reserved{Task: queue.Task{TaskID: t.ID, Run: run, ServiceID: req.ServiceID, CorpusID: t.CorpusID,
+				Entry: t.Entry}, Exclude: slices.Compact(slices.Sorted(slices.Values(t.KeptWorkers))), Until: until})
 			last = max(last, t.ID)
 		}
 		if len(out) == 0 {
@@ -234,7 +229,7 @@ func (s *Store) Attribute(ctx context.Context, hs []HandOut) ([]Lease, error) {
 	dispatched := map[int32]map[string]int64{}
 	for i, r := range rows {
 		svc := service[rowKey{r.TaskID, r.Run}]
-		leases[i] = Lease{TaskID: r.TaskID, Run: r.Run, Attempt: int(r.Attempt), Worker: r.Worker, ServiceID: svc,
+		leases[i] = Lease{Task: queue.Task{TaskID: r.TaskID, Run: r.Run, ServiceID: svc}, Attempt: int(r.Attempt), Worker: r.Worker,
 			LeasedAt: r.LeasedAt, Deadline: r.Deadline}
 		if dispatched[svc] == nil {
 			dispatched[svc] = map[string]int64{}

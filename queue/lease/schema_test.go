@@ -245,11 +245,11 @@ func TestInFlightRowsAreTheReplicasOwn(t *testing.T) {
 	got, err := replica.InFlightRows(f.ctx)
 	require.NoError(t, err)
 	require.Less(t, rowsRead(t, session, "tasks")-before, int64(100), "task rows read to list 2 rows")
-	var want []Mirrored
+	var want []Lease
 	for _, l := range mine[:2] {
 		var entry string
 		require.NoError(t, f.pool.QueryRow(f.ctx, "SELECT entry FROM tasks WHERE id = $1", l.TaskID).Scan(&entry))
-		want = append(want, Mirrored{TaskID: l.TaskID, Run: l.Run, ServiceID: f.svc, CorpusID: f.corpus, Entry: entry, Worker: l.Worker})
+		want = append(want, Lease{Task: queue.Task{TaskID: l.TaskID, Run: l.Run, ServiceID: f.svc, CorpusID: f.corpus, Entry: entry}, Worker: l.Worker})
 	}
 	require.ElementsMatch(t, want, got)
 }
