@@ -409,17 +409,6 @@ func (s *Server) service(ctx context.Context, name string) (lease.Service, error
 	return svc, err
 }
 
-// returnLeases gives back leases whose workers turned out unroutable.
-func (s *Server) returnLeases(ctx context.Context, leases []lease.Lease) {
-	n, err := s.store.Return(context.WithoutCancel(ctx), leases)
-	s.health.record(err)
-	if err != nil {
-		s.logger.Error("lease return failed; the reaper recovers the tasks", "leases", len(leases), "error", err)
-		return
-	}
-	s.metrics.returns.Add(float64(n))
-}
-
 // noteUnusable records, through the claimers, that a lease's worker got no payload.
 func (s *Server) noteUnusable(l lease.Lease) {
 	it := &item{result: lease.Result{TaskID: l.TaskID, Worker: l.Worker, ServiceID: l.ServiceID, Kind: lease.KindUnusable}}
