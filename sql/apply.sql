@@ -42,9 +42,20 @@ WITH dispatch_deleted AS (
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
       AND a.task_id = ANY(@drop_task_ids::bigint[])
 ), attempts_added AS (
-    INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at)
-    SELECT unnest(@new_task_ids::bigint[]), unnest(@new_runs::int[]), unnest(@new_attempts::int[]),
-           unnest(@new_workers::text[]), @replica::text, @now::timestamptz
+    -- An attempt added and decided in one batch (a result for a reserved task records its
+    -- attempt at the claim) gets its outcome here: attempts_finished, in the same statement,
+    -- does not see rows this one inserts.
+    INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, outcome, status, answered_at)
+    SELECT n.task_id, n.run, n.attempt, n.worker, @replica::text, @now::timestamptz, k.outcome,
+           nullif(k.status, 0),
+           CASE WHEN k.outcome IS NULL OR k.outcome IN ('expired', 'dead_lettered', 'replaced')
+                THEN NULL ELSE @now::timestamptz END
+    FROM (SELECT unnest(@new_task_ids::bigint[]) AS task_id, unnest(@new_runs::int[]) AS run,
+                 unnest(@new_attempts::int[]) AS attempt, unnest(@new_workers::text[]) AS worker) AS n
+    LEFT JOIN (SELECT unnest(@out_task_ids::bigint[]) AS task_id, unnest(@out_runs::int[]) AS run,
+                      unnest(@out_attempts::int[]) AS attempt, unnest(@out_outcomes::text[]) AS outcome,
+                      unnest(@out_statuses::smallint[]) AS status) AS k
+      ON k.task_id = n.task_id AND k.run = n.run AND k.attempt = n.attempt
 ), attempts_finished AS (
     UPDATE attempts a
     SET outcome = CASE WHEN a.outcome = 'accepted' AND k.outcome IN ('superseded', 'stale')

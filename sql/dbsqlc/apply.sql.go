@@ -45,16 +45,27 @@ WITH dispatch_deleted AS (
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
       AND a.task_id = ANY($7::bigint[])
 ), attempts_added AS (
-    INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at)
-    SELECT unnest($10::bigint[]), unnest($11::int[]), unnest($12::int[]),
-           unnest($13::text[]), $14::text, $15::timestamptz
+    -- An attempt added and decided in one batch (a result for a reserved task records its
+    -- attempt at the claim) gets its outcome here: attempts_finished, in the same statement,
+    -- does not see rows this one inserts.
+    INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, outcome, status, answered_at)
+    SELECT n.task_id, n.run, n.attempt, n.worker, $10::text, $11::timestamptz, k.outcome,
+           nullif(k.status, 0),
+           CASE WHEN k.outcome IS NULL OR k.outcome IN ('expired', 'dead_lettered', 'replaced')
+                THEN NULL ELSE $11::timestamptz END
+    FROM (SELECT unnest($12::bigint[]) AS task_id, unnest($13::int[]) AS run,
+                 unnest($14::int[]) AS attempt, unnest($15::text[]) AS worker) AS n
+    LEFT JOIN (SELECT unnest($16::bigint[]) AS task_id, unnest($17::int[]) AS run,
+                      unnest($18::int[]) AS attempt, unnest($19::text[]) AS outcome,
+                      unnest($20::smallint[]) AS status) AS k
+      ON k.task_id = n.task_id AND k.run = n.run AND k.attempt = n.attempt
 ), attempts_finished AS (
     UPDATE attempts a
     SET outcome = CASE WHEN a.outcome = 'accepted' AND k.outcome IN ('superseded', 'stale')
                        THEN a.outcome ELSE k.outcome END,
         status = CASE WHEN k.status = 0 THEN a.status ELSE k.status END,
         answered_at = CASE WHEN k.outcome IN ('expired', 'dead_lettered', 'replaced')
-                           THEN a.answered_at ELSE coalesce(a.answered_at, $15::timestamptz) END
+                           THEN a.answered_at ELSE coalesce(a.answered_at, $11::timestamptz) END
     FROM (SELECT unnest($16::bigint[]) AS task_id, unnest($17::int[]) AS run,
                  unnest($18::int[]) AS attempt, unnest($19::text[]) AS outcome,
                  unnest($20::smallint[]) AS status) AS k
@@ -82,12 +93,12 @@ type ApplyParams struct {
 	DropTaskIds   []int64         `json:"drop_task_ids"`
 	DropRuns      []int32         `json:"drop_runs"`
 	DropAttempts  []int32         `json:"drop_attempts"`
+	Replica       string          `json:"replica"`
+	Now           time.Time       `json:"now"`
 	NewTaskIds    []int64         `json:"new_task_ids"`
 	NewRuns       []int32         `json:"new_runs"`
 	NewAttempts   []int32         `json:"new_attempts"`
 	NewWorkers    []string        `json:"new_workers"`
-	Replica       string          `json:"replica"`
-	Now           time.Time       `json:"now"`
 	OutTaskIds    []int64         `json:"out_task_ids"`
 	OutRuns       []int32         `json:"out_runs"`
 	OutAttempts   []int32         `json:"out_attempts"`
@@ -124,12 +135,12 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 		arg.DropTaskIds,
 		arg.DropRuns,
 		arg.DropAttempts,
+		arg.Replica,
+		arg.Now,
 		arg.NewTaskIds,
 		arg.NewRuns,
 		arg.NewAttempts,
 		arg.NewWorkers,
-		arg.Replica,
-		arg.Now,
 		arg.OutTaskIds,
 		arg.OutRuns,
 		arg.OutAttempts,
