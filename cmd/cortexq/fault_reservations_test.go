@@ -22,35 +22,56 @@ import (
 // stockUp has n workers that never answer ask rp for a task in one burst. The replica sizes its
 // stock by the requests of the last 100 ms, so it reserves about twice n (within
 // --reserve-batch), hands each request a task and keeps about n reserved and not handed out
-// until they are a third of --reservation-ttl old, or the service has been idle 2 s. It returns
-// the tasks the burst was handed.
+// until they are a third of --reservation-ttl old, or the service has been idle 2 s. So that
+// the burst is counted whole, a few requests first warm the replica's reserve path, and the
+// burst is sent while the replica is stopped (SIGSTOP): it reads the requests together when it
+// continues. It returns the tasks the warm-up and the burst were handed.
 func stockUp(t *testing.T, rp *replicaProc, n int) []int64 {
 	t.Helper()
+	handed := askAll(t, rp, burstSockets(t, rp, "fault-warm", 4), nil)
+	socks := burstSockets(t, rp, "fault-burst", n)
+	cmd, _ := rp.current()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
+	return append(handed, askAll(t, rp, socks, func() {
+		time.Sleep(200 * time.Millisecond) // the requests reach the replica's socket buffers
+		require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
+	})...)
+}
+
+// burstSockets connects n DEALERs of distinct identities to rp's ventilator; they are closed
+// when the test ends.
+func burstSockets(t *testing.T, rp *replicaProc, prefix string, n int) []*zmq.Socket {
+	t.Helper()
 	socks := make([]*zmq.Socket, 0, n)
-	defer func() {
-		for _, d := range socks {
-			d.Close()
-		}
-	}()
 	for i := range n {
 		d, err := zmq.NewSocket(zmq.DEALER)
 		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
 		socks = append(socks, d)
 		require.NoError(t, d.SetLinger(0))
-		require.NoError(t, d.SetIdentity(fmt.Sprintf("fault-burst-%d-%d", i, rand.Int64())))
+		require.NoError(t, d.SetIdentity(fmt.Sprintf("%s-%d-%d", prefix, i, rand.Int64())))
 		require.NoError(t, d.SetRcvtimeo(20*time.Second))
 		require.NoError(t, d.Connect(rp.ventilator))
 	}
-	// Connected first, so that the requests arrive together.
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // connected, so that the requests go out together
+	return socks
+}
+
+// askAll sends one request on each socket, calls between (when not nil), and reads every reply;
+// it returns the tasks handed out.
+func askAll(t *testing.T, rp *replicaProc, socks []*zmq.Socket, between func()) []int64 {
+	t.Helper()
 	for _, d := range socks {
 		_, err := d.Send(faultService, 0)
 		require.NoError(t, err)
 	}
+	if between != nil {
+		between()
+	}
 	var handed []int64
 	for _, d := range socks {
 		msg, err := d.RecvMessageBytes(0)
-		require.NoError(t, err, "every request of the burst is answered")
+		require.NoError(t, err, "every request to %s is answered", rp.name)
 		require.NotEmpty(t, msg)
 		if id, err := strconv.ParseInt(string(msg[0]), 10, 64); err == nil && id != 0 {
 			handed = append(handed, id)
@@ -157,6 +178,7 @@ func TestFaultReservationKillNine(t *testing.T) {
 	rig.startWorkersOn("w", 2, 8, other)
 	p := rig.waitFor("every task terminal after kill -9 of a replica with a stock", 2*time.Minute, allTerminal, nil)
 	took := time.Since(start)
+	rig.dumpOpen()
 	p, a := rig.checkFinished()
 	require.Equal(t, tasks, p.noProblem, "nothing lost: every task converted")
 	rig.checkNoAttemptCounted(ids, deadlines, []string{victim.name})
@@ -266,33 +288,13 @@ func TestFaultFreezeReservations(t *testing.T) {
 
 	// Requests sent while it is frozen reach it first thing when it resumes, with its stale
 	// stock still in memory.
-	probe := make([]*zmq.Socket, probes)
-	for i := range probe {
-		d, err := zmq.NewSocket(zmq.DEALER)
-		require.NoError(t, err)
-		defer d.Close()
-		probe[i] = d
-		require.NoError(t, d.SetLinger(0))
-		require.NoError(t, d.SetIdentity(fmt.Sprintf("fault-probe-%d-%d", i, rand.Int64())))
-		require.NoError(t, d.SetRcvtimeo(20*time.Second))
-		require.NoError(t, d.Connect(frozen.ventilator))
-	}
-	time.Sleep(300 * time.Millisecond)
-	for _, d := range probe {
-		_, err := d.Send(faultService, 0)
-		require.NoError(t, err)
-	}
-	time.Sleep(300 * time.Millisecond)
+	probe := burstSockets(t, frozen, "fault-probe", probes)
 	frozenFor := time.Since(stoppedAt)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
-	var got []int64
-	for _, d := range probe {
-		msg, err := d.RecvMessageBytes(0)
-		require.NoError(t, err, "the resumed replica answers the requests sent while it was frozen")
-		if id, err := strconv.ParseInt(string(msg[0]), 10, 64); err == nil && id != 0 {
-			got = append(got, id)
-		}
-	}
+	got := askAll(t, frozen, probe, func() {
+		time.Sleep(300 * time.Millisecond)
+		frozenFor = time.Since(stoppedAt)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
+	})
 	require.Empty(t, got, "the resumed replica handed out tasks of its stale stock")
 	frozen.waitHealthy(t, 30*time.Second)
 	// Its stock leaves it: at its next plan (older than a third of the TTL) or its next check.
@@ -322,4 +324,14 @@ func TestFaultFreezeReservations(t *testing.T) {
 		"%d tasks retried; on SIGCONT %d requests sent while frozen got no work",
 		p.total, frozen.name, frozenFor.Round(time.Millisecond), ttl, len(ids), inFlight, p.noProblem, a.attempts,
 		a.expired, a.retried, probes)
+}
+
+func (r *faultRig) dumpOpen() {
+	rows, err := r.pool.Query(r.ctx, `SELECT a.task_id, a.run, a.attempt, a.worker, a.replica, a.leased_at, a.outcome, t.status, t.run, d.state, d.replica, d.attempt_workers::text, d.finished_attempt
+	FROM attempts a JOIN tasks t ON t.id=a.task_id LEFT JOIN dispatch d ON d.task_id=a.task_id WHERE a.task_id IN (SELECT task_id FROM attempts WHERE outcome IS NULL) ORDER BY a.task_id, a.attempt LIMIT 40`)
+	require.NoError(r.t, err)
+	for rows.Next() {
+		v, _ := rows.Values()
+		r.t.Logf("DUMP %v", v)
+	}
 }

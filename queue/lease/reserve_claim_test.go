@@ -54,3 +54,30 @@ func (f *fixture) mustCount(query string, args ...any) int64 {
 	require.NoError(f.t, f.pool.QueryRow(f.ctx, query, args...).Scan(&n))
 	return n
 }
+
+// TestKeyHoldsNoAttemptOfAReservedTask: under CURVE the sink lets a result through to a claim
+// only when its key holds an attempt of the task (KeyHoldsAttempt) or the replica's hot mirror
+// has the task handed to that key. A reserved task not yet attributed has no attempt on record,
+// so a result for it reaching any replica but the one that handed it out is dropped as
+// not_holder: no key gets a result recorded for a task it was not handed, and a hand-out whose
+// replica died before attributing it is worked again after the reservation deadline.
+func TestKeyHoldsNoAttemptOfAReservedTask(t *testing.T) {
+	f := newFixture(t)
+	id := f.task()
+	rs, err := f.store.Reserve(f.ctx, ReserveRequest{ServiceID: f.svc, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	require.Equal(t, id, rs[0].TaskID)
+	held, err := f.store.KeyHoldsAttempt(f.ctx, id, "fleet")
+	require.NoError(t, err)
+	require.False(t, held, "a reserved task, not attributed: no key holds an attempt of it")
+
+	_, err = f.store.Attribute(f.ctx, []HandOut{rs[0].HandOut(KeyedWorker("fleet", "w1"))})
+	require.NoError(t, err)
+	held, err = f.store.KeyHoldsAttempt(f.ctx, id, "fleet")
+	require.NoError(t, err)
+	require.True(t, held, "attributed to a worker of the key")
+	held, err = f.store.KeyHoldsAttempt(f.ctx, id, "other")
+	require.NoError(t, err)
+	require.False(t, held, "another key")
+}
