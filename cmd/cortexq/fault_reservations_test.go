@@ -129,6 +129,9 @@ func (r *faultRig) checkNoAttemptCounted(ids []int64, deadlines []time.Time, not
 		             count(*) FILTER (WHERE a.replica = ANY($2) AND ($3 = '' OR a.worker NOT LIKE $3)) AS by_not
 		      FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id AND a.run = t.run
 		      WHERE t.id = ANY($1) GROUP BY t.id) x`, ids, not, handedTo).Scan(&good))
+	if int(good) != len(ids) {
+		r.logAttempts(ids)
+	}
 	require.Equal(r.t, float64(len(ids)), good,
 		"each task reserved by the lost replica has exactly one attempt, accepted, by another replica")
 	require.NoError(r.t, r.pool.QueryRow(r.ctx, `
@@ -138,6 +141,28 @@ func (r *faultRig) checkNoAttemptCounted(ids []int64, deadlines []time.Time, not
 		WHERE a.leased_at < u.deadline`, ids, deadlines, handedTo).Scan(&early, &exempt))
 	require.Zero(r.t, early, "a task leased again before its reservation's deadline")
 	return int(exempt)
+}
+
+// logAttempts logs the attempts of those of the tasks ids that have other than one, a failed
+// test's evidence.
+func (r *faultRig) logAttempts(ids []int64) {
+	rows, err := r.pool.Query(r.ctx, `
+		SELECT a.task_id, a.run, a.attempt, a.worker, a.replica, a.leased_at, coalesce(a.outcome, '-')
+		FROM attempts a JOIN tasks t ON t.id = a.task_id AND t.run = a.run
+		WHERE a.task_id = ANY($1)
+		  AND a.task_id IN (SELECT task_id FROM attempts GROUP BY task_id HAVING count(*) <> 1)
+		ORDER BY 1, 2, 3 LIMIT 40`, ids)
+	if err != nil {
+		r.t.Logf("attempts: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v, err := rows.Values()
+		if err == nil {
+			r.t.Logf("attempt %v", v)
+		}
+	}
 }
 
 // duplicateMessages counts the messages of the corpus's tasks recorded more than once in a run.
@@ -255,7 +280,7 @@ func TestFaultSIGTERMReturnsReservations(t *testing.T) {
 func TestFaultFreezeReservations(t *testing.T) {
 	skipShortFault(t)
 	const (
-		tasks  = 1200
+		tasks  = 3000
 		burst  = 200
 		probes = 20
 		// A stock is handed out until a third of the TTL old: 2 s, so that a reserve slowed by
@@ -270,8 +295,11 @@ func TestFaultFreezeReservations(t *testing.T) {
 	rig.startWorkersOn("a", 1, 8, frozen, other)
 	rig.waitFor("work under way on both replicas", time.Minute, func(p faultProgress) bool { return p.terminal >= 100 }, nil)
 
-	// The workers' requests compete with the burst: a burst may end with little stock left,
-	// so it is sent again (at most three times) until the replica holds one.
+	// Connected before the freeze, the probes' requests sent during it reach the replica as
+	// soon as it resumes.
+	probe := burstSockets(t, frozen, "fault-probe", probes)
+	// The workers' requests compete with the burst: a burst may end with little stock left, so
+	// it is sent again (at most three times) until the replica holds one.
 	var handed []int64
 	for range 3 {
 		handed = append(handed, stockUp(t, frozen, burst)...)
@@ -320,7 +348,6 @@ func TestFaultFreezeReservations(t *testing.T) {
 
 	// Requests sent while it is frozen reach it first thing when it resumes, with its stale
 	// stock still in memory.
-	probe := burstSockets(t, frozen, "fault-probe", probes)
 	frozenFor := time.Since(stoppedAt)
 	got := askAll(t, frozen, probe, func() {
 		time.Sleep(300 * time.Millisecond)
