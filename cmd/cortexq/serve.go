@@ -53,7 +53,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "tcp-keepalive-idle", Usage: "TCP keepalive idle seconds on worker sockets (interval 30 s, 4 probes); <= 0 disables", Value: dispatch.TCPKeepaliveIdleDefault, EnvVars: envVars("TCP_KEEPALIVE_IDLE")},
 			&cli.BoolFlag{Name: "sync-archives", Usage: "make result archives durable before their claim commits (one syncfs per claim batch)", Value: true, EnvVars: envVars("SYNC_ARCHIVES")},
 			&cli.IntFlag{Name: "reserve-batch", Usage: "advanced: most tasks one reservation takes; the stock of reserved tasks a replica keeps per service follows its last 100 ms of requests, from 16 up to this", Value: dispatch.ReserveBatchDefault, EnvVars: envVars("RESERVE_BATCH")},
-			&cli.IntFlag{Name: "leasers", Usage: "lease transactions running at once; requests waiting meanwhile are leased together in the next", Value: dispatch.LeasersDefault, EnvVars: envVars("LEASERS")},
+			&cli.IntFlag{Name: "leasers", Usage: "reservation transactions (reserve, give back, check the stock) running at once", Value: dispatch.LeasersDefault, EnvVars: envVars("LEASERS")},
 			&cli.IntFlag{Name: "claimers", Usage: "claim transactions running at once", Value: dispatch.ClaimersDefault, EnvVars: envVars("CLAIMERS")},
 			&cli.IntFlag{Name: "claim-batch", Usage: "most results one claim transaction records", Value: dispatch.ClaimBatchDefault, EnvVars: envVars("CLAIM_BATCH")},
 			&cli.DurationFlag{Name: "claim-flush", Usage: "how long a claim batch waits for more results after its first (latency against transactions per result)", Value: dispatch.ClaimFlushDefault, EnvVars: envVars("CLAIM_FLUSH")},
