@@ -131,14 +131,26 @@ func (r *faultRig) addReplica(name string, extra ...string) *replicaProc {
 // connected to the ventilator and sink of every replica of the rig.
 func (r *faultRig) startWorkers(procs, concurrency int) {
 	r.t.Helper()
+	r.startWorkersOn("w", procs, concurrency, r.replicas...)
+}
+
+// startWorkersOn starts procs `cortexq worker echo` processes of concurrency loops each, every
+// loop connected to the given replicas only; set names their logs and identities (worker-<set><i>,
+// fault-<set><i>), so that sets started one after another stay apart.
+func (r *faultRig) startWorkersOn(set string, procs, concurrency int, replicas ...*replicaProc) {
+	r.t.Helper()
 	var vents, sinks []string
-	for _, rp := range r.replicas {
+	for _, rp := range replicas {
 		vents = append(vents, rp.ventilator)
 		sinks = append(sinks, rp.sink)
 	}
 	for i := range procs {
-		w := r.child(fmt.Sprintf("worker-%d", i), "--log-level", "warn", "worker", "echo",
-			"--service", faultService, "--identity", fmt.Sprintf("fault-w%d", i),
+		name := fmt.Sprintf("worker-%d", i)
+		if set != "w" {
+			name = fmt.Sprintf("worker-%s%d", set, i)
+		}
+		w := r.child(name, "--log-level", "warn", "worker", "echo",
+			"--service", faultService, "--identity", fmt.Sprintf("fault-%s%d", set, i),
 			"--concurrency", strconv.Itoa(concurrency),
 			"--ventilator", strings.Join(vents, ","), "--sink", strings.Join(sinks, ","),
 			"--throttle", "100ms", "--io-timeout", "3s")

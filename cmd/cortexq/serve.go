@@ -52,7 +52,8 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes; keep 100000 with upstream CorTeX workers, which end a payload at its first frame shorter than 100000 bytes (another size cuts their archives; warned at start)", Value: dispatch.ConfigDefault().MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
 			&cli.IntFlag{Name: "tcp-keepalive-idle", Usage: "TCP keepalive idle seconds on worker sockets (interval 30 s, 4 probes); <= 0 disables", Value: dispatch.TCPKeepaliveIdleDefault, EnvVars: envVars("TCP_KEEPALIVE_IDLE")},
 			&cli.BoolFlag{Name: "sync-archives", Usage: "make result archives durable before their claim commits (one syncfs per claim batch)", Value: true, EnvVars: envVars("SYNC_ARCHIVES")},
-			&cli.IntFlag{Name: "leasers", Usage: "lease transactions running at once; requests waiting meanwhile are leased together in the next", Value: dispatch.LeasersDefault, EnvVars: envVars("LEASERS")},
+			&cli.IntFlag{Name: "reserve-batch", Usage: "advanced: most tasks one reservation takes; the stock of reserved tasks a replica keeps per service follows its last 100 ms of requests, from 16 up to this", Value: dispatch.ReserveBatchDefault, EnvVars: envVars("RESERVE_BATCH")},
+			&cli.IntFlag{Name: "leasers", Usage: "reservation transactions (reserve, give back, check the stock) running at once", Value: dispatch.LeasersDefault, EnvVars: envVars("LEASERS")},
 			&cli.IntFlag{Name: "claimers", Usage: "claim transactions running at once", Value: dispatch.ClaimersDefault, EnvVars: envVars("CLAIMERS")},
 			&cli.IntFlag{Name: "claim-batch", Usage: "most results one claim transaction records", Value: dispatch.ClaimBatchDefault, EnvVars: envVars("CLAIM_BATCH")},
 			&cli.DurationFlag{Name: "claim-flush", Usage: "how long a claim batch waits for more results after its first (latency against transactions per result)", Value: dispatch.ClaimFlushDefault, EnvVars: envVars("CLAIM_FLUSH")},
@@ -79,7 +80,7 @@ func checkServeFlags(c *cli.Context) error {
 		min  int
 	}{
 		{"max-in-flight", 1}, {"max-in-flight-per-worker", 1}, {"max-in-flight-per-key", 0},
-		{"message-size", 1}, {"leasers", 1}, {"claimers", 1}, {"claim-batch", 1},
+		{"message-size", 1}, {"reserve-batch", 1}, {"leasers", 1}, {"claimers", 1}, {"claim-batch", 1},
 		// Leases, claims, the hot mirror's resync, River's leader election and the reaper's pass.
 		{"db-pool-size", 4},
 	} {
@@ -181,7 +182,7 @@ func serve(c *cli.Context) error {
 		MaxResultBytes: c.Int64("max-result-bytes"), MaxMessages: c.Int("max-messages"),
 		TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
 		SyncArchives:     c.Bool("sync-archives"), OutageBudget: budget,
-		Leasers: c.Int("leasers"), Claimers: c.Int("claimers"),
+		ReserveBatch: c.Int("reserve-batch"), Leasers: c.Int("leasers"), Claimers: c.Int("claimers"),
 		ClaimBatch: c.Int("claim-batch"), ClaimFlush: c.Duration("claim-flush"),
 		Logger: logger, Registerer: reg,
 	})
