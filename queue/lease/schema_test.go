@@ -76,7 +76,7 @@ func tunedPool(t testing.TB) *pgxpool.Pool {
 func TestTunePool(t *testing.T) {
 	t.Parallel()
 	pool := tunedPool(t)
-	for setting, want := range map[string]string{"enable_seqscan": "off", "jit": "off"} {
+	for setting, want := range map[string]string{"enable_seqscan": "off", "jit": "off", "idle_in_transaction_session_timeout": "1min"} {
 		var got string
 		require.NoError(t, pool.QueryRow(context.Background(), "SELECT current_setting($1)", setting).Scan(&got))
 		require.Equal(t, want, got, setting)

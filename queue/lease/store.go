@@ -176,10 +176,17 @@ func translate(what string, err error) error {
 //     see the limit), and past jit_above_cost every call compiled its expressions first: with a
 //     million TODO tasks a 4-task lease took 640 ms instead of 1.6 ms. No statement of the lease
 //     and claim paths runs long enough for JIT to pay.
+//   - idle_in_transaction_session_timeout 60s. A replica frozen (SIGSTOP, a VM paused) in the
+//     middle of a claim keeps its rows locked: the kernel answers TCP keepalives for it, so
+//     PostgreSQL never sees it gone, and other replicas' claims and the reaper wait or skip
+//     those rows until it wakes. After a minute PostgreSQL ends such a session and the rows are
+//     free; the claim, if the replica wakes, fails and is retried. A claim's own pause between
+//     its two round trips (publishing archives, one syncfs) is far shorter.
 func TunePool(cfg *pgxpool.Config) {
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
 	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60s"
 }
