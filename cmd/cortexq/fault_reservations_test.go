@@ -311,6 +311,9 @@ func TestFaultFreezeReservations(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
 	stoppedAt := time.Now()
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT) })
+	// A statement the replica sent just before it froze (an attribution of its last hand-outs)
+	// still runs and commits in PostgreSQL: the snapshot of its stock waits for that.
+	time.Sleep(time.Second)
 	ids, deadlines := unhanded(rig.reservedBy(frozen.name), handed)
 	require.GreaterOrEqual(t, len(ids), 50, "%s frozen holding a stock (%d handed)", frozen.name, len(handed))
 	inFlight := rig.mustScalar(`SELECT count(*) FROM dispatch WHERE state = 'in_flight' AND replica = $1`, frozen.name)
