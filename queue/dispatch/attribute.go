@@ -115,8 +115,19 @@ func (a *attributor) write(ctx context.Context, batch []lease.HandOut) bool {
 	a.s.metrics.attrSeconds.Observe(time.Since(start).Seconds())
 	a.s.metrics.attributeBatch.Observe(float64(len(batch)))
 	a.s.metrics.attributionsSkipped.Add(float64(len(batch) - len(leases)))
+	recorded := make(map[int64]bool, len(leases))
+	for _, l := range leases {
+		recorded[l.TaskID] = true
+	}
 	for _, h := range batch {
-		a.s.hot.Attributed(h.TaskID)
+		if recorded[h.TaskID] {
+			a.s.hot.Attributed(h.TaskID)
+			continue
+		}
+		// Skipped: a claim (of any replica) recorded the attempt first, or the reservation was
+		// taken back. Either way it is not this replica's lease in flight: it no longer counts
+		// against its worker's cap here, which a resync would find only later.
+		a.s.hot.Delete(h.TaskID)
 	}
 	return true
 }

@@ -48,7 +48,7 @@ const capHold = 2 * time.Second
 // capResyncAfter is how long a request at its worker's cap waits for the worker's reply before
 // it asks for a resync of the hot mirror: a worker whose requests outrun its replies through a
 // busy sink is common, and each resync reads every row this replica has in flight.
-const capResyncAfter = 250 * time.Millisecond
+const capResyncAfter = 50 * time.Millisecond
 
 // requestLimits keeps a request's identity and service frames; any later ones are dropped.
 var requestLimits = frameLimits{headers: 2}

@@ -34,7 +34,9 @@ type Task struct {
 type Map struct {
 	tasks *xsync.Map[int64, Task]
 	n     atomic.Int64
-	gen   atomic.Uint64
+	// replied counts the answered tasks (Replied).
+	replied atomic.Int64
+	gen     atomic.Uint64
 
 	// heldMu guards the tasks counted per worker and per key; a name with none is not kept.
 	heldMu  sync.Mutex
@@ -64,9 +66,15 @@ func (m *Map) HeldByKey(key string) int {
 	return m.keys[key]
 }
 
-// count adds d to the tasks of t's worker and key, unless t was answered.
+// Replied reports how many mirrored tasks were answered and wait for their claim: the sink's
+// backlog.
+func (m *Map) Replied() int { return int(m.replied.Load()) }
+
+// count adds d to the tasks of t's worker and key, unless t was answered; an answered task
+// counts in replied instead.
 func (m *Map) count(t Task, d int) {
 	if t.answered {
+		m.replied.Add(int64(d))
 		return
 	}
 	m.heldMu.Lock()
@@ -113,6 +121,7 @@ func (m *Map) Answered(id int64, worker string) {
 	})
 	if marked {
 		m.count(was, -1)
+		m.replied.Add(1)
 	}
 }
 

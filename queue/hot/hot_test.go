@@ -134,3 +134,28 @@ func BenchmarkMapPutDelete(b *testing.B) {
 		}
 	})
 }
+
+// TestRepliedCountsAnsweredTasksUntilTheirClaim: Replied is the sink's backlog, the answered
+// tasks still mirrored; a re-put, a delete and a reset keep it exact.
+func TestRepliedCountsAnsweredTasksUntilTheirClaim(t *testing.T) {
+	m := New()
+	m.Put(leasedTo(1, "a", ""))
+	m.Put(leasedTo(2, "a", ""))
+	m.Put(leasedTo(3, "b", ""))
+	require.Zero(t, m.Replied())
+	m.Answered(1, "a")
+	m.Answered(1, "a") // a repeat counts once
+	m.Answered(3, "c") // another worker's reply does not count
+	require.Equal(t, 1, m.Replied())
+	require.Equal(t, 1, m.Held("a"))
+	m.Answered(2, "a")
+	require.Equal(t, 2, m.Replied())
+	m.Delete(1) // claimed
+	require.Equal(t, 1, m.Replied())
+	m.Put(leasedTo(2, "a", "")) // leased anew (a retry): unanswered again
+	require.Zero(t, m.Replied())
+	m.Answered(2, "a")
+	m.Reset([]Task{leasedTo(3, "b", "")}, m.Generation()) // 2 was claimed through another replica
+	require.Zero(t, m.Replied())
+	require.Equal(t, 1, m.Len())
+}
