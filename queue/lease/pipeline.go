@@ -207,8 +207,17 @@ func (r reader) QueryRow(context.Context, string, ...any) pgx.Row {
 // statements fewer per lease. run is called twice, as reads are in pipelinedTx, so it must only
 // assign what it reads.
 func (s *Store) genericPlan(ctx context.Context, run func(q *dbsqlc.Queries) error) error {
+	return s.genericPlanWith(ctx, forceGeneric, run)
+}
+
+// asyncCommit is forceGeneric that also commits without waiting for the WAL flush
+// (synchronous_commit off, for the transaction only).
+const asyncCommit = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('synchronous_commit', 'off', true)"
+
+// genericPlanWith is genericPlan with setup, a statement that sets the transaction's settings.
+func (s *Store) genericPlanWith(ctx context.Context, setup string, run func(q *dbsqlc.Queries) error) error {
 	batch := &pgx.Batch{}
-	batch.Queue(forceGeneric)
+	batch.Queue(setup)
 	if err := run(dbsqlc.New(recorder{batch})); err != nil {
 		return err
 	}
