@@ -191,9 +191,18 @@ func TestFaultReservationKillNine(t *testing.T) {
 	other := rig.addReplica("rk2", "--reservation-ttl", ttl.String(), "--sync-archives=false")
 	rig.startReplicas()
 
-	handed := stockUp(t, victim, burst)
-	held := rig.mustScalar(`SELECT count(*) FROM dispatch WHERE state = 'reserved' AND replica = $1 AND NOT task_id = ANY($2)`,
-		victim.name, handed)
+	// How much of a burst the replica sees in its first pass decides the stock it reserves: on a
+	// loaded machine a burst may leave less than 200, so it is sent again (at most three times).
+	var handed []int64
+	var held float64
+	for range 3 {
+		handed = append(handed, stockUp(t, victim, burst)...)
+		held = rig.mustScalar(`SELECT count(*) FROM dispatch WHERE state = 'reserved' AND replica = $1 AND NOT task_id = ANY($2)`,
+			victim.name, handed)
+		if held >= 200 {
+			break
+		}
+	}
 	require.GreaterOrEqual(t, held, 200.0, "%s holds at least 200 reservations not handed out (%d handed)", victim.name, len(handed))
 	victim.kill9()
 	killedAt := rig.dbNow()

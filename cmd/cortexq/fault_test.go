@@ -424,6 +424,16 @@ func TestFaultResultsUnwritable(t *testing.T) {
 		p, a := rig.checkFinished()
 		require.Equal(t, tasks, p.noProblem, "every retried task converted")
 		first := rig.mustScalar(`SELECT count(*) FROM attempts WHERE attempt = 0 AND outcome = 'expired'`)
+		if first != float64(tasks) {
+			rows, err := rig.pool.Query(rig.ctx, `SELECT task_id, run, worker, replica, coalesce(outcome, '-'), leased_at, answered_at FROM attempts WHERE attempt = 0 AND outcome IS DISTINCT FROM 'expired'`)
+			if err == nil {
+				for rows.Next() {
+					v, _ := rows.Values()
+					t.Logf("first attempt not expired: %v", v)
+				}
+				rows.Close()
+			}
+		}
 		require.Equal(t, float64(tasks), first, "every first attempt expired unclaimed, and was retried")
 		t.Logf("fault numbers: %s: %d tasks, 1 replica, 4 workers; %.0f result write errors counted, %d log lines; "+
 			"replica up and healthy; after the fix all terminal in %s: %d NoProblem, %d attempts, %d expired",
