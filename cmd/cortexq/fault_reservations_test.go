@@ -319,7 +319,6 @@ func TestFaultFreezeReservations(t *testing.T) {
 	cmd, _ := frozen.current()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
 	stoppedAt := time.Now()
-	frozenAtDB := rig.dbNow()
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT) })
 	// A statement the replica sent just before it froze (an attribution of its last hand-outs)
 	// still runs and commits in PostgreSQL: the snapshot of its stock waits for that.
@@ -362,9 +361,11 @@ func TestFaultFreezeReservations(t *testing.T) {
 	// Requests sent while it is frozen reach it first thing when it resumes, with its stale
 	// stock still in memory.
 	frozenFor := time.Since(stoppedAt)
+	var resumedAtDB time.Time
 	got := askAll(t, frozen, probe, func() {
 		time.Sleep(300 * time.Millisecond)
 		frozenFor = time.Since(stoppedAt)
+		resumedAtDB = rig.dbNow()
 		require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
 	})
 	var stale []int64
@@ -399,7 +400,10 @@ func TestFaultFreezeReservations(t *testing.T) {
 	// A hand-out made just before the freeze whose attribution was already sent, but waited for
 	// rows a claim of the frozen replica held (its session ended after 60 s idle in its
 	// transaction), commits late: it was handed out, not a reservation the replica sat on.
-	ids, deadlines = handedBefore(rig, ids, deadlines, frozen.name, frozenAtDB)
+	// Such an attempt starts (its leased_at) when PostgreSQL runs the statement, which may be a
+	// little after the freeze: anything of the frozen replica leased before it resumed was sent
+	// before the freeze.
+	ids, deadlines = handedBefore(rig, ids, deadlines, frozen.name, resumedAtDB)
 	atClaim := rig.checkNoAttemptCounted(ids, deadlines, []string{frozen.name}, "fault-a%")
 	require.Zero(t, rig.mustScalar(`SELECT count(*) FROM dispatch WHERE state = 'reserved'`), "no reservation left")
 	require.Zero(t, rig.duplicateMessages(), "no message recorded twice")
