@@ -38,6 +38,24 @@ func stockUp(t *testing.T, rp *replicaProc, n int) []int64 {
 	})...)
 }
 
+// stockAtLeast sends bursts of n requests to rp (at most three) until it holds at least want
+// reservations that no burst was handed: how much of a burst the replica sees in its first
+// pass decides the stock it reserves, and on a loaded machine one burst may leave less. It
+// returns every task handed out and the unhanded reservations counted after the last burst.
+func (r *faultRig) stockAtLeast(rp *replicaProc, n, want int) ([]int64, int) {
+	r.t.Helper()
+	var handed []int64
+	var held int
+	for range 3 {
+		handed = append(handed, stockUp(r.t, rp, n)...)
+		ids, _ := unhanded(r.reservedBy(rp.name), handed)
+		if held = len(ids); held >= want {
+			break
+		}
+	}
+	return handed, held
+}
+
 // burstSockets connects n DEALERs of distinct identities to rp's ventilator; they are closed
 // when the test ends.
 func burstSockets(t *testing.T, rp *replicaProc, prefix string, n int) []*zmq.Socket {
@@ -191,19 +209,8 @@ func TestFaultReservationKillNine(t *testing.T) {
 	other := rig.addReplica("rk2", "--reservation-ttl", ttl.String(), "--sync-archives=false")
 	rig.startReplicas()
 
-	// How much of a burst the replica sees in its first pass decides the stock it reserves: on a
-	// loaded machine a burst may leave less than 200, so it is sent again (at most three times).
-	var handed []int64
-	var held float64
-	for range 3 {
-		handed = append(handed, stockUp(t, victim, burst)...)
-		held = rig.mustScalar(`SELECT count(*) FROM dispatch WHERE state = 'reserved' AND replica = $1 AND NOT task_id = ANY($2)`,
-			victim.name, handed)
-		if held >= 200 {
-			break
-		}
-	}
-	require.GreaterOrEqual(t, held, 200.0, "%s holds at least 200 reservations not handed out (%d handed)", victim.name, len(handed))
+	handed, held := rig.stockAtLeast(victim, burst, 200)
+	require.GreaterOrEqual(t, held, 200, "%s holds at least 200 reservations not handed out (%d handed)", victim.name, len(handed))
 	victim.kill9()
 	killedAt := rig.dbNow()
 	ids, deadlines := unhanded(rig.reservedBy(victim.name), handed)
@@ -221,7 +228,7 @@ func TestFaultReservationKillNine(t *testing.T) {
 	require.GreaterOrEqual(t, released, float64(len(ids)), "the reaper released the dead replica's reservations")
 	require.Zero(t, rig.mustScalar(`SELECT count(*) FROM dispatch WHERE state = 'reserved'`), "no reservation left")
 	require.Zero(t, rig.duplicateMessages(), "no message recorded twice")
-	t.Logf("fault numbers: kill -9 with a stock: %d tasks; %s held %.0f reservations not handed out (%d handed to a burst "+
+	t.Logf("fault numbers: kill -9 with a stock: %d tasks; %s held %d reservations not handed out (%d handed to a burst "+
 		"of %d), %d left at the kill; reservation TTL %s; all terminal %s after the kill: %d NoProblem, %d attempts, "+
 		"%d expired (the burst's); reaper released %.0f reservations",
 		p.total, victim.name, held, len(handed), burst, len(ids), ttl, took.Round(time.Millisecond), p.noProblem,
@@ -244,7 +251,7 @@ func TestFaultSIGTERMReturnsReservations(t *testing.T) {
 	victim := rig.addReplica("rt1", "--reserve-batch", "1024", "--drain-timeout", drain.String())
 	rig.startReplicas()
 
-	handed := stockUp(t, victim, burst)
+	handed, _ := rig.stockAtLeast(victim, burst, 50)
 	ids, deadlines := unhanded(rig.reservedBy(victim.name), handed)
 	require.GreaterOrEqual(t, len(ids), 50, "%s holds a stock (%d handed)", victim.name, len(handed))
 	cmd, _ := victim.current()
@@ -307,15 +314,8 @@ func TestFaultFreezeReservations(t *testing.T) {
 	// Connected before the freeze, the probes' requests sent during it reach the replica as
 	// soon as it resumes.
 	probe := burstSockets(t, frozen, "fault-probe", probes)
-	// The workers' requests compete with the burst: a burst may end with little stock left, so
-	// it is sent again (at most three times) until the replica holds one.
-	var handed []int64
-	for range 3 {
-		handed = append(handed, stockUp(t, frozen, burst)...)
-		if ids, _ := unhanded(rig.reservedBy(frozen.name), handed); len(ids) >= burst/2 {
-			break
-		}
-	}
+	// The workers' requests compete with the burst, which may leave little stock.
+	handed, _ := rig.stockAtLeast(frozen, burst, burst/2)
 	cmd, _ := frozen.current()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
 	stoppedAt := time.Now()
