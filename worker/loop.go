@@ -47,8 +47,63 @@ type loop struct {
 	log      *slog.Logger
 	badReply *wire.RateLimiter
 
-	dealer *zmq.Socket // nil when it must be rebuilt
-	push   *zmq.Socket // nil when it must be rebuilt
+	// pairs are the dispatcher endpoints the loop talks to, p the one of the current task.
+	pairs []*endpoints
+	p     *endpoints
+	next  int // the pair the next request goes to first
+}
+
+func newLoop(cfg Config, h Handler, identity string, zctx *zmq.Context, b *budget) *loop {
+	l := &loop{
+		cfg:      cfg,
+		h:        h,
+		identity: identity,
+		zctx:     zctx,
+		budget:   b,
+		chunker:  wire.NewChunker(cfg.MessageSize),
+		log:      cfg.Logger.With("component", "worker", "worker", identity),
+		badReply: wire.NewRateLimiter(wire.DefaultLogInterval),
+		pairs:    pairEndpoints(cfg.Ventilator, cfg.Sink),
+	}
+	l.p = l.pairs[0]
+	return l
+}
+
+// endpoints are a ventilator and a sink endpoint (each possibly a comma-separated list) with
+// their sockets.
+type endpoints struct {
+	vent, sink string
+	dealer     *zmq.Socket // nil when it must be rebuilt
+	push       *zmq.Socket // nil when it must be rebuilt
+}
+
+// pairEndpoints splits the configured endpoints into the pairs a loop uses. When the
+// ventilator and sink lists name as many endpoints as each other, more than one, the i-th
+// ventilator and the i-th sink are taken as one replica's: a task's result goes to the sink of
+// the replica that handed it out, which finds the task in its memory, rather than to whichever
+// sink libzmq's round robin picks (DESIGN §4: any replica accepts a result, at the cost of a
+// database lookup and of the handing replica learning of it only later). Otherwise one pair
+// holds both lists, and libzmq round-robins each socket's messages over its endpoints.
+func pairEndpoints(vent, sink string) []*endpoints {
+	vs, ss := splitEndpoints(vent), splitEndpoints(sink)
+	if len(vs) > 1 && len(vs) == len(ss) {
+		pairs := make([]*endpoints, len(vs))
+		for i := range vs {
+			pairs[i] = &endpoints{vent: vs[i], sink: ss[i]}
+		}
+		return pairs
+	}
+	return []*endpoints{{vent: vent, sink: sink}}
+}
+
+func splitEndpoints(list string) []string {
+	var out []string
+	for _, ep := range strings.Split(list, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			out = append(out, ep)
+		}
+	}
+	return out
 }
 
 // run works tasks until ctx is done or the budget is spent, then closes the sockets.
@@ -80,7 +135,7 @@ func (l *loop) once(ctx context.Context) bool {
 		sleep(ctx, l.cfg.Backoff)
 		return false
 	}
-	if err := l.send(ctx, l.dealer, []byte(l.cfg.Service), 0); err != nil {
+	if err := l.request(ctx); err != nil {
 		l.transportError(ctx, "request", err)
 		return false
 	}
@@ -292,8 +347,8 @@ func (l *loop) convertInMemory(ctx context.Context, log *slog.Logger, mh MemoryH
 
 // pushResult sends [identity, service, taskid, chunk…] to the sink.
 func (l *loop) pushResult(ctx context.Context, idFrame []byte, r io.Reader) error {
-	if l.push == nil {
-		if err := l.buildPush(); err != nil {
+	if l.p.push == nil {
+		if err := l.buildPush(l.p); err != nil {
 			return err
 		}
 	}
@@ -304,13 +359,13 @@ func (l *loop) pushResult(ctx context.Context, idFrame []byte, r io.Reader) erro
 			if more {
 				flags = zmq.SNDMORE
 			}
-			return l.send(ctx, l.push, frame, flags)
+			return l.send(ctx, l.p.push, frame, flags)
 		})
 	}
 	if err != nil {
 		// The socket may hold half a message: drop it with its queue (libzmq discards an
 		// unfinished message) and start afresh.
-		l.closeSocket(&l.push, 0)
+		l.closeSocket(&l.p.push, 0)
 		return err
 	}
 	l.cfg.Stats.Pushed.Add(1)
@@ -319,7 +374,7 @@ func (l *loop) pushResult(ctx context.Context, idFrame []byte, r io.Reader) erro
 
 func (l *loop) sendHeader(ctx context.Context, idFrame []byte) error {
 	for _, f := range [][]byte{[]byte(l.identity), []byte(l.cfg.Service), idFrame} {
-		if err := l.send(ctx, l.push, f, zmq.SNDMORE); err != nil {
+		if err := l.send(ctx, l.p.push, f, zmq.SNDMORE); err != nil {
 			return err
 		}
 	}
@@ -340,7 +395,7 @@ func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 // transportError logs a failed exchange with the ventilator, rebuilds the DEALER (dropping any
 // late reply) and backs off.
 func (l *loop) transportError(ctx context.Context, what string, err error) {
-	l.closeSocket(&l.dealer, 0)
+	l.closeSocket(&l.p.dealer, 0)
 	if ctx.Err() != nil {
 		return
 	}
@@ -384,9 +439,9 @@ func (l *loop) send(ctx context.Context, s *zmq.Socket, frame []byte, flags zmq.
 func (l *loop) recv(ctx context.Context) (frame []byte, more bool, err error) {
 	deadline := time.Now().Add(l.cfg.IOTimeout)
 	for {
-		frame, err = l.dealer.RecvBytes(0)
+		frame, err = l.p.dealer.RecvBytes(0)
 		if err == nil {
-			more, err = l.dealer.GetRcvmore()
+			more, err = l.p.dealer.GetRcvmore()
 			return frame, more, err
 		}
 		if zmq.AsErrno(err) != zmq.Errno(syscall.EAGAIN) {
@@ -401,35 +456,73 @@ func (l *loop) recv(ctx context.Context) (frame []byte, more bool, err error) {
 	}
 }
 
-func (l *loop) ensureSockets() error {
-	if l.dealer == nil {
-		if err := l.buildDealer(); err != nil {
-			return err
+// request sends a request for a task. With several pairs of endpoints the requests take turns
+// over them: it goes to the first pair from the next one in turn whose ventilator takes it at
+// once (the sockets queue only to connected peers), else waits on the next one's. The pair it
+// went to answers it and gets the task's result.
+func (l *loop) request(ctx context.Context) error {
+	service := []byte(l.cfg.Service)
+	if len(l.pairs) > 1 {
+		for i := range l.pairs {
+			p := l.pairs[(l.next+i)%len(l.pairs)]
+			if err := l.ensurePair(p); err != nil {
+				l.log.Debug("socket setup failed", "ventilator", p.vent, "err", err)
+				continue
+			}
+			if _, err := p.dealer.SendBytes(service, zmq.DONTWAIT); err == nil {
+				l.p = p
+				l.next = (l.next + i + 1) % len(l.pairs)
+				return nil
+			}
 		}
 	}
-	if l.push == nil {
-		return l.buildPush()
+	l.p = l.pairs[l.next]
+	l.next = (l.next + 1) % len(l.pairs)
+	if err := l.ensurePair(l.p); err != nil {
+		return err
+	}
+	return l.send(ctx, l.p.dealer, service, 0)
+}
+
+// ensureSockets builds the sockets of every pair that lacks them.
+func (l *loop) ensureSockets() error {
+	for _, p := range l.pairs {
+		if err := l.ensurePair(p); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-func (l *loop) buildDealer() error {
-	s, err := l.socket(zmq.DEALER, l.cfg.Ventilator, func(s *zmq.Socket) error {
+func (l *loop) ensurePair(p *endpoints) error {
+	if p.dealer == nil {
+		if err := l.buildDealer(p); err != nil {
+			return err
+		}
+	}
+	if p.push == nil {
+		return l.buildPush(p)
+	}
+	return nil
+}
+
+func (l *loop) buildDealer(p *endpoints) error {
+	s, err := l.socket(zmq.DEALER, p.vent, func(s *zmq.Socket) error {
 		return s.SetIdentity(l.identity)
 	})
 	if err != nil {
 		return fmt.Errorf("ventilator socket: %w", err)
 	}
-	l.dealer = s
+	p.dealer = s
 	return nil
 }
 
-func (l *loop) buildPush() error {
-	s, err := l.socket(zmq.PUSH, l.cfg.Sink, nil)
+func (l *loop) buildPush(p *endpoints) error {
+	s, err := l.socket(zmq.PUSH, p.sink, nil)
 	if err != nil {
 		return fmt.Errorf("sink socket: %w", err)
 	}
-	l.push = s
+	p.push = s
 	return nil
 }
 
@@ -459,8 +552,8 @@ func (l *loop) socket(t zmq.Type, endpoint string, setup func(*zmq.Socket) error
 		func() error { return s.SetImmediate(true) },
 		func() error {
 			// Several comma-separated endpoints: one connection each; libzmq round-robins.
-			for _, ep := range strings.Split(endpoint, ",") {
-				if err := s.Connect(strings.TrimSpace(ep)); err != nil {
+			for _, ep := range splitEndpoints(endpoint) {
+				if err := s.Connect(ep); err != nil {
 					return err
 				}
 			}
@@ -477,8 +570,10 @@ func (l *loop) socket(t zmq.Type, endpoint string, setup func(*zmq.Socket) error
 
 // close closes both sockets; the sink socket keeps its queued results for up to pushLinger.
 func (l *loop) close(pushLinger time.Duration) {
-	l.closeSocket(&l.dealer, 0)
-	l.closeSocket(&l.push, pushLinger)
+	for _, p := range l.pairs {
+		l.closeSocket(&p.dealer, 0)
+		l.closeSocket(&p.push, pushLinger)
+	}
 }
 
 func (l *loop) closeSocket(s **zmq.Socket, linger time.Duration) {

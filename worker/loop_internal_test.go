@@ -37,8 +37,7 @@ func TestResultReadErrorSendsAnEmptyResultNotACutOne(t *testing.T) {
 	cfg, _, err := Config{Ventilator: "tcp://127.0.0.1:1", Sink: endpoint, Service: "echo", Identity: "w1",
 		IOTimeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}.withDefaults()
 	require.NoError(t, err)
-	l := &loop{cfg: cfg, identity: "w1", zctx: zctx, chunker: wire.NewChunker(wire.MessageSize),
-		log: cfg.Logger, badReply: wire.NewRateLimiter(time.Second)}
+	l := newLoop(cfg, nil, "w1", zctx, newBudget(0))
 	defer l.close(time.Second)
 
 	// Two and a half chunks' worth of bytes, then a failing disk.

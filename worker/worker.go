@@ -42,7 +42,9 @@ type Config struct {
 	// replicas' endpoints may be given, separated by commas.
 	Ventilator string
 	// Sink is the dispatcher's result endpoint (SinkDefault if empty), or several, separated by
-	// commas: results may reach any replica.
+	// commas. When Ventilator and Sink list as many endpoints as each other, the i-th of each
+	// are taken as one replica's, and a task's result goes to the sink paired with the
+	// ventilator that handed it out; otherwise results may reach any replica.
 	Sink string
 	// Service is the service name requested from the ventilator. Required.
 	Service string
@@ -115,21 +117,9 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	loops := make([]*loop, 0, len(identities))
 	budget := newBudget(cfg.Count)
 	for _, id := range identities {
-		l := &loop{
-			cfg:      cfg,
-			h:        h,
-			identity: id,
-			zctx:     zctx,
-			budget:   budget,
-			chunker:  wire.NewChunker(cfg.MessageSize),
-			log:      cfg.Logger.With("component", "worker", "worker", id),
-			badReply: wire.NewRateLimiter(wire.DefaultLogInterval),
-		}
+		l := newLoop(cfg, h, id, zctx, budget)
 		// Build the sockets up front so a bad endpoint is an error, not a retry loop.
-		err := l.buildDealer()
-		if err == nil {
-			err = l.buildPush()
-		}
+		err := l.ensureSockets()
 		loops = append(loops, l)
 		if err != nil {
 			for _, l := range loops {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -666,4 +667,71 @@ func TestEchoCopiesTheFile(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	require.ErrorIs(t, worker.Echo{}.Convert(ctx, in, out), context.Canceled)
+}
+
+// With as many sinks as ventilators, each result goes back to the replica that handed its task
+// out, and the requests take turns over the replicas.
+func TestPairedEndpointsReturnResultsToTheHandingReplica(t *testing.T) {
+	t.Parallel()
+	const replicas, tasks = 3, 30
+	var vents []*fakeVentilator
+	var sinks []*fakeSink
+	var ventEPs, sinkEPs []string
+	for r := range replicas {
+		// Replica r hands out task ids r, r+replicas, r+2·replicas, ...
+		v := newFakeVentilator(t, func(req request) [][]byte {
+			id := int64(r + replicas*(req.n-1))
+			return taskReply(id, []byte("from replica "+strconv.Itoa(r)))
+		})
+		k := newFakeSink(t)
+		vents, sinks = append(vents, v), append(sinks, k)
+		ventEPs, sinkEPs = append(ventEPs, v.endpoint), append(sinkEPs, k.endpoint)
+	}
+	cfg := config(t, vents[0], sinks[0])
+	cfg.Ventilator = strings.Join(ventEPs, ", ")
+	cfg.Sink = strings.Join(sinkEPs, ",")
+	cfg.Count = tasks
+
+	require.NoError(t, next(t, start(t, t.Context(), cfg, worker.Echo{})))
+	// Run returned after the last result was pushed; wait for them all to arrive.
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, k := range sinks {
+			n += len(k.results)
+		}
+		return n == tasks
+	}, 10*time.Second, 10*time.Millisecond)
+	for r, k := range sinks {
+		for len(k.results) > 0 {
+			msg := <-k.results
+			id, err := strconv.Atoi(string(msg[2]))
+			require.NoError(t, err)
+			require.Equal(t, r, id%replicas, "task %d's result reached replica %d", id, r)
+			require.Equal(t, "from replica "+strconv.Itoa(r), string(bytes.Join(msg[3:], nil)))
+		}
+	}
+	for r, v := range vents {
+		// Requests take turns over the replicas; one whose socket is not yet connected is
+		// skipped, so the shares may differ a little.
+		require.GreaterOrEqual(t, len(v.requests), tasks/replicas/2, "replica %d's share of the requests", r)
+	}
+}
+
+// With a different number of ventilators and sinks there is no pairing: every result still
+// arrives, at one of the sinks.
+func TestUnpairedEndpointsStillDeliver(t *testing.T) {
+	t.Parallel()
+	v := newFakeVentilator(t, func(req request) [][]byte {
+		return taskReply(int64(req.n), []byte("x"))
+	})
+	k1, k2 := newFakeSink(t), newFakeSink(t)
+	cfg := config(t, v, k1)
+	cfg.Sink = k1.endpoint + "," + k2.endpoint
+	cfg.Count = 10
+
+	require.NoError(t, next(t, start(t, t.Context(), cfg, worker.Echo{})))
+	require.Eventually(t, func() bool { return len(k1.results)+len(k2.results) == 10 },
+		10*time.Second, 10*time.Millisecond)
+	require.NotEmpty(t, k1.results, "libzmq round-robins over both sinks")
+	require.NotEmpty(t, k2.results, "libzmq round-robins over both sinks")
 }
