@@ -30,6 +30,9 @@ type Task struct {
 	answered bool
 }
 
+// Replied reports whether t's worker replied (Answered): its result waits for its claim.
+func (t Task) Replied() bool { return t.answered }
+
 // Map is the mirror. The zero value is not usable; call New.
 type Map struct {
 	tasks *xsync.Map[int64, Task]

@@ -223,13 +223,23 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 		return nil, err
 	}
 	counted := map[workerKey]int64{}
+	dispatched := map[int32]map[string]int64{} // hand-outs this claim attributed, per service
 	for i := range results {
 		if decisions[i].Outcome == OutcomeUnknown || decisions[i].Outcome == OutcomeWrongService || decisions[i].Outcome == OutcomeNotHolder {
 			continue
 		}
 		counted[workerKey{results[i].Worker, decisions[i].ServiceID}]++
+		if decisions[i].AttributedAtClaim {
+			if dispatched[decisions[i].ServiceID] == nil {
+				dispatched[decisions[i].ServiceID] = map[string]int64{}
+			}
+			dispatched[decisions[i].ServiceID][results[i].Worker]++
+		}
 	}
 	s.tally.committed(0, nil, counted, at)
+	for svc, m := range dispatched {
+		s.tally.committed(svc, m, nil, at)
+	}
 	return decisions, nil
 }
 
