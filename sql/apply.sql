@@ -45,12 +45,12 @@ WITH dispatch_deleted AS (
     -- An attempt a claim records (a reply for a reserved task) is inserted with its outcome:
     -- attempts_finished cannot see rows this statement inserts. A replica of '' is @replica.
     INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, outcome, status, answered_at)
-    SELECT k.task_id, k.run, k.attempt, k.worker, coalesce(nullif(k.replica, ''), @replica::text), @now::timestamptz,
+    SELECT k.task_id, k.run, k.attempt, k.worker, coalesce(nullif(k.replica, ''), @replica::text), k.leased_at,
            nullif(k.outcome, ''), nullif(k.status, 0), CASE WHEN k.outcome <> '' THEN @now::timestamptz END
     FROM (SELECT unnest(@new_task_ids::bigint[]) AS task_id, unnest(@new_runs::int[]) AS run,
                  unnest(@new_attempts::int[]) AS attempt, unnest(@new_workers::text[]) AS worker,
                  unnest(@new_replicas::text[]) AS replica, unnest(@new_outcomes::text[]) AS outcome,
-                 unnest(@new_statuses::smallint[]) AS status) AS k
+                 unnest(@new_statuses::smallint[]) AS status, unnest(@new_leased_ats::timestamptz[]) AS leased_at) AS k
 ), attempts_finished AS (
     UPDATE attempts a
     SET outcome = CASE WHEN a.outcome = 'accepted' AND k.outcome IN ('superseded', 'stale')

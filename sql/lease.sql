@@ -2,19 +2,24 @@
 -- Attribute records the workers of hand-outs from this replica's reservations, a batch in one
 -- statement (DESIGN §4 "Attribute"): each reserved row still held by the replica, at the attempt
 -- the hand-out started, goes in flight to its worker, with leased_at and the deadline
--- (leased_at + (retries + 1) × lease) from the database clock of this write, and gains its
--- attempts row. A hand-out whose row has moved on (a claim attributed it first, the reaper or
--- an operator took the reservation back) is skipped; the rows returned are those attributed.
--- The rows are locked in (task_id, run) order, as a claim locks them, before they are updated.
+-- (leased_at + (retries + 1) × lease), and gains its attempts row. leased_at is the database
+-- clock of this write less the hand-out's age as the replica measured it (@ages_us, its
+-- monotonic clock), never before the reservation: the lease clock starts at the hand-out, not
+-- at its attribution. A hand-out whose row has moved on (a claim attributed it first, the
+-- reaper or an operator took the reservation back) is skipped; the rows returned are those
+-- attributed. The rows are locked in (task_id, run) order, as a claim locks them.
 WITH h AS (
     SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@runs::int[]) AS run,
-           unnest(@attempts::int[]) AS attempt, unnest(@workers::text[]) AS worker
+           unnest(@attempts::int[]) AS attempt, unnest(@workers::text[]) AS worker,
+           unnest(@ages_us::bigint[]) AS age_us
 ), clock AS (
     SELECT coalesce(sqlc.narg(now)::timestamptz, now()) AS now
 ), locked AS (
-    SELECT d.task_id, d.run, h.attempt, h.worker
+    SELECT d.task_id, d.run, h.attempt, h.worker,
+           greatest(d.leased_at, c.now - h.age_us * interval '1 microsecond') AS leased_at
     FROM dispatch d
     JOIN h ON d.task_id = h.task_id AND d.run = h.run
+    CROSS JOIN clock c
     -- The state is compared with a sub-select, which keeps the plan on the primary key: a
     -- plain state = 'reserved' lets PostgreSQL pick the partial index of reservations, read
     -- whole for every batch when the planner took the table for small.
@@ -24,9 +29,9 @@ WITH h AS (
     FOR UPDATE OF d
 ), updated AS (
     UPDATE dispatch d
-    SET state = 'in_flight', attempt_workers = d.attempt_workers || l.worker, leased_at = c.now,
-        deadline = c.now + make_interval(secs => (d.retries + 1) * d.lease_timeout_seconds)
-    FROM locked l CROSS JOIN clock c
+    SET state = 'in_flight', attempt_workers = d.attempt_workers || l.worker, leased_at = l.leased_at,
+        deadline = l.leased_at + make_interval(secs => (d.retries + 1) * d.lease_timeout_seconds)
+    FROM locked l
     WHERE d.task_id = l.task_id AND d.run = l.run AND d.task_id = ANY(@task_ids::bigint[])
     RETURNING d.task_id, d.run, l.attempt, l.worker, d.leased_at, d.deadline
 ), attempts_added AS (

@@ -225,6 +225,9 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		size:   res.Size,
 		tag:    s.fileTag,
 	}
+	if h, ok := s.hot.Get(res.TaskID); ok && h.Pending && h.Worker == res.Identity {
+		it.result.HandedOut = h.HandedOut // its claim may be the one recording the attempt
+	}
 	base, err := s.catalog.CorpusPath(ctx, task.CorpusID)
 	if err != nil {
 		return nil, "db_error", err

@@ -443,7 +443,7 @@ func (v *ventilator) decideCapped() {
 // the reaper, as a missing one is.
 func (v *ventilator) sendTask(ctx context.Context, r *request, l lease.Lease) bool {
 	identity := r.identity
-	v.s.hot.Put(hot.Task{Task: l.Task, Worker: l.Worker, Key: r.key, Pending: true})
+	v.s.hot.Put(hot.Task{Task: l.Task, Worker: l.Worker, Key: r.key, Pending: true, HandedOut: time.Now()})
 	payload, readErr := v.readSource(ctx, l)
 	defer v.releaseSource()
 	// DONTWAIT: a peer that stopped reading (its queue full) must not stall every other worker.

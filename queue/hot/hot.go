@@ -7,6 +7,7 @@ package hot
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/puzpuzpuz/xsync/v4"
 
@@ -23,6 +24,8 @@ type Task struct {
 	// Pending marks a hand-out whose attribution has not been written yet: the database does
 	// not show it in flight, so Reset keeps it until Attributed clears the mark.
 	Pending bool
+	// HandedOut is when this replica sent the task to Worker (its monotonic clock).
+	HandedOut time.Time
 	// gen is the mirror's generation when the task was put (see Generation).
 	gen uint64
 	// answered is set once its worker's reply came in (Answered): it no longer counts against

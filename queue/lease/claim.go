@@ -45,6 +45,10 @@ type Result struct {
 	// Status and Messages are the report (KindReport) or the cause (KindRetryable).
 	Status   queue.Status
 	Messages []queue.Message
+	// HandedOut is when this replica handed the task out to Worker, by its monotonic clock, if
+	// it did and the hand-out was not attributed yet: a claim that records the attempt dates
+	// its lease that long before the claim's database clock. Zero: the claim's clock.
+	HandedOut time.Time
 }
 
 // Outcome is what became of a Result.
@@ -364,12 +368,18 @@ func (s *Store) claimReserved(row *dbsqlc.Dispatch, taskRun int32, r *Result, d 
 		}
 		return false
 	}
+	leasedAt := now
+	if !r.HandedOut.IsZero() {
+		// The hand-out's time by the database clock: now less its age by the replica's
+		// monotonic clock, never before the reservation.
+		leasedAt = maxTime(row.LeasedAt, now.Add(-time.Since(r.HandedOut)))
+	}
 	row.AttemptWorkers = append(row.AttemptWorkers, r.Worker)
-	row.State, row.LeasedAt = StateInFlight, now
-	row.Deadline = leaseDeadline(row, now)
+	row.State, row.LeasedAt = StateInFlight, leasedAt
+	row.Deadline = leaseDeadline(row, leasedAt)
 	w.put(row)
 	w.attempts = append(w.attempts, newAttempt{TaskID: row.TaskID, Run: row.Run, Attempt: int32(currentAttempt(row)),
-		Worker: r.Worker, Replica: row.Replica})
+		Worker: r.Worker, Replica: row.Replica, LeasedAt: leasedAt})
 	d.AttributedAtClaim = true
 	return true
 }

@@ -58,11 +58,14 @@ type HandOut struct {
 	Attempt   int
 	Worker    string
 	ServiceID int32
+	// At is when the task was sent, by the replica's monotonic clock: its attribution dates the
+	// lease that long before the database clock of its write.
+	At time.Time
 }
 
 // HandOut gives r to worker.
 func (r *Reserved) HandOut(worker string) HandOut {
-	return HandOut{TaskID: r.TaskID, Run: r.Run, Attempt: r.Attempt, Worker: worker, ServiceID: r.ServiceID}
+	return HandOut{TaskID: r.TaskID, Run: r.Run, Attempt: r.Attempt, Worker: worker, ServiceID: r.ServiceID, At: time.Now()}
 }
 
 // Lease is the lease a hand-out of r to worker starts, as the dispatch side sends it. Its
@@ -213,6 +216,11 @@ func (s *Store) Attribute(ctx context.Context, hs []HandOut) ([]Lease, error) {
 	for _, h := range hs {
 		p.TaskIds, p.Runs = append(p.TaskIds, h.TaskID), append(p.Runs, h.Run)
 		p.Attempts, p.Workers = append(p.Attempts, int32(h.Attempt)), append(p.Workers, h.Worker)
+		age := int64(0)
+		if !h.At.IsZero() {
+			age = time.Since(h.At).Microseconds()
+		}
+		p.AgesUs = append(p.AgesUs, age)
 		service[rowKey{h.TaskID, h.Run}] = h.ServiceID
 	}
 	var rows []dbsqlc.AttributeRow

@@ -53,6 +53,8 @@ type newAttempt struct {
 	Attempt int32
 	Worker  string
 	Replica string
+	// LeasedAt is when the attempt began: its hand-out, by the database clock.
+	LeasedAt time.Time
 }
 
 type outcomeWrite struct {
@@ -144,7 +146,7 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 	for _, a := range w.attempts {
 		p.NewTaskIds, p.NewRuns = append(p.NewTaskIds, a.TaskID), append(p.NewRuns, a.Run)
 		p.NewAttempts, p.NewWorkers = append(p.NewAttempts, a.Attempt), append(p.NewWorkers, a.Worker)
-		p.NewReplicas = append(p.NewReplicas, a.Replica)
+		p.NewReplicas, p.NewLeasedAts = append(p.NewReplicas, a.Replica), append(p.NewLeasedAts, a.LeasedAt)
 		// Its outcome goes with the insert (the statement's update cannot see the new row).
 		o := w.outcomes[attemptKey{a.TaskID, a.Run, a.Attempt}]
 		p.NewOutcomes, p.NewStatuses = append(p.NewOutcomes, o.outcome), append(p.NewStatuses, int16(o.status))

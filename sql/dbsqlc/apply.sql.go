@@ -48,12 +48,12 @@ WITH dispatch_deleted AS (
     -- An attempt a claim records (a reply for a reserved task) is inserted with its outcome:
     -- attempts_finished cannot see rows this statement inserts. A replica of '' is @replica.
     INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, outcome, status, answered_at)
-    SELECT k.task_id, k.run, k.attempt, k.worker, coalesce(nullif(k.replica, ''), $10::text), $11::timestamptz,
+    SELECT k.task_id, k.run, k.attempt, k.worker, coalesce(nullif(k.replica, ''), $10::text), k.leased_at,
            nullif(k.outcome, ''), nullif(k.status, 0), CASE WHEN k.outcome <> '' THEN $11::timestamptz END
     FROM (SELECT unnest($12::bigint[]) AS task_id, unnest($13::int[]) AS run,
                  unnest($14::int[]) AS attempt, unnest($15::text[]) AS worker,
                  unnest($16::text[]) AS replica, unnest($17::text[]) AS outcome,
-                 unnest($18::smallint[]) AS status) AS k
+                 unnest($18::smallint[]) AS status, unnest($19::timestamptz[]) AS leased_at) AS k
 ), attempts_finished AS (
     UPDATE attempts a
     SET outcome = CASE WHEN a.outcome = 'accepted' AND k.outcome IN ('superseded', 'stale')
@@ -61,19 +61,19 @@ WITH dispatch_deleted AS (
         status = CASE WHEN k.status = 0 THEN a.status ELSE k.status END,
         answered_at = CASE WHEN k.outcome IN ('expired', 'dead_lettered', 'replaced')
                            THEN a.answered_at ELSE coalesce(a.answered_at, $11::timestamptz) END
-    FROM (SELECT unnest($19::bigint[]) AS task_id, unnest($20::int[]) AS run,
-                 unnest($21::int[]) AS attempt, unnest($22::text[]) AS outcome,
-                 unnest($23::smallint[]) AS status) AS k
+    FROM (SELECT unnest($20::bigint[]) AS task_id, unnest($21::int[]) AS run,
+                 unnest($22::int[]) AS attempt, unnest($23::text[]) AS outcome,
+                 unnest($24::smallint[]) AS status) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
-      AND a.task_id = ANY($19::bigint[])
+      AND a.task_id = ANY($20::bigint[])
 ), messages_deleted AS (
     DELETE FROM task_messages m
-    USING (SELECT unnest($24::bigint[]) AS task_id, unnest($25::int[]) AS run) AS k
-    WHERE m.task_id = k.task_id AND m.run = k.run AND m.task_id = ANY($24::bigint[])
+    USING (SELECT unnest($25::bigint[]) AS task_id, unnest($26::int[]) AS run) AS k
+    WHERE m.task_id = k.task_id AND m.run = k.run AND m.task_id = ANY($25::bigint[])
 ), messages_added AS (
     INSERT INTO task_messages (task_id, run, severity, category, what, details)
-    SELECT unnest($26::bigint[]), unnest($27::int[]), unnest($28::text[]),
-           unnest($29::text[]), unnest($30::text[]), unnest($31::text[])
+    SELECT unnest($27::bigint[]), unnest($28::int[]), unnest($29::text[]),
+           unnest($30::text[]), unnest($31::text[]), unnest($32::text[])
 )
 SELECT 1
 `
@@ -97,6 +97,7 @@ type ApplyParams struct {
 	NewReplicas   []string        `json:"new_replicas"`
 	NewOutcomes   []string        `json:"new_outcomes"`
 	NewStatuses   []int16         `json:"new_statuses"`
+	NewLeasedAts  []time.Time     `json:"new_leased_ats"`
 	OutTaskIds    []int64         `json:"out_task_ids"`
 	OutRuns       []int32         `json:"out_runs"`
 	OutAttempts   []int32         `json:"out_attempts"`
@@ -142,6 +143,7 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 		arg.NewReplicas,
 		arg.NewOutcomes,
 		arg.NewStatuses,
+		arg.NewLeasedAts,
 		arg.OutTaskIds,
 		arg.OutRuns,
 		arg.OutAttempts,

@@ -13,30 +13,33 @@ import (
 const attribute = `-- name: Attribute :many
 WITH h AS (
     SELECT unnest($1::bigint[]) AS task_id, unnest($2::int[]) AS run,
-           unnest($3::int[]) AS attempt, unnest($4::text[]) AS worker
+           unnest($3::int[]) AS attempt, unnest($4::text[]) AS worker,
+           unnest($5::bigint[]) AS age_us
 ), clock AS (
-    SELECT coalesce($5::timestamptz, now()) AS now
+    SELECT coalesce($6::timestamptz, now()) AS now
 ), locked AS (
-    SELECT d.task_id, d.run, h.attempt, h.worker
+    SELECT d.task_id, d.run, h.attempt, h.worker,
+           greatest(d.leased_at, c.now - h.age_us * interval '1 microsecond') AS leased_at
     FROM dispatch d
     JOIN h ON d.task_id = h.task_id AND d.run = h.run
+    CROSS JOIN clock c
     -- The state is compared with a sub-select, which keeps the plan on the primary key: a
     -- plain state = 'reserved' lets PostgreSQL pick the partial index of reservations, read
     -- whole for every batch when the planner took the table for small.
     WHERE d.task_id = ANY($1::bigint[]) AND d.state = (SELECT 'reserved'::text)
-      AND d.replica = $6::text AND cardinality(d.attempt_workers) = h.attempt
+      AND d.replica = $7::text AND cardinality(d.attempt_workers) = h.attempt
     ORDER BY d.task_id, d.run
     FOR UPDATE OF d
 ), updated AS (
     UPDATE dispatch d
-    SET state = 'in_flight', attempt_workers = d.attempt_workers || l.worker, leased_at = c.now,
-        deadline = c.now + make_interval(secs => (d.retries + 1) * d.lease_timeout_seconds)
-    FROM locked l CROSS JOIN clock c
+    SET state = 'in_flight', attempt_workers = d.attempt_workers || l.worker, leased_at = l.leased_at,
+        deadline = l.leased_at + make_interval(secs => (d.retries + 1) * d.lease_timeout_seconds)
+    FROM locked l
     WHERE d.task_id = l.task_id AND d.run = l.run AND d.task_id = ANY($1::bigint[])
     RETURNING d.task_id, d.run, l.attempt, l.worker, d.leased_at, d.deadline
 ), attempts_added AS (
     INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at)
-    SELECT u.task_id, u.run, u.attempt, u.worker, $6::text, u.leased_at
+    SELECT u.task_id, u.run, u.attempt, u.worker, $7::text, u.leased_at
     FROM updated u
 )
 SELECT u.task_id, u.run, u.attempt::int AS attempt, u.worker::text AS worker, u.leased_at::timestamptz AS leased_at,
@@ -49,6 +52,7 @@ type AttributeParams struct {
 	Runs     []int32    `json:"runs"`
 	Attempts []int32    `json:"attempts"`
 	Workers  []string   `json:"workers"`
+	AgesUs   []int64    `json:"ages_us"`
 	Now      *time.Time `json:"now"`
 	Replica  string     `json:"replica"`
 }
@@ -65,16 +69,19 @@ type AttributeRow struct {
 // Attribute records the workers of hand-outs from this replica's reservations, a batch in one
 // statement (DESIGN §4 "Attribute"): each reserved row still held by the replica, at the attempt
 // the hand-out started, goes in flight to its worker, with leased_at and the deadline
-// (leased_at + (retries + 1) × lease) from the database clock of this write, and gains its
-// attempts row. A hand-out whose row has moved on (a claim attributed it first, the reaper or
-// an operator took the reservation back) is skipped; the rows returned are those attributed.
-// The rows are locked in (task_id, run) order, as a claim locks them, before they are updated.
+// (leased_at + (retries + 1) × lease), and gains its attempts row. leased_at is the database
+// clock of this write less the hand-out's age as the replica measured it (@ages_us, its
+// monotonic clock), never before the reservation: the lease clock starts at the hand-out, not
+// at its attribution. A hand-out whose row has moved on (a claim attributed it first, the
+// reaper or an operator took the reservation back) is skipped; the rows returned are those
+// attributed. The rows are locked in (task_id, run) order, as a claim locks them.
 func (q *Queries) Attribute(ctx context.Context, arg AttributeParams) ([]AttributeRow, error) {
 	rows, err := q.db.Query(ctx, attribute,
 		arg.TaskIds,
 		arg.Runs,
 		arg.Attempts,
 		arg.Workers,
+		arg.AgesUs,
 		arg.Now,
 		arg.Replica,
 	)
