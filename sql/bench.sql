@@ -10,10 +10,8 @@ WHERE t.corpus_id = @corpus_id AND a.outcome = 'accepted';
 -- name: BenchOpen :one
 -- BenchOpen is the bench's drain check, polled every 20 ms once the fleet has converted every
 -- task: whether a TODO task of the service is left or a dispatch row of it in flight, reserved
--- or queued. Each is the first row of a partial index (tasks_todo, dispatch_one_active), written
--- as ORDER BY ... LIMIT 1 so the planner walks the index: under EXISTS it dropped the order and
--- scanned the whole tasks table (every earlier bench's tasks too) once stale statistics said
--- many were TODO, ~1 ms a poll.
+-- or queued. ORDER BY ... LIMIT 1, not EXISTS, so the planner walks the partial indexes
+-- (tasks_todo, dispatch_one_active) (docs/performance.md#query-shapes).
 SELECT ((SELECT t.id FROM tasks t
          WHERE t.service_id = @service_id::int AND t.status = 0
          ORDER BY t.service_id, t.id LIMIT 1) IS NOT NULL)::bool AS todo,

@@ -39,12 +39,9 @@ JOIN corpora c ON c.id = t.corpus_id
 WHERE t.id = ANY(@ids::bigint[]);
 
 -- name: DispatchInFlightOfReplica :many
--- DispatchInFlightOfReplica lists a replica's in-flight rows, to resync its hot mirror. Each
--- row's task is looked up by its id (the OFFSET 0 keeps the lookup per row): as a plain join,
--- with dispatch's statistics taken when many tasks were in flight, PostgreSQL merge-joined it
--- against the whole of tasks' primary key, 219 ms per resync with 1.7 million tasks. worker is
+-- DispatchInFlightOfReplica lists a replica's in-flight rows, to resync its hot mirror. worker is
 -- the row's current worker (the last of attempt_workers), whose unanswered leases the mirror
--- counts.
+-- counts. The OFFSET 0 keeps the task lookup per row (docs/performance.md#query-shapes).
 SELECT d.task_id, d.run, d.service_id, t.corpus_id, t.entry,
        coalesce(d.attempt_workers[cardinality(d.attempt_workers)], '')::text AS worker
 FROM dispatch d

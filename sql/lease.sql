@@ -82,7 +82,7 @@ FOR UPDATE OF d, t;
 --
 -- queue/lease runs it with its generic plan forced: planning it costs about as much as running
 -- it. The service, after_id and the limit are sub-selects, so that the generic plan is the plan
--- any values would get.
+-- any values would get (docs/performance.md#plan-cache).
 WITH todo AS (
     SELECT t.id, t.corpus_id, t.entry, t.run
     FROM tasks t

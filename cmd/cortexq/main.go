@@ -71,7 +71,7 @@ func newApp() *cli.App {
 			"Global options go before the command: cortexq --log-level debug status.\n" +
 			"serve, worker, bench and demo run Go's garbage collector with GOGC=400 unless $GOGC is set,\n" +
 			"and serve holds its heap to 192 MiB (a soft limit) unless $GOMEMLIMIT is set\n" +
-			"(see README, Configuration).",
+			"(see docs/configuration.md).",
 		Flags:                globalFlags(),
 		Commands:             commands(),
 		Before:               setUp,

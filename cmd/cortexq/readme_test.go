@@ -3,41 +3,58 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 )
 
-// The README's CLI reference and configuration tables are generated from the app itself, between
-// marker comments; this test fails when they drift. CORTEXQ_UPDATE_README=1 rewrites them.
+// The CLI reference (docs/cli.md) and the configuration tables (docs/configuration.md) are
+// generated from the app itself, between marker comments; this test fails when they drift.
+// CORTEXQ_UPDATE_DOCS=1 (or the older name, CORTEXQ_UPDATE_README=1) rewrites them.
 
-const readmePath = "../../README.md"
+const docsDir = "../../docs"
+
+// generatedDocs maps each generated file to its sections: marker name → content.
+func generatedDocs(app *cli.App) map[string]map[string]string {
+	return map[string]map[string]string{
+		"cli.md": {"cli-reference": renderCommands(app.Commands, []string{"cortexq"})},
+		"configuration.md": {
+			"config-global": flagTable(app.Flags, "global"),
+			"config-serve":  flagTable(findCommand(app.Commands, "serve").Flags, "serve"),
+		},
+	}
+}
+
+func updateDocs() bool {
+	return os.Getenv("CORTEXQ_UPDATE_DOCS") == "1" || os.Getenv("CORTEXQ_UPDATE_README") == "1"
+}
 
 func TestReadmeCLIReferenceIsTrue(t *testing.T) {
-	b, err := os.ReadFile(readmePath)
-	require.NoError(t, err)
-	readme := string(b)
-	app := newApp()
-	sections := map[string]string{
-		"cli-reference": renderCommands(app.Commands, []string{"cortexq"}),
-		"config-global": flagTable(app.Flags, "global"),
-		"config-serve":  flagTable(findCommand(app.Commands, "serve").Flags, "serve"),
+	for file, sections := range generatedDocs(newApp()) {
+		path := filepath.Join(docsDir, file)
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		doc := string(b)
+		updated := doc
+		for name, want := range sections {
+			start, end := "<!-- "+name+":start -->\n", "<!-- "+name+":end -->"
+			i, j := strings.Index(updated, start), strings.Index(updated, end)
+			require.True(t, i >= 0 && j > i, "docs/%s has the markers of %s", file, name)
+			updated = updated[:i+len(start)] + want + updated[j:]
+		}
+		if updateDocs() {
+			if updated != doc {
+				require.NoError(t, os.WriteFile(path, []byte(updated), 0o644))
+			}
+			continue
+		}
+		assert.Equal(t, updated, doc, "docs/%s differs from the app: run CORTEXQ_UPDATE_DOCS=1 go test -run TestReadmeCLIReferenceIsTrue ./cmd/cortexq", file)
 	}
-	updated := readme
-	for name, want := range sections {
-		start, end := "<!-- "+name+":start -->\n", "<!-- "+name+":end -->"
-		i, j := strings.Index(updated, start), strings.Index(updated, end)
-		require.True(t, i >= 0 && j > i, "README.md has the markers of %s", name)
-		updated = updated[:i+len(start)] + want + updated[j:]
-	}
-	if os.Getenv("CORTEXQ_UPDATE_README") == "1" {
-		require.NoError(t, os.WriteFile(readmePath, []byte(updated), 0o644))
-		return
-	}
-	require.Equal(t, updated, readme, "README.md's CLI tables differ from the app: run CORTEXQ_UPDATE_README=1 go test -run TestReadmeCLIReferenceIsTrue ./cmd/cortexq")
 }
 
 func findCommand(cmds []*cli.Command, name string) *cli.Command {
@@ -72,7 +89,7 @@ func renderCommands(cmds []*cli.Command, path []string) string {
 		fmt.Fprintf(&sb, "#### `%s`\n\n%s.\n\n", head, sentence(c.Usage))
 		switch {
 		case c.Name == "serve":
-			sb.WriteString("Flags: see [Configuration](#configuration).\n\n")
+			sb.WriteString("Flags: see [Configuration](configuration.md#cortexq-serve).\n\n")
 		case len(visibleFlags(c.Flags)) > 0:
 			sb.WriteString(flagTable(c.Flags, ""))
 			sb.WriteString("\n")

@@ -14,23 +14,11 @@ import (
 // A message is "bogus" when it names a service that does not exist, or it is a result that
 // names a task that does not exist, a task of another service, or one its sender may not
 // answer (decided Unknown or NotHolder). A flood of them must cost the database a bounded
-// amount per unit of time, and must never cost an honest result:
-//
-//   - A result for a task this replica mirrors (leased itself) never waits on anything.
-//   - Every other result's task is looked up through one batcher (lookupBatches): the ids the
-//     writers ask for while a query runs go together in the next one, so these lookups take at
-//     most one database connection at a time, whatever the flood.
-//   - A task id found missing is remembered for MissingTTL: a repeated bogus id costs nothing.
-//   - Each peer (its key under CURVE, else its IP address) has a budget of bogus results, a
-//     token bucket. There is no budget shared by all peers, so one peer's flood never spends
-//     another's. A peer within its budget is looked up at once. A peer past it has its results
-//     parked in the slow lane, which is looked up in one query every slowLaneEvery: its
-//     results are taken late, never dropped for the budget (an honest worker behind the same
-//     address as a flooder loses nothing).
-//   - The slow lane holds at most slowLaneMax results (their data counts against the sink's
-//     held bytes as before). Only a flood of more than slowLaneMax fresh ids per slowLaneEvery
-//     (20,000 a second) fills it; then the results of peers past their budget are dropped
-//     (slow_lane_full), counted and logged.
+// amount per unit of time, and must never cost an honest result: mirrored tasks never wait;
+// other lookups go through one batcher (lookupBatches, one connection at most); missing ids are
+// remembered for MissingTTL; each peer (its CURVE key, else its IP address) has its own token
+// bucket, and past it its results wait in the slow lane (looked up every slowLaneEvery, at most
+// slowLaneMax held, then dropped as slow_lane_full). See docs/security.md#hostile-input.
 
 // errBogusBudget is the error of a service lookup refused because the peer spent its budget.
 var errBogusBudget = errors.New("the sender spent its budget for bogus names")

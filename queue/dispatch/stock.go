@@ -244,10 +244,8 @@ func (v *ventilator) handOutMaxAge() time.Duration { return v.s.store.Config().R
 // last short reserve found nothing for.
 //
 // While the sink's backlog (replies received, not yet claimed) is a full claim batch or more,
-// nothing is handed out: the requests wait, as they would for a lease transaction. The sink is
-// then the slowest stage, and tasks handed out faster than it claims would only wait in its
-// queue, adding their wait to every result's latency (in a 20,000-task bench, a backlog of
-// 400 to 1,000 replies and a p99 of 250 to 460 ms) without adding throughput.
+// nothing is handed out: the sink is then the slowest stage, and more hand-outs would only add
+// to every result's latency. See docs/performance.md#sink-backpressure.
 func (v *ventilator) serve(ctx context.Context, now time.Time) {
 	if v.s.hot.Replied() >= v.s.cfg.ClaimBatch {
 		return

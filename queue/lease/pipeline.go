@@ -32,13 +32,9 @@ type txMode struct {
 }
 
 // forceGeneric tells PostgreSQL to run each statement of the current transaction with its
-// generic plan, made once per connection, instead of planning it afresh for the call's values.
-// Left to choose (plan_cache_mode auto), it at times judged the claim's statements cheaper
-// planned anew at every call, as a plan for a batch's empty arrays looks cheaper than the
-// generic one, which cannot know they are empty: in one 20k bench Apply was planned at each of
-// its 1,624 calls (0.85 ms each) and DispatchLockForTasks at most (0.32 ms); in others, at almost
-// none. set_config, a function, rather than SET LOCAL, so it can run in the transaction's first
-// batch and also in a batch's implicit transaction (genericPlan).
+// generic plan, made once per connection, instead of planning it afresh at (nearly) every call.
+// set_config rather than SET LOCAL, so it also runs in a batch's implicit transaction
+// (genericPlan). See docs/performance.md#plan-cache.
 const forceGeneric = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 // pipelinedTx runs one transaction as two batches. reads issues the locking reads through q
@@ -200,18 +196,17 @@ func (r reader) QueryRow(context.Context, string, ...any) pgx.Row {
 }
 
 // genericPlan runs the statements run issues through q in one round trip, as one implicit
-// transaction (a batch ends in a single Sync), each with its generic plan (forceGeneric). It is
-// for the fast lease, whose statement costs about 1 ms to plan: given the choice, PostgreSQL
-// often judged a plan made for the call's values cheaper than the generic one (the two are the
-// same plan; their estimates differ) and planned every call afresh. No BEGIN and COMMIT: two
-// statements fewer per lease. run is called twice, as reads are in pipelinedTx, so it must only
-// assign what it reads.
+// transaction (a batch ends in a single Sync; no BEGIN and COMMIT), each with its generic plan
+// (forceGeneric): for the fast reservation, whose statement costs about as much to plan as to
+// run (docs/performance.md#plan-cache). run is called twice, as reads are in pipelinedTx, so it
+// must only assign what it reads.
 func (s *Store) genericPlan(ctx context.Context, run func(q *dbsqlc.Queries) error) error {
 	return s.genericPlanWith(ctx, forceGeneric, run)
 }
 
 // asyncCommit is forceGeneric that also commits without waiting for the WAL flush
-// (synchronous_commit off, for the transaction only).
+// (synchronous_commit off, for the transaction only): for the attribution, whose loss in a
+// database crash is the crash window (docs/performance.md#asynchronous-commit-of-attributions).
 const asyncCommit = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('synchronous_commit', 'off', true)"
 
 // genericPlanWith is genericPlan with setup, a statement that sets the transaction's settings.

@@ -224,13 +224,9 @@ func (s *Store) Attribute(ctx context.Context, hs []HandOut) ([]Lease, error) {
 		service[rowKey{h.TaskID, h.Run}] = h.ServiceID
 	}
 	var rows []dbsqlc.AttributeRow
-	// The attribution commits without waiting for its WAL flush (asyncCommit). What a database
-	// crash can lose of it is the last few hundred milliseconds of attributions: their rows stay
-	// reserved, which is the crash window a replica dying before its attribution leaves (a result
-	// is accepted and its attempt recorded at the claim, whose commit is durable; without one the
-	// reaper returns the task at the reservation deadline). Waiting for the flush cost a WAL fsync
-	// per batch of a few hand-outs at moderate rates: at 1,000 tasks/s, batches of 2, the
-	// commits most of the tail latency of the claims behind them.
+	// The attribution commits without waiting for its WAL flush (asyncCommit): a database crash
+	// loses at most its last moments, whose rows stay reserved, the crash window a dying replica
+	// leaves anyway. See docs/performance.md#asynchronous-commit-of-attributions.
 	err := s.retrying("attribute", true, func() error {
 		return s.genericPlanWith(ctx, asyncCommit, func(q *dbsqlc.Queries) (err error) {
 			rows, err = q.Attribute(ctx, p)

@@ -166,22 +166,14 @@ func translate(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// TunePool sets what a replica's connections need.
+// TunePool sets what a replica's connections need:
 //
-//   - enable_seqscan off. Every query of the lease path is an indexed lookup, and the hot
-//     dispatch table — a few live rows among pages of dead ones between vacuums — has statistics
-//     that make the planner scan it whole instead, on every claim. With the setting off a query
-//     still scans where no index serves it.
-//   - jit off. The planner's cost of the lease statement grows with the TODO backlog (it cannot
-//     see the limit), and past jit_above_cost every call compiled its expressions first: with a
-//     million TODO tasks a 4-task lease took 640 ms instead of 1.6 ms. No statement of the lease
-//     and claim paths runs long enough for JIT to pay.
-//   - idle_in_transaction_session_timeout 60s. A replica frozen (SIGSTOP, a VM paused) in the
-//     middle of a claim keeps its rows locked: the kernel answers TCP keepalives for it, so
-//     PostgreSQL never sees it gone, and other replicas' claims and the reaper wait or skip
-//     those rows until it wakes. After a minute PostgreSQL ends such a session and the rows are
-//     free; the claim, if the replica wakes, fails and is retried. A claim's own pause between
-//     its two round trips (publishing archives, one syncfs) is far shorter.
+//   - enable_seqscan off: the dispatch table's statistics between vacuums made the planner
+//     scan it whole on every claim (docs/performance.md#enable_seqscan);
+//   - jit off: the lease statement's estimated cost grows with the TODO backlog, and JIT
+//     compiled it on every call (docs/performance.md#jit);
+//   - idle_in_transaction_session_timeout 60s: a replica frozen in the middle of a claim frees
+//     its rows after a minute (docs/performance.md#idle-transactions).
 func TunePool(cfg *pgxpool.Config) {
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}

@@ -118,11 +118,9 @@ type ApplyParams struct {
 // finished, and a run's messages replaced. Each part is a no-op when its arrays
 // are empty. The parts touch distinct rows (queue/lease guarantees it), as one statement must.
 //
-// Each part that joins a table to its keys also restricts the table by `= ANY` of the key ids:
-// an index condition every plan applies, whichever join order or method it picked. The claim
-// runs this statement with its generic plan (planned once per connection, not at every call),
-// and a generic plan made while a table was nearly empty once scanned the whole table (since
-// grown) on every call; with the restriction it reads only the batch's rows.
+// Each part that joins a table to its keys also restricts the table by `= ANY` of the key ids,
+// an index condition any plan applies: the claim runs this statement with a generic plan that
+// may have been made on nearly empty tables. See docs/performance.md#plan-cache.
 func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 	_, err := q.db.Exec(ctx, apply,
 		arg.DelTaskIds,

@@ -148,12 +148,9 @@ type DispatchInFlightOfReplicaRow struct {
 	Worker    string `json:"worker"`
 }
 
-// DispatchInFlightOfReplica lists a replica's in-flight rows, to resync its hot mirror. Each
-// row's task is looked up by its id (the OFFSET 0 keeps the lookup per row): as a plain join,
-// with dispatch's statistics taken when many tasks were in flight, PostgreSQL merge-joined it
-// against the whole of tasks' primary key, 219 ms per resync with 1.7 million tasks. worker is
+// DispatchInFlightOfReplica lists a replica's in-flight rows, to resync its hot mirror. worker is
 // the row's current worker (the last of attempt_workers), whose unanswered leases the mirror
-// counts.
+// counts. The OFFSET 0 keeps the task lookup per row (docs/performance.md#query-shapes).
 func (q *Queries) DispatchInFlightOfReplica(ctx context.Context, replica string) ([]DispatchInFlightOfReplicaRow, error) {
 	rows, err := q.db.Query(ctx, dispatchInFlightOfReplica, replica)
 	if err != nil {

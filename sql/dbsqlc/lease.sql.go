@@ -314,7 +314,7 @@ type ReserveFreshRow struct {
 //
 // queue/lease runs it with its generic plan forced: planning it costs about as much as running
 // it. The service, after_id and the limit are sub-selects, so that the generic plan is the plan
-// any values would get.
+// any values would get (docs/performance.md#plan-cache).
 func (q *Queries) ReserveFresh(ctx context.Context, arg ReserveFreshParams) ([]ReserveFreshRow, error) {
 	rows, err := q.db.Query(ctx, reserveFresh,
 		arg.TtlSeconds,
