@@ -129,7 +129,7 @@ func (c *Converter) Convert(ctx context.Context, in, out string) error {
 	body.Write(head.Bytes())
 	sum := LogSummary{Status: LevelNone, Worst: LevelNone}
 	if f, err := os.Open(rawLog); err == nil {
-		sum, err = MapLog(f, &body)
+		sum, err = MapLog(f, &body, src)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("latexml: %w", err)
@@ -230,7 +230,7 @@ func writeResult(out string, cortexLog []byte, rawLog, html string) (err error) 
 		}
 	}()
 	zw := zip.NewWriter(f)
-	w, err := zw.Create("cortex.log")
+	w, err := zw.CreateHeader(&zip.FileHeader{Name: "cortex.log", Method: zip.Deflate, Modified: time.Now()})
 	if err == nil {
 		_, err = w.Write(cortexLog)
 	}

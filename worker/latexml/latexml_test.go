@@ -211,6 +211,7 @@ Warning:missing_file:nonexistentpkg Can't find binding for package nonexistentpk
 Error:undefined:\foo The token T_CS[\foo] is not defined.
 	at main.tex; line 5 col 29 - line 5 col 29
 	Defining it now as <ltx:ERROR/>
+	In Core::Gullet[@0x564dcb512b60] /tmp/cortex_task1/latexml2/src/sub/main.tex; from line 5 col 30
 Math parsing succeeded:
    ltx:XMArg: 2/2
 	a tab-led line after something that is no message
@@ -225,7 +226,7 @@ Status:conversion:2
 func TestMapLog(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	sum, err := MapLog(strings.NewReader(latexmlLog), &out)
+	sum, err := MapLog(strings.NewReader(latexmlLog), &out, "/tmp/cortex_task1/latexml2/src")
 	require.NoError(t, err)
 	require.Equal(t, LogSummary{Status: LevelError, Worst: LevelError, Messages: 3}, sum)
 	require.Equal(t, `(Loading /usr/share/perl5/LaTeXML/Package/TeX.pool.ltxml...
@@ -237,6 +238,7 @@ Warning:missing_file:nonexistentpkg Can't find binding for package nonexistentpk
 Error:undefined:\foo The token T_CS[\foo] is not defined.
 	at main.tex; line 5 col 29 - line 5 col 29
 	Defining it now as <ltx:ERROR/>
+	In Core::Gullet[@0x564dcb512b60] sub/main.tex; from line 5 col 30
 Info:note:something An informational message
 `, out.String())
 
@@ -272,7 +274,7 @@ func TestMapLogLevels(t *testing.T) {
 		{"Debug:a:b\nwarning : x:y\nError::x\nError:a: x\nhttp://example.org:80/x\n", LevelOK, LogSummary{Status: LevelNone, Worst: LevelNone}},
 	} {
 		var out bytes.Buffer
-		sum, err := MapLog(strings.NewReader(tc.log), &out)
+		sum, err := MapLog(strings.NewReader(tc.log), &out, "")
 		require.NoError(t, err)
 		require.Equal(t, tc.sum, sum, "%q", tc.log)
 		require.Equal(t, tc.level, sum.Level(), "%q", tc.log)
@@ -291,7 +293,7 @@ func TestMapLogIsBounded(t *testing.T) {
 	}
 	log.WriteString("Status:conversion:1\n")
 	var out bytes.Buffer
-	sum, err := MapLog(strings.NewReader(log.String()), &out)
+	sum, err := MapLog(strings.NewReader(log.String()), &out, "")
 	require.NoError(t, err)
 	require.True(t, sum.Cut)
 	require.LessOrEqual(t, out.Len(), maxMappedBytes)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // Bounds of the cortex.log MapLog writes, so that its status line always fits within what the
@@ -62,8 +63,14 @@ func (s LogSummary) Level() int {
 //   - everything else (progress, timings, math parsing statistics) is left out.
 //
 // Lines are cut to maxLineBytes; after maxMappedBytes the rest of the log is left out and
-// LogSummary.Cut is set. The error is r's or w's.
-func MapLog(r io.Reader, w io.Writer) (LogSummary, error) {
+// LogSummary.Cut is set. A non-empty scratch is a directory (the unpacked source's) whose path,
+// with its slash, is cut from the lines copied: messages then read the same whichever worker
+// converted the paper. The error is r's or w's.
+func MapLog(r io.Reader, w io.Writer, scratch string) (LogSummary, error) {
+	var prefix []byte
+	if scratch != "" {
+		prefix = []byte(strings.TrimSuffix(scratch, "/") + "/")
+	}
 	s := LogSummary{Status: LevelNone, Worst: LevelNone}
 	br := bufio.NewReaderSize(r, 64<<10)
 	var written int64
@@ -98,6 +105,9 @@ func MapLog(r io.Reader, w io.Writer) (LogSummary, error) {
 				}
 			}
 			if keep {
+				if prefix != nil {
+					line = bytes.ReplaceAll(line, prefix, nil)
+				}
 				if written+int64(len(line))+1 > maxMappedBytes {
 					s.Cut = true
 					return s, nil
