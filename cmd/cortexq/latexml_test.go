@@ -89,7 +89,7 @@ func (r *latexmlRun) task(sample string) (status string, msgs []string, details 
 func (r *latexmlRun) result(sample string) []string {
 	zr, err := zip.OpenReader(filepath.Join(r.root, sample, "tex_to_html.zip"))
 	require.NoError(r.t, err)
-	defer zr.Close()
+	defer func() { _ = zr.Close() }() // only read
 	var names []string
 	for _, f := range zr.File {
 		names = append(names, f.Name)

@@ -312,7 +312,7 @@ func convert(t *testing.T, c *Converter, src string) (string, map[string][]byte,
 	}
 	zr, err := zip.OpenReader(out)
 	require.NoError(t, err)
-	defer zr.Close()
+	defer func() { _ = zr.Close() }() // only read
 	members := map[string][]byte{}
 	for _, f := range zr.File {
 		rc, err := f.Open()

@@ -72,7 +72,7 @@ func Unpack(src, dir string, lim Limits) (skipped []string, err error) {
 	if err != nil {
 		return nil, invalidf(InvalidUnreadable, "the source archive is not a readable zip: %v", err)
 	}
-	defer zr.Close()
+	defer func() { _ = zr.Close() }() // only read
 	if len(zr.File) > lim.MaxFiles {
 		return nil, invalidf(InvalidTooLarge, "the source archive has %d members, more than the limit of %d", len(zr.File), lim.MaxFiles)
 	}
