@@ -25,18 +25,26 @@ func demoCommand() *cli.Command {
 		Description: "Generates a sample corpus (source archives with a cortex.log) under --dir, imports it for the\n" +
 			"service 'echo', starts a replica and echo workers on loopback, shows progress, and prints the\n" +
 			"final tally, the throughput and the psql commands to audit what happened. It uses the embedded\n" +
-			"PostgreSQL in --home unless --database-url is given. Each run makes a new corpus.",
+			"PostgreSQL in --home unless --database-url is given. Each run makes a new corpus.\n\n" +
+			"With --latexml it converts the project's sample papers (sections and math, a bibliography, an\n" +
+			"undefined macro, a missing package, 100+ errors, no .tex at all) with LaTeXML workers for the\n" +
+			"service tex_to_html, and prints each paper's status and first messages (docs/latexml.md).",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "tasks", Usage: "sample source archives to generate", Value: 2000, EnvVars: envVars("DEMO_TASKS")},
 			&cli.IntFlag{Name: "workers", Usage: "echo workers", Value: 4, EnvVars: envVars("DEMO_WORKERS")},
 			&cli.IntFlag{Name: "payload-kb", Usage: "size of each sample archive's payload", Value: 8, EnvVars: envVars("DEMO_PAYLOAD_KB")},
 			&cli.StringFlag{Name: "dir", Usage: "where the sample corpus goes; empty: <home>/demo", EnvVars: envVars("DEMO_DIR")},
+			&cli.BoolFlag{Name: "latexml", Usage: "convert the project's sample papers to HTML with LaTeXML (service tex_to_html) instead; --workers defaults to 2", EnvVars: envVars("DEMO_LATEXML")},
+			&cli.DurationFlag{Name: "latexml-timeout", Usage: "with --latexml: the conversion timeout (the service's lease is a minute longer)", Value: demoLatexmlTimeoutDefault, EnvVars: envVars("DEMO_LATEXML_TIMEOUT")},
 		},
 		Action: runDemo,
 	}
 }
 
 func runDemo(c *cli.Context) error {
+	if c.Bool("latexml") {
+		return runLatexmlDemo(c)
+	}
 	tuneGC()
 	if c.Int("tasks") < 1 || c.Int("workers") < 1 || c.Int("payload-kb") < 0 {
 		return usagef(c, "--tasks and --workers must be at least 1, --payload-kb at least 0")

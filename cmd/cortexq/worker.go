@@ -39,6 +39,7 @@ func workerCommand() *cli.Command {
 				Flags:  flags(),
 				Action: func(c *cli.Context) error { return runWorker(c, worker.Echo{}) },
 			},
+			latexmlWorkerCommand(flags()),
 			{
 				Name:      "exec",
 				Usage:     "turn a converter program into a worker",

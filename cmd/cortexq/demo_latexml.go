@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/dispatch"
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reaper"
+	"github.com/cortexq/cortexq/worker"
+	"github.com/cortexq/cortexq/worker/latexml"
+)
+
+// demoLatexmlTimeoutDefault is the demo's conversion timeout: the samples take seconds.
+const demoLatexmlTimeoutDefault = 2 * time.Minute
+
+// demoLeaseMargin is how much longer than the conversion timeout the demo's lease is, so that a
+// conversion that runs to its timeout still answers within its lease.
+const demoLeaseMargin = time.Minute
+
+// runLatexmlDemo is `cortexq demo --latexml`: the project's sample papers imported for
+// tex_to_html, converted by a replica and LaTeXML workers in this process, and a summary of each
+// task's status and messages.
+func runLatexmlDemo(c *cli.Context) error {
+	tuneGC()
+	out := c.App.Writer
+	ctx := c.Context
+	timeout := c.Duration("latexml-timeout")
+	if timeout <= 0 {
+		return usagef(c, "--latexml-timeout %s: want a positive duration", timeout)
+	}
+	workers := 2 // the samples are few, and a conversion keeps a core busy
+	if c.IsSet("workers") {
+		workers = c.Int("workers")
+	}
+	if workers < 1 {
+		return usagef(c, "--workers must be at least 1")
+	}
+	prog, err := exec.LookPath(latexml.LatexmlcDefault)
+	if err != nil {
+		return fmt.Errorf("demo --latexml needs LaTeXML's latexmlc (Debian and Ubuntu: apt-get install latexml; scripts/install-deps does it): %w", err)
+	}
+	leaseTimeout := timeout + demoLeaseMargin
+	store, closeStore, err := openStore(c, lease.Config{Replica: "demo", LeaseTimeout: leaseTimeout}, lease.TunePool)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	svc, err := latexmlDemoService(ctx, store, timeout, leaseTimeout)
+	if err != nil {
+		return err
+	}
+
+	name := "latexml-demo-" + time.Now().Format("20060102-150405")
+	dir := c.String("dir")
+	if dir == "" {
+		dir = filepath.Join(c.String(flagHome), "demo")
+	}
+	dir, _ = filepath.Abs(filepath.Join(dir, name))
+	entries := make([]string, len(latexml.Samples))
+	for i, s := range latexml.Samples {
+		data, err := s.Zip()
+		if err != nil {
+			return err
+		}
+		entries[i] = filepath.Join(dir, s.Name, s.Name+".zip")
+		if err := os.MkdirAll(filepath.Dir(entries[i]), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(entries[i], data, 0o644); err != nil {
+			return err
+		}
+	}
+	sum, err := store.Import(ctx, lease.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Imported %d sample papers from %s as corpus %s, service %s (lease %s, conversion timeout %s)\n",
+		sum.Added, dir, name, latexmlService, leaseTimeout, timeout)
+
+	quiet := slog.New(slog.DiscardHandler)
+	if slog.Default().Enabled(ctx, slog.LevelDebug) {
+		quiet = slog.Default()
+	}
+	srv, err := dispatch.New(store, dispatch.Config{
+		VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*", Logger: quiet, SyncArchives: true,
+	})
+	if err != nil {
+		return err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Run(runCtx) }()
+	vent, sink, err := srv.Endpoints(runCtx)
+	if err != nil {
+		return err
+	}
+	rv, err := reaper.New(store.Pool(), store, reaper.Config{Interval: 5 * time.Second, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	if err := rv.Start(runCtx); err != nil {
+		return fmt.Errorf("start the reaper: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = rv.Stop(sctx)
+	}()
+	fmt.Fprintf(out, "Replica on %s (tasks) and %s (results); %d LaTeXML workers running %s\n", vent, sink, workers, prog)
+	start := time.Now()
+	wDone := make(chan error, 1)
+	go func() {
+		wDone <- worker.Run(runCtx, worker.Config{
+			Ventilator: vent, Sink: sink, Service: latexmlService, Identity: "demo-latexml",
+			Concurrency: workers, Throttle: 100 * time.Millisecond, IOTimeout: 30 * time.Second,
+			Backoff: 200 * time.Millisecond, Logger: quiet,
+		}, latexml.New(latexml.Config{Latexmlc: prog, Timeout: timeout, Logger: quiet}))
+	}()
+
+	var p lease.Progress
+	var shown time.Time
+	for {
+		ps, err := store.Progress(ctx, name, latexmlService)
+		if err != nil {
+			return err
+		}
+		if len(ps) == 1 {
+			p = ps[0]
+		}
+		if p.Finished() || time.Since(shown) >= demoProgressEvery {
+			fmt.Fprintf(os.Stderr, "%s  %d/%d  %s\n", bar(p.Done(), p.Tasks, 40), p.Done(), p.Tasks, time.Since(start).Round(time.Second))
+			shown = time.Now()
+		}
+		if p.Finished() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted with %d of %d tasks done", p.Done(), p.Tasks)
+		case err := <-srvDone:
+			return fmt.Errorf("replica stopped: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	took := time.Since(start)
+	stop()
+	wErr := <-wDone
+	if err := <-srvDone; err != nil {
+		return err
+	}
+	if wErr != nil && !errors.Is(wErr, context.Canceled) {
+		return fmt.Errorf("latexml workers: %w", wErr)
+	}
+	fmt.Fprintf(out, "\nDone: %d papers in %s\n", p.Done(), took.Round(time.Millisecond))
+	fmt.Fprintf(out, "  no_problem %d  warning %d  error %d  fatal %d  invalid %d\n\n", p.NoProblem, p.Warning, p.Error, p.Fatal, p.Invalid)
+
+	wrong, err := printLatexmlTasks(ctx, out, store, sum.CorpusID)
+	if err != nil {
+		return err
+	}
+	self := selfCommand(c)
+	fmt.Fprintf(out, "\nLook closer:\n")
+	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, store, sum.CorpusID))
+	fmt.Fprintf(out, "  %s db psql -c \"SELECT m.severity, m.category, m.what, count(DISTINCT m.task_id) AS tasks FROM task_messages m JOIN tasks t ON t.id = m.task_id AND t.run = m.run JOIN corpora c ON c.id = t.corpus_id WHERE c.name = '%s' AND m.severity <> 'info' GROUP BY 1, 2, 3 ORDER BY 4 DESC\"\n", self, name)
+	fmt.Fprintf(out, "  unzip -l %s\n", filepath.Join(filepath.Dir(entries[0]), latexmlService+".zip"))
+	if wrong > 0 {
+		return fmt.Errorf("demo: %d of %d sample papers did not get the status they are documented to get", wrong, len(entries))
+	}
+	return nil
+}
+
+// latexmlDemoService returns the service tex_to_html, adding it with leaseTimeout if it is new.
+// An existing service whose lease is shorter than the conversion timeout is refused: a
+// conversion running to its timeout would be retried while it runs.
+func latexmlDemoService(ctx context.Context, store *lease.Store, timeout, leaseTimeout time.Duration) (lease.Service, error) {
+	svc, err := lease.NewCatalog(store).Service(ctx, latexmlService)
+	if errors.Is(err, queue.ErrNotFound) {
+		svc, err = store.AddService(ctx, latexmlService, leaseTimeout)
+		if errors.Is(err, queue.ErrDuplicate) {
+			svc, err = lease.NewCatalog(store).Service(ctx, latexmlService)
+		}
+	}
+	if err != nil {
+		return svc, fmt.Errorf("service %s: %w", latexmlService, err)
+	}
+	if svc.LeaseTimeout != 0 && svc.LeaseTimeout <= timeout {
+		return svc, fmt.Errorf("service %s has a lease of %s, not longer than the conversion timeout %s: give a shorter --latexml-timeout, or a longer lease with "+
+			"psql: UPDATE services SET lease_timeout_seconds = %d WHERE name = '%s'",
+			latexmlService, svc.LeaseTimeout, timeout, int((timeout + demoLeaseMargin).Seconds()), latexmlService)
+	}
+	return svc, nil
+}
+
+// printLatexmlTasks prints each task of the corpus: its sample, status (and the status the
+// sample should get), conversion time and its most telling messages. It returns how many tasks
+// did not get their sample's status.
+func printLatexmlTasks(ctx context.Context, out io.Writer, store *lease.Store, corpus int32) (wrong int, err error) {
+	rows, err := store.Pool().Query(ctx, `SELECT id FROM tasks WHERE corpus_id = $1 ORDER BY id`, corpus)
+	if err != nil {
+		return 0, fmt.Errorf("list tasks: %w", err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("list tasks: %w", err)
+	}
+	want := map[string]queue.Status{}
+	for _, s := range latexml.Samples {
+		want[s.Name] = s.Want
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TASK\tSAMPLE\tSTATUS\tEXPECTED\tSECONDS\tMESSAGES (severity:category:what, first ones)")
+	for _, id := range ids {
+		h, err := store.TaskHistory(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		sample := strings.TrimSuffix(filepath.Base(h.Entry), ".zip")
+		expected, ok := want[sample]
+		mark := "-"
+		if ok {
+			mark = expected.String()
+			if expected != h.Status {
+				mark += " (differs!)"
+				wrong++
+			}
+		}
+		secs := "-"
+		for _, a := range h.Attempts {
+			if a.Run == h.Run && a.AnsweredAt != nil {
+				secs = fmt.Sprintf("%.1f", a.AnsweredAt.Sub(a.LeasedAt).Seconds())
+			}
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", id, printable(sample), h.Status, mark, secs, printable(telling(h.Messages, h.Run, 3)))
+	}
+	return wrong, w.Flush()
+}
+
+// telling lists up to n messages of a run, problems first (Invalid, Fatal, Error, Warning),
+// then the Infos that are not loaded files.
+func telling(msgs []lease.RunMessage, run int32, n int) string {
+	var picked []string
+	for _, sev := range []queue.Severity{queue.SeverityInvalid, queue.SeverityFatal, queue.SeverityError, queue.SeverityWarning, queue.SeverityInfo} {
+		for _, m := range msgs {
+			if len(picked) == n {
+				break
+			}
+			if m.Run != run || m.Severity != sev || m.Category == "loaded_file" {
+				continue
+			}
+			picked = append(picked, fmt.Sprintf("%s:%s:%s", m.Severity, m.Category, m.What))
+		}
+	}
+	if len(picked) == 0 {
+		return "-"
+	}
+	return strings.Join(picked, "  ")
+}

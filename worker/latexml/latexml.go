@@ -1,0 +1,306 @@
+// Package latexml is a worker.Handler that converts LaTeX source archives to HTML with
+// LaTeXML's latexmlc, the conversion CorTeX's fleet runs for the service tex_to_html.
+//
+// Per task it unpacks the source zip safely (Unpack), picks the main .tex (FindMain), runs
+// latexmlc --format=html5 on it with a timeout, and answers with a result zip that holds the
+// HTML and its assets, LaTeXML's own log as latexml.log, and a cortex.log written CorTeX's way
+// (MapLog): LaTeXML's Severity:category:what details messages, then one Status:conversion:N
+// line. A source archive that cannot be converted at all is answered with
+// Fatal:invalid:<category> (an Invalid task); a latexmlc that crashes (killed by a signal, or
+// failing without a status line or a Fatal message) gets an empty result, as the Perl worker
+// of the CorTeX fleet sends, which the dispatcher retries and dead-letters after three attempts.
+package latexml
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	LatexmlcDefault = "latexmlc"
+	TimeoutDefault  = 5 * time.Minute
+)
+
+// maxRawLogBytes is the largest LaTeXML log put in the result as latexml.log.
+const maxRawLogBytes = 32 << 20
+
+// killGrace is how long latexmlc's process group has to go once killed, before its pipes are
+// closed on it.
+const killGrace = 5 * time.Second
+
+// Config configures a Converter.
+type Config struct {
+	// Latexmlc is the latexmlc program (LatexmlcDefault, looked up in PATH, if empty).
+	Latexmlc string
+	// Args are extra arguments given to latexmlc before the source file, e.g. --preload=...
+	Args []string
+	// Timeout bounds one conversion (TimeoutDefault if zero). A conversion that runs longer is
+	// killed, with its process group, and its task answered Fatal:timeout:wallclock. Keep the
+	// service's lease timeout above it.
+	Timeout time.Duration
+	// Limits bound the unpacked source archive.
+	Limits Limits
+	// Logger receives a line per conversion (slog.Default() if nil).
+	Logger *slog.Logger
+}
+
+// Converter converts source archives with latexmlc. It is a worker.Handler, safe for concurrent
+// use.
+type Converter struct {
+	cfg Config
+}
+
+// New returns a Converter for cfg, with its defaults filled in.
+func New(cfg Config) *Converter {
+	if cfg.Latexmlc == "" {
+		cfg.Latexmlc = LatexmlcDefault
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = TimeoutDefault
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Converter{cfg: cfg}
+}
+
+// ErrCrashed is what Convert returns (wrapped) when latexmlc crashed: the worker then sends an
+// empty result.
+var ErrCrashed = errors.New("latexmlc crashed")
+
+// Convert converts the source archive at in and writes the result archive to out. Its scratch
+// files go in out's directory, which the worker loop removes afterwards.
+func (c *Converter) Convert(ctx context.Context, in, out string) error {
+	work, err := os.MkdirTemp(filepath.Dir(out), "latexml*")
+	if err != nil {
+		return fmt.Errorf("latexml: %w", err)
+	}
+	defer os.RemoveAll(work)
+	src, html := filepath.Join(work, "src"), filepath.Join(work, "html")
+	for _, d := range []string{src, html} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("latexml: %w", err)
+		}
+	}
+
+	var head bytes.Buffer // the worker's own lines, before LaTeXML's
+	skipped, err := Unpack(in, src, c.cfg.Limits)
+	var main string
+	if err == nil {
+		main, err = FindMain(src)
+	}
+	var inv *InvalidError
+	if errors.As(err, &inv) {
+		c.cfg.Logger.Info("source archive invalid", "category", inv.Category, "details", inv.Details)
+		fmt.Fprintf(&head, "Fatal:invalid:%s %s\nStatus:conversion:%d\n", inv.Category, oneLine(inv.Details), LevelInvalid)
+		return writeResult(out, head.Bytes(), "", "")
+	}
+	if err != nil {
+		return fmt.Errorf("latexml: %w", err)
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(&head, "Warning:archive:not_a_file %s was skipped: only regular files and directories are unpacked\n", oneLine(s))
+	}
+	fmt.Fprintf(&head, "Info:cortexq:main_tex %s\n", oneLine(main))
+
+	stem := strings.TrimSuffix(path.Base(main), path.Ext(main))
+	rawLog := filepath.Join(work, "latexml.log")
+	run := c.run(ctx, filepath.Join(src, filepath.FromSlash(main)), filepath.Join(html, stem+".html"), rawLog)
+	if ctx.Err() != nil {
+		return fmt.Errorf("latexml: %w", ctx.Err()) // the worker is stopping: no verdict
+	}
+
+	var body bytes.Buffer
+	body.Write(head.Bytes())
+	sum := LogSummary{Status: LevelNone, Worst: LevelNone}
+	if f, err := os.Open(rawLog); err == nil {
+		sum, err = MapLog(f, &body, src)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("latexml: %w", err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("latexml: %w", err)
+	}
+	if sum.Cut {
+		fmt.Fprintf(&body, "Warning:cortexq:log_cut the LaTeXML log was longer than %d bytes; the rest is in latexml.log\n", maxMappedBytes)
+	}
+	level := sum.Level()
+	switch {
+	case run.timedOut:
+		fmt.Fprintf(&body, "Fatal:timeout:wallclock latexmlc ran longer than %s and was killed\n", c.cfg.Timeout)
+		level = LevelFatal
+	case run.crashed(sum):
+		c.cfg.Logger.Warn("latexmlc crashed; sending an empty result", "main", main, "err", run.err, "stderr", run.stderrTail())
+		return fmt.Errorf("%w: %v: %s", ErrCrashed, run.err, run.stderrTail())
+	}
+	fmt.Fprintf(&body, "Info:cortexq:latexmlc ran %.2f s, %s\n", run.took.Seconds(), run.exit())
+	fmt.Fprintf(&body, "Status:conversion:%d\n", level)
+	c.cfg.Logger.Info("converted", "main", main, "level", level, "messages", sum.Messages, "took", run.took.Round(time.Millisecond))
+	return writeResult(out, body.Bytes(), rawLog, html)
+}
+
+// run is how one latexmlc run ended.
+type run struct {
+	err      error
+	timedOut bool
+	took     time.Duration
+	stderr   tailBuffer
+}
+
+// crashed reports whether the run ended without a verdict: killed by a signal, or failed with
+// neither a status line nor a Fatal message in its log.
+func (r *run) crashed(sum LogSummary) bool {
+	if r.err == nil {
+		return false
+	}
+	var exit *exec.ExitError
+	if !errors.As(r.err, &exit) {
+		return true // it did not even start
+	}
+	if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return true
+	}
+	return sum.Status == LevelNone && sum.Worst < LevelFatal
+}
+
+func (r *run) exit() string {
+	var exit *exec.ExitError
+	switch {
+	case r.timedOut:
+		return "killed at the timeout"
+	case r.err == nil:
+		return "exit status 0"
+	case errors.As(r.err, &exit):
+		return exit.String()
+	default:
+		return r.err.Error()
+	}
+}
+
+func (r *run) stderrTail() string { return lastLine(r.stderr.String()) }
+
+// run runs latexmlc on the file main, writing the HTML to dest and LaTeXML's log to logPath.
+func (c *Converter) run(ctx context.Context, main, dest, logPath string) *run {
+	tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	args := append([]string{"--format=html5", "--dest=" + dest, "--log=" + logPath}, c.cfg.Args...)
+	args = append(args, filepath.Base(main))
+	cmd := exec.CommandContext(tctx, c.cfg.Latexmlc, args...)
+	cmd.Dir = filepath.Dir(main)
+	// Its own process group, killed whole: latexmlc may start helpers (kpsewhich, converters).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = killGrace
+	r := &run{}
+	cmd.Stdout = io.Discard
+	cmd.Stderr = &r.stderr
+	start := time.Now()
+	r.err = cmd.Run()
+	r.took = time.Since(start)
+	r.timedOut = r.err != nil && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded)
+	return r
+}
+
+// writeResult writes the result zip: cortex.log first, then LaTeXML's log (if it is at most
+// maxRawLogBytes), then every file under html, at the archive's top level.
+func writeResult(out string, cortexLog []byte, rawLog, html string) (err error) {
+	f, err := os.Create(out)
+	if err != nil {
+		return fmt.Errorf("latexml: result: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("latexml: result: %w", cerr)
+		}
+	}()
+	zw := zip.NewWriter(f)
+	w, err := zw.CreateHeader(&zip.FileHeader{Name: "cortex.log", Method: zip.Deflate, Modified: time.Now()})
+	if err == nil {
+		_, err = w.Write(cortexLog)
+	}
+	if err == nil && rawLog != "" {
+		if fi, serr := os.Stat(rawLog); serr == nil && fi.Size() <= maxRawLogBytes {
+			err = addFile(zw, "latexml.log", rawLog)
+		}
+	}
+	if err == nil && html != "" {
+		err = filepath.WalkDir(html, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			rel, err := filepath.Rel(html, p)
+			if err != nil {
+				return err
+			}
+			return addFile(zw, filepath.ToSlash(rel), p)
+		})
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("latexml: result: %w", err)
+	}
+	return nil
+}
+
+func addFile(zw *zip.Writer, name, p string) error {
+	src, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Deflate, Modified: time.Now()})
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(w, src)
+	return err
+}
+
+// oneLine keeps text from a source archive on one cortex.log line.
+func oneLine(s string) string {
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(s)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 300 {
+		s = s[:300]
+	}
+	return s
+}
+
+// tailBuffer keeps the last 4 KiB written to it.
+type tailBuffer struct{ b []byte }
+
+const tailBytes = 4 << 10
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > tailBytes {
+		t.b = append(t.b[:0], t.b[len(t.b)-tailBytes:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.b) }
