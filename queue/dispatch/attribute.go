@@ -16,7 +16,7 @@ const attributeMax = 1024
 // serves a replica that died before attributing), which saves a statement and its row locks
 // per task on fast services. The cost is a crash window that much wider, and an attempt's
 // leased_at taken at its claim rather than at its hand-out (see docs on the crash windows).
-const attributeDelay = 50 * time.Millisecond
+const attributeDelay = 100 * time.Millisecond
 
 // attributor makes the ventilator's hand-outs durable (DESIGN §4 "Attribute"): once a hand-out
 // is attributeDelay old it writes it, with the others due, in one statement, unless its result
