@@ -95,7 +95,7 @@ func New(cfg Config) (*Cluster, error) {
 		if bin, err = FindBin(); err != nil {
 			return nil, err
 		}
-	} else if !hasBinaries(bin) {
+	} else if !HasBinaries(bin) {
 		return nil, fmt.Errorf("embedded postgres: %s holds no initdb, pg_ctl and postgres", bin)
 	}
 	logger := cfg.Logger
@@ -103,17 +103,8 @@ func New(cfg Config) (*Cluster, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Cluster{cfg: cfg, dir: dir, bin: bin, logger: logger.With("component", "pgembed")}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("embedded postgres: running as root, PostgreSQL must run as the postgres user: %w", err)
-		}
-		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("embedded postgres: ids of the postgres user: %w", err)
-		}
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if c.cred, err = ServerCredential(); err != nil {
+		return nil, fmt.Errorf("embedded postgres: %w", err)
 	}
 	c.sock = c.runDir()
 	if c.longPath() {
@@ -495,7 +486,26 @@ func lastLine(s string) string {
 // quoteConf quotes a postgresql.conf string value.
 func quoteConf(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-func hasBinaries(dir string) bool {
+// ServerCredential is who PostgreSQL programs run as: nil (this process's user) unless this
+// process is root, which PostgreSQL refuses to run as; then the postgres user.
+func ServerCredential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running as root, PostgreSQL must run as the postgres user: %w", err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("ids of the postgres user: %w", err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// HasBinaries reports whether dir holds initdb, pg_ctl and postgres.
+func HasBinaries(dir string) bool {
 	for _, p := range []string{"initdb", "pg_ctl", "postgres"} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			return false
@@ -512,16 +522,16 @@ func FindBin() (string, error) {
 		return versionLess(filepath.Base(filepath.Dir(matches[j])), filepath.Base(filepath.Dir(matches[i])))
 	})
 	for _, dir := range matches {
-		if hasBinaries(dir) {
+		if HasBinaries(dir) {
 			return dir, nil
 		}
 	}
 	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		if dir := strings.TrimSpace(string(out)); hasBinaries(dir) {
+		if dir := strings.TrimSpace(string(out)); HasBinaries(dir) {
 			return dir, nil
 		}
 	}
-	if p, err := exec.LookPath("initdb"); err == nil && hasBinaries(filepath.Dir(p)) {
+	if p, err := exec.LookPath("initdb"); err == nil && HasBinaries(filepath.Dir(p)) {
 		return filepath.Dir(p), nil
 	}
 	return "", errors.New("embedded postgres: PostgreSQL server binaries (initdb, pg_ctl, postgres) not found: " +

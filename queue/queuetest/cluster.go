@@ -7,10 +7,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cortexq/cortexq/migrations"
+	"github.com/cortexq/cortexq/queue/pgembed"
 )
 
 // errNoPostgres is reported, through t.Fatal, when no PostgreSQL server binaries can be found.
@@ -241,19 +239,12 @@ func startLocal(t testing.TB) (*Cluster, error) {
 	}
 	c := &Cluster{bin: bin}
 	tmp := os.TempDir()
-	if os.Geteuid() == 0 {
-		// PostgreSQL refuses to run as root: run it as the postgres user, in a directory it can
-		// reach (a temp dir under /root, mode 700, is not).
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("running as root, and postgres must run as the postgres user: %w", err)
-		}
-		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("postgres user ids: %w", err)
-		}
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if c.cred, err = pgembed.ServerCredential(); err != nil {
+		return nil, err
+	}
+	if c.cred != nil {
+		// Run as the postgres user, in a directory it can reach (a temp dir under /root, mode
+		// 700, is not).
 		if !traversable(tmp) {
 			t.Logf("queuetest: running as root; %s is not reachable by the postgres user, using /tmp", tmp)
 			tmp = "/tmp"
@@ -373,54 +364,19 @@ func (c *Cluster) close() error {
 	return errors.Join(errs...)
 }
 
-// findBin returns the directory holding initdb and pg_ctl: $CORTEXQ_PG_BIN, then the newest
-// /usr/lib/postgresql/*/bin, then pg_config --bindir and PATH.
+// findBin returns the directory holding initdb and pg_ctl: $CORTEXQ_PG_BIN, else where the
+// embedded cluster finds them (pgembed.FindBin).
 func findBin() (string, error) {
-	has := func(dir string) bool {
-		for _, p := range []string{"initdb", "pg_ctl", "postgres"} {
-			if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
-				return false
-			}
-		}
-		return true
-	}
 	if dir := os.Getenv("CORTEXQ_PG_BIN"); dir != "" {
-		if !has(dir) {
+		if !pgembed.HasBinaries(dir) {
 			return "", fmt.Errorf("CORTEXQ_PG_BIN=%s holds no initdb, pg_ctl and postgres: %w", dir, errNoPostgres)
 		}
 		return dir, nil
 	}
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(matches, func(i, j int) bool {
-		return versionLess(filepath.Base(filepath.Dir(matches[j])), filepath.Base(filepath.Dir(matches[i])))
-	})
-	for _, dir := range matches {
-		if has(dir) {
-			return dir, nil
-		}
-	}
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		if dir := strings.TrimSpace(string(out)); has(dir) {
-			return dir, nil
-		}
-	}
-	if p, err := exec.LookPath("initdb"); err == nil && has(filepath.Dir(p)) {
-		return filepath.Dir(p), nil
+	if dir, err := pgembed.FindBin(); err == nil {
+		return dir, nil
 	}
 	return "", errNoPostgres
-}
-
-// versionLess orders PostgreSQL major versions such as "9.6" and "15" numerically.
-func versionLess(a, b string) bool {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(as) && i < len(bs); i++ {
-		x, _ := strconv.Atoi(as[i])
-		y, _ := strconv.Atoi(bs[i])
-		if x != y {
-			return x < y
-		}
-	}
-	return len(as) < len(bs)
 }
 
 // traversable reports whether every directory on the way to dir can be searched by other users.
