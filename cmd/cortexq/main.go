@@ -52,6 +52,7 @@ func commands() []*cli.Command {
 		serviceCommand(),
 		importCommand(),
 		rerunCommand(),
+		reportCommand(),
 		pauseCommand(),
 		resumeCommand(),
 		statusCommand(),
