@@ -53,6 +53,8 @@ func commands() []*cli.Command {
 		importCommand(),
 		rerunCommand(),
 		reportCommand(),
+		runsCommand(),
+		diffCommand(),
 		pauseCommand(),
 		resumeCommand(),
 		statusCommand(),

@@ -321,7 +321,7 @@ func TestReportNoMessagesAndPaging(t *testing.T) {
 	require.Equal(t, 3, d.count(`SELECT count(*) FROM tasks WHERE status = 0`))
 }
 
-// Bad input to report: one clear line, exit 2.
+// Bad input to report, runs and diff: one clear line, exit 2.
 func TestReportBadInput(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
@@ -341,6 +341,12 @@ func TestReportBadInput(t *testing.T) {
 		{"CategoryWithoutSeverity", []string{"report", "--corpus", "c", "--service", "echo", "--category", "x"}, "--category needs --severity"},
 		{"WhatWithoutCategory", []string{"report", "--corpus", "c", "--service", "echo", "--severity", "error", "--what", "x"}, "--what needs --category"},
 		{"JSONAndCSV", []string{"report", "--corpus", "c", "--service", "echo", "--json", "--csv"}, "give --json or --csv, not both"},
+		{"RunsUnknownCorpus", []string{"runs", "--corpus", "nope", "--service", "echo"}, "corpus nope: not found"},
+		{"DiffNothingToCompare", []string{"diff", "--corpus", "c", "--service", "echo"}, "is the first run of the corpus and service"},
+		{"DiffUnknownRun", []string{"diff", "--corpus", "c", "--service", "echo", "--from", "99"}, "--from 99: no such run"},
+		{"DiffBadStatus", []string{"diff", "--corpus", "c", "--service", "echo", "--from-status", "meh", "--to-status", "error"}, `--from-status "meh"`},
+		{"DiffOneStatus", []string{"diff", "--corpus", "c", "--service", "echo", "--to-status", "error"}, "give both --from-status and --to-status"},
+		{"DiffNegativeOffset", []string{"diff", "--corpus", "c", "--service", "echo", "--offset", "-5"}, "--offset -5: want 0 to 100000"},
 		{"RerunUnknownCorpus", []string{"rerun", "--corpus", "nope", "--service", "echo"}, "corpus nope: not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
