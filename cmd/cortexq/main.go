@@ -55,6 +55,7 @@ func commands() []*cli.Command {
 		reportCommand(),
 		runsCommand(),
 		diffCommand(),
+		sandboxCommand(),
 		pauseCommand(),
 		resumeCommand(),
 		statusCommand(),

@@ -321,7 +321,7 @@ func TestReportNoMessagesAndPaging(t *testing.T) {
 	require.Equal(t, 3, d.count(`SELECT count(*) FROM tasks WHERE status = 0`))
 }
 
-// Bad input to report, runs and diff: one clear line, exit 2.
+// Bad input to report, runs, diff and sandbox: one clear line, exit 2.
 func TestReportBadInput(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
@@ -348,6 +348,11 @@ func TestReportBadInput(t *testing.T) {
 		{"DiffOneStatus", []string{"diff", "--corpus", "c", "--service", "echo", "--to-status", "error"}, "give both --from-status and --to-status"},
 		{"DiffNegativeOffset", []string{"diff", "--corpus", "c", "--service", "echo", "--offset", "-5"}, "--offset -5: want 0 to 100000"},
 		{"RerunUnknownCorpus", []string{"rerun", "--corpus", "nope", "--service", "echo"}, "corpus nope: not found"},
+		{"SandboxUnknownParent", []string{"sandbox", "create", "sb", "--from", "nope", "--service", "echo"}, "corpus nope: not found"},
+		{"SandboxEmptySelection", []string{"sandbox", "create", "sb", "--from", "c", "--service", "echo", "--severity", "error"}, "the selection holds no task"},
+		{"SandboxExists", []string{"sandbox", "create", "c", "--from", "c", "--service", "echo"}, "a corpus named c already exists"},
+		{"SandboxDeleteNotASandbox", []string{"sandbox", "delete", "c"}, "no sandbox named c"},
+		{"SandboxNoName", []string{"sandbox", "create", "--from", "c", "--service", "echo"}, "want one argument"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cortexq(t, d.env, tc.args...)
@@ -356,4 +361,5 @@ func TestReportBadInput(t *testing.T) {
 		})
 	}
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM corpora WHERE name = 'c'`))
+	require.Equal(t, 0, d.count(`SELECT count(*) FROM corpora WHERE parent_corpus_id IS NOT NULL`))
 }
