@@ -308,7 +308,7 @@ func runReport(c *cli.Context) error {
 	if sevName != "" && !ok {
 		return usagef(c, "--severity %q: want one of %s", sevName, severityNames())
 	}
-	store, done, err := openStore(c, lease.Config{})
+	store, done, err := openStore(c, lease.Config{}, lease.TuneReportPool)
 	if err != nil {
 		return err
 	}

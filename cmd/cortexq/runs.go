@@ -38,7 +38,7 @@ func runRuns(c *cli.Context) error {
 	if c.Bool("json") && c.Bool("csv") {
 		return usagef(c, "give --json or --csv, not both")
 	}
-	store, done, err := openStore(c, lease.Config{})
+	store, done, err := openStore(c, lease.Config{}, lease.TuneReportPool)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func runDiff(c *cli.Context) error {
 	if toName != "" && !ok {
 		return usagef(c, "--to-status %q: want one of %s", toName, names)
 	}
-	store, done, err := openStore(c, lease.Config{})
+	store, done, err := openStore(c, lease.Config{}, lease.TuneReportPool)
 	if err != nil {
 		return err
 	}

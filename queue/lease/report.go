@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
@@ -398,4 +399,19 @@ func (s *Store) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted,
 		return sum, fmt.Errorf("sandbox %s deleted, but %d of its result archives remain (first: %w)", name, len(errs), errs[0])
 	}
 	return sum, nil
+}
+
+// TuneReportPool sets what the report, runs and diff queries need on their connections:
+//
+//   - plan_cache_mode force_custom_plan. pgx prepares each statement; after five runs PostgreSQL
+//     may keep a generic plan made without the status, severity or runs' values, and the report's
+//     rows are skewed (a status of 1% or 35% of the tasks, a what in 12 or 120,000 messages): the
+//     diff of two closed runs took 1.9 s on a generic plan, 0.2 s on its own.
+//   - work_mem 64MB, so that the count of distinct tasks of a large severity sorts in memory.
+func TuneReportPool(cfg *pgxpool.Config) {
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	cfg.ConnConfig.RuntimeParams["work_mem"] = "64MB"
 }
