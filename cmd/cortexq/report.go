@@ -211,7 +211,7 @@ func (t table) print(c *cli.Context) error {
 		for i, cell := range cells {
 			widths[i] = printable(cell)
 		}
-		fmt.Fprintln(w, strings.Join(widths, "\t")+"\t")
+		fmt.Fprintln(w, strings.Join(widths, "\t"))
 	}
 	line(upper(t.Header))
 	for _, r := range t.Rows {
