@@ -57,7 +57,7 @@ func generateReportCorpus(b *testing.B, pool *pgxpool.Pool, tasks, messages int)
 		       CASE WHEN h < 40 THEN -1 WHEN h < 75 THEN -2 WHEN h < 90 THEN -3 WHEN h < 95 THEN -4
 		            WHEN h < 96 THEN -5 WHEN h < 98 THEN 0 WHEN h < 99 THEN 1 ELSE -6 END,
 		       5
-		FROM generate_series(1, $3::int) AS g, LATERAL (SELECT (g * 7919 + 13) % 100 AS h) AS x`,
+		FROM generate_series(1, $3::int) AS g, LATERAL (SELECT (g::bigint * 7919 + 13) % 100 AS h) AS x`,
 		sc.ServiceID, sc.CorpusID, tasks)
 	// Runs 1 to 4 closed, each with its statuses: a task's status in run r is its current one,
 	// but for a share of tasks that fell as the runs went (a later LaTeXML fixed them).
@@ -139,6 +139,9 @@ func BenchmarkReport(b *testing.B) {
 	if err != nil {
 		sc = generateReportCorpus(b, pool, int(1_000_000*scale), int(10_000_000*scale))
 	}
+	var have int
+	require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE corpus_id = $1`, sc.CorpusID).Scan(&have))
+	require.Positive(b, have, "corpus arxiv has no tasks: a generation that failed? Start from an empty database")
 	store := New(pool, Config{Replica: "bench"})
 
 	// The largest category and what of Error, and the largest cell of the diff.
