@@ -22,15 +22,19 @@ FOR NO KEY UPDATE;
 
 -- name: TaskRerun :many
 -- TaskRerun moves the tasks of a scope to TODO in a new run. Optional filters: statuses, and a
--- message of the current run with the given severity, category and what.
+-- message of the current run with the given severity, category and what; or, with no_messages,
+-- no message of the current run of the given severity (the report's category no_messages).
 WITH picked AS (
     SELECT s.id
     FROM tasks s
     WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id
       AND (sqlc.narg('statuses')::smallint[] IS NULL OR s.status = ANY(sqlc.narg('statuses')::smallint[]))
-      AND (sqlc.narg('severity')::text IS NULL AND sqlc.narg('category')::text IS NULL
-           AND sqlc.narg('what')::text IS NULL
-           OR EXISTS (
+      AND (@no_messages::bool AND NOT EXISTS (
+               SELECT 1 FROM task_messages m
+               WHERE m.task_id = s.id AND m.run = s.run AND m.severity = sqlc.narg('severity')::text)
+           OR NOT @no_messages::bool AND sqlc.narg('severity')::text IS NULL
+           AND sqlc.narg('category')::text IS NULL AND sqlc.narg('what')::text IS NULL
+           OR NOT @no_messages::bool AND EXISTS (
                SELECT 1 FROM task_messages m
                WHERE m.task_id = s.id AND m.run = s.run
                  AND (sqlc.narg('severity')::text IS NULL OR m.severity = sqlc.narg('severity')::text)

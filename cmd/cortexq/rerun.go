@@ -2,12 +2,9 @@ package main
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -21,26 +18,14 @@ func rerunCommand() *cli.Command {
 			"\n" +
 			"--severity selects the tasks whose status is that severity (no_problem, warning, error, fatal,\n" +
 			"invalid). --category and --what select the tasks with a message of the current run with that\n" +
-			"category and what (of that severity, when --severity is given: info for no_problem). Without any,\n" +
-			"every task of the corpus and service is rerun.",
-		Flags: []cli.Flag{
+			"category and what (of that severity, when --severity is given: info for no_problem). With\n" +
+			"--severity, --category no_messages selects the tasks of that status with no message of its severity\n" +
+			"(as cortexq report lists them). Without any, every task of the corpus and service is rerun.\n" +
+			"cortexq report prints the rerun line of each slice it shows.",
+		Flags: append(append([]cli.Flag{
 			corpusFlag("corpus of the tasks"),
 			serviceFlag("service of the tasks"),
-			&cli.StringFlag{
-				Name:    "severity",
-				Usage:   "rerun only tasks with this status: no_problem, warning, error, fatal or invalid",
-				EnvVars: envVars("RERUN_SEVERITY"),
-			},
-			&cli.StringFlag{
-				Name:    "category",
-				Usage:   "rerun only tasks with a message of this category",
-				EnvVars: envVars("RERUN_CATEGORY"),
-			},
-			&cli.StringFlag{
-				Name:    "what",
-				Usage:   "rerun only tasks with a message of this what",
-				EnvVars: envVars("RERUN_WHAT"),
-			},
+		}, selectionFlags("rerun")...),
 			&cli.StringFlag{
 				Name:    "note",
 				Usage:   "note kept with the run history",
@@ -52,21 +37,9 @@ func rerunCommand() *cli.Command {
 				Value:   lease.LateResultWindowDefault,
 				EnvVars: envVars("LATE_RESULT_WINDOW"),
 			},
-		},
+		),
 		Action: runRerun,
 	}
-}
-
-// severities maps --severity to the task status it selects and the message severity it filters.
-var severities = map[string]struct {
-	status  queue.Status
-	message queue.Severity
-}{
-	"no_problem": {queue.StatusNoProblem, queue.SeverityInfo},
-	"warning":    {queue.StatusWarning, queue.SeverityWarning},
-	"error":      {queue.StatusError, queue.SeverityError},
-	"fatal":      {queue.StatusFatal, queue.SeverityFatal},
-	"invalid":    {queue.StatusInvalid, queue.SeverityInvalid},
 }
 
 func runRerun(c *cli.Context) error {
@@ -79,32 +52,17 @@ func runRerun(c *cli.Context) error {
 	if c.Duration("late-result-window") <= 0 {
 		return usagef(c, "--late-result-window: want a positive duration")
 	}
-	scope := lease.RerunScope{
-		Category: c.String("category"),
-		What:     c.String("what"),
-		Note:     c.String("note"),
+	scope, err := selectionOf(c)
+	if err != nil {
+		return err
 	}
-	if sev := strings.ToLower(c.String("severity")); sev != "" {
-		s, ok := severities[sev]
-		if !ok {
-			names := make([]string, 0, len(severities))
-			for n := range severities {
-				names = append(names, n)
-			}
-			sort.Strings(names)
-			return usagef(c, "--severity %q: want one of %s", sev, strings.Join(names, ", "))
-		}
-		scope.Statuses = []queue.Status{s.status}
-		if scope.Category != "" || scope.What != "" {
-			scope.Severity = string(s.message)
-		}
-	}
+	scope.Note = c.String("note")
 	store, done, err := openStore(c, lease.Config{LateResultWindow: c.Duration("late-result-window")})
 	if err != nil {
 		return err
 	}
 	defer done()
-	ids, err := scopeOf(c, store)
+	ids, err := scopeOfNamed(c, store)
 	if err != nil {
 		return err
 	}

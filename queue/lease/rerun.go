@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,6 +24,9 @@ type RerunScope struct {
 	Severity string
 	Category string
 	What     string
+	// NoMessages, with Severity, selects instead the tasks with no message of that severity in
+	// their current run (the report's category no_messages).
+	NoMessages bool
 	// Note is kept with the run history.
 	Note string
 }
@@ -38,10 +42,29 @@ type RerunSummary struct {
 	Unreserved int
 }
 
-// Rerun moves the tasks of a scope to TODO in a new run, in one transaction: their messages go,
-// fresh reservations of their old runs are deleted (nothing happened in them), the other open
-// rows of the old runs settle so late results of those runs are stale, and the runs table
-// closes the old run with its tallies and opens a new one.
+// errNothingToRerun rolls back a rerun that selected no task: no run is closed or opened.
+var errNothingToRerun = errors.New("no task selected")
+
+// selection returns the filters of a scope as the queries take them.
+func (scope RerunScope) selection() (statuses []int16, severity, category, what *string) {
+	for _, st := range scope.Statuses {
+		statuses = append(statuses, int16(st))
+	}
+	str := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	return statuses, str(scope.Severity), str(scope.Category), str(scope.What)
+}
+
+// Rerun moves the tasks of a scope to TODO in a new run, in one transaction: the statuses of
+// every task of the corpus and service are kept as the closing run's (run_statuses, for
+// `cortexq diff`), the selected tasks' messages go, fresh reservations of their old runs are
+// deleted (nothing happened in them), the other open rows of the old runs settle so late
+// results of those runs are stale, and the runs table closes the old run with its tallies and
+// opens a new one. A scope that selects no task changes nothing.
 func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, error) {
 	var sum RerunSummary
 	err := s.inTx(ctx, "rerun", true, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
@@ -50,31 +73,28 @@ func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, erro
 		if err != nil {
 			return fmt.Errorf("tally: %w", err)
 		}
-		p := dbsqlc.TaskRerunParams{CorpusID: scope.CorpusID, ServiceID: scope.ServiceID}
-		if len(scope.Statuses) > 0 {
-			for _, st := range scope.Statuses {
-				p.Statuses = append(p.Statuses, int16(st))
-			}
+		// The run to close: the open one, or (tasks imported before run tracking) a new one.
+		runID, err := q.RunLockOpen(ctx, scope.CorpusID, scope.ServiceID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			runID, err = q.RunOpenReturning(ctx, scope.CorpusID, scope.ServiceID, now, "")
 		}
-		if scope.Category != "" || scope.What != "" || scope.Severity != "" {
-			sev, cat, what := scope.Severity, scope.Category, scope.What
-			if sev != "" {
-				p.Severity = &sev
-			}
-			if cat != "" {
-				p.Category = &cat
-			}
-			if what != "" {
-				p.What = &what
-			}
+		if err != nil {
+			return fmt.Errorf("find the open run: %w", err)
 		}
+		// Its final statuses, before the selected tasks go back to TODO. A claim committing
+		// between this statement and the next is in neither the snapshot nor the tally.
+		if _, err := q.RunSnapshot(ctx, runID, scope.CorpusID, scope.ServiceID); err != nil {
+			return fmt.Errorf("record the run's statuses: %w", err)
+		}
+		p := dbsqlc.TaskRerunParams{CorpusID: scope.CorpusID, ServiceID: scope.ServiceID, NoMessages: scope.NoMessages}
+		p.Statuses, p.Severity, p.Category, p.What = scope.selection()
 		rows, err := q.TaskRerun(ctx, p)
 		if err != nil {
 			return fmt.Errorf("move tasks to a new run: %w", err)
 		}
 		sum.Tasks = len(rows)
 		if len(rows) == 0 {
-			return nil
+			return errNothingToRerun
 		}
 		ids, runs := make([]int64, len(rows)), make([]int32, len(rows))
 		for i, r := range rows {
@@ -94,26 +114,17 @@ func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, erro
 			return fmt.Errorf("delete old messages: %w", err)
 		}
 		scopeDoc, _ := json.Marshal(scope)
-		closed, err := q.RunCloseOpen(ctx, dbsqlc.RunCloseOpenParams{
-			EndedAt: now, Scope: scopeDoc, Tasks: tally.Tasks, Todo: tally.Todo,
+		if err := q.RunClose(ctx, dbsqlc.RunCloseParams{
+			ID: runID, EndedAt: now, Scope: scopeDoc, Tasks: tally.Tasks, Todo: tally.Todo,
 			NoProblem: tally.NoProblem, Warning: tally.Warning, Error: tally.Error,
 			Fatal: tally.Fatal, Invalid: tally.Invalid, Blocked: tally.Blocked,
-			CorpusID: scope.CorpusID, ServiceID: scope.ServiceID,
-		})
-		if err != nil {
+		}); err != nil {
 			return fmt.Errorf("close run: %w", err)
-		}
-		if closed == 0 {
-			if err := q.RunInsertClosed(ctx, dbsqlc.RunInsertClosedParams{
-				EndedAt: now, Scope: scopeDoc, Tasks: tally.Tasks, Todo: tally.Todo,
-				NoProblem: tally.NoProblem, Warning: tally.Warning, Error: tally.Error,
-				Fatal: tally.Fatal, Invalid: tally.Invalid, Blocked: tally.Blocked,
-				CorpusID: scope.CorpusID, ServiceID: scope.ServiceID,
-			}); err != nil {
-				return fmt.Errorf("record run: %w", err)
-			}
 		}
 		return q.RunOpen(ctx, scope.CorpusID, scope.ServiceID, now, scope.Note)
 	})
+	if errors.Is(err, errNothingToRerun) {
+		return RerunSummary{}, nil
+	}
 	return sum, err
 }

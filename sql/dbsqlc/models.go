@@ -200,6 +200,13 @@ type Run struct {
 	Note      string          `json:"note"`
 }
 
+// Each task's final status in each closed run, written when a rerun closes the run.
+type RunStatus struct {
+	RunID  int64 `json:"run_id"`
+	TaskID int64 `json:"task_id"`
+	Status int16 `json:"status"`
+}
+
 // Worker services (tex_to_html, echo, ...). A task belongs to one service.
 type Service struct {
 	ID                  int32     `json:"id"`

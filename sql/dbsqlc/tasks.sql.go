@@ -205,14 +205,17 @@ WITH picked AS (
     FROM tasks s
     WHERE s.corpus_id = $1 AND s.service_id = $2
       AND ($3::smallint[] IS NULL OR s.status = ANY($3::smallint[]))
-      AND ($4::text IS NULL AND $5::text IS NULL
-           AND $6::text IS NULL
-           OR EXISTS (
+      AND ($4::bool AND NOT EXISTS (
+               SELECT 1 FROM task_messages m
+               WHERE m.task_id = s.id AND m.run = s.run AND m.severity = $5::text)
+           OR NOT $4::bool AND $5::text IS NULL
+           AND $6::text IS NULL AND $7::text IS NULL
+           OR NOT $4::bool AND EXISTS (
                SELECT 1 FROM task_messages m
                WHERE m.task_id = s.id AND m.run = s.run
-                 AND ($4::text IS NULL OR m.severity = $4::text)
-                 AND ($5::text IS NULL OR m.category = $5::text)
-                 AND ($6::text IS NULL OR m.what = $6::text)))
+                 AND ($5::text IS NULL OR m.severity = $5::text)
+                 AND ($6::text IS NULL OR m.category = $6::text)
+                 AND ($7::text IS NULL OR m.what = $7::text)))
     ORDER BY s.id
     FOR NO KEY UPDATE
 )
@@ -224,12 +227,13 @@ RETURNING t.id, t.run
 `
 
 type TaskRerunParams struct {
-	CorpusID  int32   `json:"corpus_id"`
-	ServiceID int32   `json:"service_id"`
-	Statuses  []int16 `json:"statuses"`
-	Severity  *string `json:"severity"`
-	Category  *string `json:"category"`
-	What      *string `json:"what"`
+	CorpusID   int32   `json:"corpus_id"`
+	ServiceID  int32   `json:"service_id"`
+	Statuses   []int16 `json:"statuses"`
+	NoMessages bool    `json:"no_messages"`
+	Severity   *string `json:"severity"`
+	Category   *string `json:"category"`
+	What       *string `json:"what"`
 }
 
 type TaskRerunRow struct {
@@ -238,12 +242,14 @@ type TaskRerunRow struct {
 }
 
 // TaskRerun moves the tasks of a scope to TODO in a new run. Optional filters: statuses, and a
-// message of the current run with the given severity, category and what.
+// message of the current run with the given severity, category and what; or, with no_messages,
+// no message of the current run of the given severity (the report's category no_messages).
 func (q *Queries) TaskRerun(ctx context.Context, arg TaskRerunParams) ([]TaskRerunRow, error) {
 	rows, err := q.db.Query(ctx, taskRerun,
 		arg.CorpusID,
 		arg.ServiceID,
 		arg.Statuses,
+		arg.NoMessages,
 		arg.Severity,
 		arg.Category,
 		arg.What,

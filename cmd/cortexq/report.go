@@ -1,0 +1,423 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+func reportCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "report",
+		Usage: "drill down into the results of a corpus and service: severities, categories, whats, tasks",
+		Description: "Without --severity: the tasks of each status (no_problem, warning, error, fatal, invalid, and\n" +
+			"todo, in_flight, blocked) with their share of the tasks; Invalid tasks are left out of the total the\n" +
+			"shares are of, as CorTeX does. --severity S: the categories of the messages of severity S (info for\n" +
+			"no_problem) in the current runs of the tasks with status S, each with its tasks and messages; a\n" +
+			"Fatal task with no fatal message is listed under category no_messages. --category C: the whats of\n" +
+			"C. --what W: the messages of W with their tasks (id, entry, details).\n" +
+			"\n" +
+			"Every level ends with the cortexq rerun line that reruns exactly the slice shown (and a sandbox\n" +
+			"create takes the same flags). Lists are sorted by tasks, then messages, and paged with --limit\n" +
+			"(at most 1000) and --offset (at most 100000). A sandbox is a corpus: give its name as --corpus.\n" +
+			"docs/reports.md shows the psql query behind each level.",
+		Flags: append(append([]cli.Flag{
+			corpusFlag("corpus (or sandbox) to report on"),
+			serviceFlag("service to report on"),
+		}, selectionFlags("report")...), pageFlags("report")...),
+		Action: runReport,
+	}
+}
+
+// reportStatuses are the report's rows without --severity, in order.
+var reportStatuses = []queue.Status{queue.StatusNoProblem, queue.StatusWarning, queue.StatusError,
+	queue.StatusFatal, queue.StatusInvalid, queue.StatusTODO, queue.StatusDispatched, queue.StatusBlocked}
+
+// statusName is a status's name in reports: in_flight for dispatched.
+func statusName(s queue.Status) string {
+	if s == queue.StatusDispatched {
+		return "in_flight"
+	}
+	return s.String()
+}
+
+// severities maps --severity to the task status it selects and the message severity it filters.
+var severities = map[string]struct {
+	status  queue.Status
+	message queue.Severity
+}{
+	"no_problem": {queue.StatusNoProblem, queue.SeverityInfo},
+	"warning":    {queue.StatusWarning, queue.SeverityWarning},
+	"error":      {queue.StatusError, queue.SeverityError},
+	"fatal":      {queue.StatusFatal, queue.SeverityFatal},
+	"invalid":    {queue.StatusInvalid, queue.SeverityInvalid},
+}
+
+func severityNames() string {
+	names := make([]string, 0, len(severities))
+	for n := range severities {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// selectionFlags are --severity, --category and --what, which select a slice of a corpus's
+// tasks the same way for report, rerun and sandbox create; env names the command in their
+// environment variables.
+func selectionFlags(env string) []cli.Flag {
+	env = strings.ToUpper(env) + "_"
+	return []cli.Flag{
+		&cli.StringFlag{
+			Name:    "severity",
+			Usage:   "only tasks with this status: no_problem, warning, error, fatal or invalid",
+			EnvVars: envVars(env + "SEVERITY"),
+		},
+		&cli.StringFlag{
+			Name:    "category",
+			Usage:   "only tasks with a message of this category (no_messages: with --severity, none of its severity)",
+			EnvVars: envVars(env + "CATEGORY"),
+		},
+		&cli.StringFlag{
+			Name:    "what",
+			Usage:   "only tasks with a message of this what",
+			EnvVars: envVars(env + "WHAT"),
+		},
+	}
+}
+
+// selectionOf reads the selection flags into a rerun scope (without its corpus and service).
+func selectionOf(c *cli.Context) (lease.RerunScope, error) {
+	scope := lease.RerunScope{Category: c.String("category"), What: c.String("what")}
+	sev := strings.ToLower(c.String("severity"))
+	if sev == "" {
+		if scope.Category == lease.NoMessages {
+			return scope, usagef(c, "--category %s needs --severity", lease.NoMessages)
+		}
+		return scope, nil
+	}
+	s, ok := severities[sev]
+	if !ok {
+		return scope, usagef(c, "--severity %q: want one of %s", sev, severityNames())
+	}
+	scope.Statuses = []queue.Status{s.status}
+	if scope.Category == lease.NoMessages {
+		if scope.What != "" && scope.What != lease.NoMessages {
+			return scope, usagef(c, "--category %s has the one what %s", lease.NoMessages, lease.NoMessages)
+		}
+		scope.Category, scope.What, scope.NoMessages = "", "", true
+		scope.Severity = string(s.message)
+		return scope, nil
+	}
+	if scope.Category != "" || scope.What != "" {
+		scope.Severity = string(s.message)
+	}
+	return scope, nil
+}
+
+// pageFlags are --limit, --offset, --json and --csv.
+func pageFlags(env string) []cli.Flag {
+	return append([]cli.Flag{
+		&cli.IntFlag{
+			Name:    "limit",
+			Usage:   fmt.Sprintf("rows per page, at most %d", lease.ReportMaxLimit),
+			Value:   100,
+			EnvVars: envVars(strings.ToUpper(env) + "_LIMIT"),
+		},
+		&cli.IntFlag{
+			Name:    "offset",
+			Usage:   fmt.Sprintf("rows to skip, at most %d", lease.ReportMaxOffset),
+			EnvVars: envVars(strings.ToUpper(env) + "_OFFSET"),
+		},
+	}, formatFlags(env)...)
+}
+
+// formatFlags are --json and --csv.
+func formatFlags(env string) []cli.Flag {
+	env = strings.ToUpper(env) + "_"
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "json", Usage: "print JSON (one document) instead of a table", EnvVars: envVars(env + "JSON")},
+		&cli.BoolFlag{Name: "csv", Usage: "print CSV (a header line, then the rows) instead of a table", EnvVars: envVars(env + "CSV")},
+	}
+}
+
+// pageOf checks --limit, --offset and the output format.
+func pageOf(c *cli.Context) (limit, offset int, err error) {
+	limit, offset = c.Int("limit"), c.Int("offset")
+	switch {
+	case limit < 1 || limit > lease.ReportMaxLimit:
+		return 0, 0, usagef(c, "--limit %d: want 1 to %d", limit, lease.ReportMaxLimit)
+	case offset < 0 || offset > lease.ReportMaxOffset:
+		return 0, 0, usagef(c, "--offset %d: want 0 to %d", offset, lease.ReportMaxOffset)
+	case c.Bool("json") && c.Bool("csv"):
+		return 0, 0, usagef(c, "give --json or --csv, not both")
+	}
+	return limit, offset, nil
+}
+
+// scopeOfNamed looks up --corpus and --service; a name that does not exist is a usage error.
+func scopeOfNamed(c *cli.Context, store *lease.Store) (lease.Scope, error) {
+	scope, err := scopeOf(c, store)
+	if errors.Is(err, queue.ErrNotFound) {
+		return scope, usagef(c, "%v", err)
+	}
+	return scope, err
+}
+
+// table is what a report level prints: a title, a header and rows, and the command that acts
+// on what it shows.
+type table struct {
+	Title  string     `json:"title"`
+	Header []string   `json:"header"`
+	Rows   [][]string `json:"rows"`
+	// Total counts the rows of the whole list when it is paged.
+	Total *int64 `json:"total,omitempty"`
+	// JSON, if set, is printed by --json instead of the table.
+	JSON any    `json:"-"`
+	Next string `json:"next,omitempty"`
+}
+
+// print writes t as an aligned table, JSON or CSV, as the flags say.
+func (t table) print(c *cli.Context) error {
+	out := c.App.Writer
+	switch {
+	case c.Bool("json"):
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if t.JSON != nil {
+			return enc.Encode(t.JSON)
+		}
+		return enc.Encode(t)
+	case c.Bool("csv"):
+		w := csv.NewWriter(out)
+		_ = w.Write(t.Header)
+		_ = w.WriteAll(t.Rows)
+		return w.Error()
+	}
+	fmt.Fprintln(out, printable(t.Title))
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	line := func(cells []string) {
+		widths := make([]string, len(cells))
+		for i, cell := range cells {
+			widths[i] = printable(cell)
+		}
+		fmt.Fprintln(w, strings.Join(widths, "\t"))
+	}
+	line(upper(t.Header))
+	for _, r := range t.Rows {
+		line(r)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if t.Total != nil && int64(len(t.Rows)) < *t.Total {
+		fmt.Fprintf(out, "(%d of %s rows shown: --offset %d --limit %d)\n", len(t.Rows), commas(*t.Total), c.Int("offset"), c.Int("limit"))
+	}
+	if t.Next != "" {
+		fmt.Fprintln(out, printable(t.Next))
+	}
+	return nil
+}
+
+func upper(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = strings.ToUpper(v)
+	}
+	return out
+}
+
+// commas writes n with thousands separators: 1,234,567.
+func commas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// percent is 100·n/of with two decimals, "-" when of is 0.
+func percent(n, of int64) string {
+	if of == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(100*float64(n)/float64(of), 'f', 2, 64) + "%"
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.,/:=+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// commandLine is a cortexq command line: the command, then flag and value pairs (those with
+// an empty value left out), quoted for a shell.
+func commandLine(cmd string, pairs ...string) string {
+	parts := []string{"cortexq", cmd}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			parts = append(parts, "--"+pairs[i], shellQuote(pairs[i+1]))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func runReport(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if err := required(c, flagCorpus, flagService); err != nil {
+		return err
+	}
+	limit, offset, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	sevName := strings.ToLower(c.String("severity"))
+	category, what := c.String("category"), c.String("what")
+	switch {
+	case category != "" && sevName == "":
+		return usagef(c, "--category needs --severity")
+	case what != "" && category == "":
+		return usagef(c, "--what needs --category")
+	}
+	sev, ok := severities[sevName]
+	if sevName != "" && !ok {
+		return usagef(c, "--severity %q: want one of %s", sevName, severityNames())
+	}
+	store, done, err := openStore(c, lease.Config{}, lease.TuneReportPool)
+	if err != nil {
+		return err
+	}
+	defer done()
+	scope, err := scopeOfNamed(c, store)
+	if err != nil {
+		return err
+	}
+	corpus, service := c.String(flagCorpus), c.String(flagService)
+	rerun := commandLine("rerun", flagCorpus, corpus, flagService, service, "severity", sevName, "category", category, "what", what)
+	where := fmt.Sprintf("corpus %s, service %s", corpus, service)
+	if sevName == "" {
+		counts, err := store.ReportStatuses(c.Context, scope)
+		if err != nil {
+			return err
+		}
+		var all int64
+		for _, n := range counts {
+			all += n
+		}
+		total := all - counts[queue.StatusInvalid]
+		t := table{
+			Title:  fmt.Sprintf("%s: %s tasks, %s of them not Invalid (the total of the percentages)", where, commas(all), commas(total)),
+			Header: []string{"severity", "tasks", "percent"},
+			Next:   "rerun all: " + rerun,
+		}
+		type row struct {
+			Severity string   `json:"severity"`
+			Tasks    int64    `json:"tasks"`
+			Percent  *float64 `json:"percent"`
+		}
+		var rows []row
+		for _, st := range reportStatuses {
+			n := counts[st]
+			if st == queue.StatusBlocked {
+				n = 0
+				for s, k := range counts {
+					if s <= queue.StatusBlocked {
+						n += k
+					}
+				}
+			}
+			pc := percent(n, total)
+			r := row{Severity: statusName(st), Tasks: n}
+			if st == queue.StatusInvalid {
+				pc = "-"
+			} else if total > 0 {
+				p := 100 * float64(n) / float64(total)
+				r.Percent = &p
+			}
+			rows = append(rows, r)
+			t.Rows = append(t.Rows, []string{statusName(st), commas(n), pc})
+		}
+		if c.Bool("csv") {
+			for i, r := range rows {
+				t.Rows[i][1] = strconv.FormatInt(r.Tasks, 10)
+			}
+		}
+		t.JSON = map[string]any{"corpus": corpus, "service": service, "tasks": all, "total": total,
+			"severities": rows, "rerun": rerun}
+		return t.print(c)
+	}
+	slice := lease.ReportSlice{Scope: scope, Status: sev.status, Severity: sev.message,
+		Category: category, What: what, Limit: limit, Offset: offset}
+	if what != "" {
+		msgs, err := store.ReportMessages(c.Context, slice)
+		if err != nil {
+			return err
+		}
+		t := table{
+			Title:  fmt.Sprintf("%s: severity %s, category %s, what %s: messages and their tasks", where, sevName, category, what),
+			Header: []string{"task_id", "entry", "details"},
+			Next:   "rerun these tasks: " + rerun,
+		}
+		for _, m := range msgs {
+			t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), m.Entry, m.Details})
+		}
+		if msgs == nil {
+			msgs = []lease.ReportMessage{}
+		}
+		t.JSON = map[string]any{"corpus": corpus, "service": service, "severity": sevName, "category": category,
+			"what": what, "offset": offset, "limit": limit, "messages": msgs, "rerun": rerun}
+		return t.print(c)
+	}
+	var rows []lease.ReportRow
+	var total int64
+	level, title := "category", fmt.Sprintf("%s: severity %s, by category", where, sevName)
+	if category == "" {
+		rows, total, err = store.ReportCategories(c.Context, slice)
+	} else {
+		level, title = "what", fmt.Sprintf("%s: severity %s, category %s, by what", where, sevName, category)
+		rows, total, err = store.ReportWhats(c.Context, slice)
+	}
+	if err != nil {
+		return err
+	}
+	t := table{Title: title, Header: []string{level, "tasks", "messages"}, Total: &total,
+		Next: "rerun this slice: " + rerun}
+	for _, r := range rows {
+		if c.Bool("csv") {
+			t.Rows = append(t.Rows, []string{r.Name, strconv.FormatInt(r.Tasks, 10), strconv.FormatInt(r.Messages, 10)})
+		} else {
+			t.Rows = append(t.Rows, []string{r.Name, commas(r.Tasks), commas(r.Messages)})
+		}
+	}
+	if rows == nil {
+		rows = []lease.ReportRow{}
+	}
+	t.JSON = map[string]any{"corpus": corpus, "service": service, "severity": sevName, "category": category,
+		"level": level, "offset": offset, "limit": limit, "total": total, "rows": rows, "rerun": rerun}
+	return t.print(c)
+}

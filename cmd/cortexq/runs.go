@@ -1,0 +1,276 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+func runsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "runs",
+		Usage: "list the runs of a corpus and service, with their tallies",
+		Description: "One line per run, oldest first: its id (for cortexq diff --from/--to), when it started and ended,\n" +
+			"the note its rerun gave, and its tasks by status with their shares (of the tasks not Invalid, as\n" +
+			"cortexq report counts them). A closed run shows the tallies it ended with; the current one, its\n" +
+			"tallies now. A rerun closes the current run and opens the next.",
+		Flags: append([]cli.Flag{
+			corpusFlag("corpus (or sandbox) whose runs to list"),
+			serviceFlag("service whose runs to list"),
+		}, formatFlags("runs")...),
+		Action: runRuns,
+	}
+}
+
+func runRuns(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if err := required(c, flagCorpus, flagService); err != nil {
+		return err
+	}
+	if c.Bool("json") && c.Bool("csv") {
+		return usagef(c, "give --json or --csv, not both")
+	}
+	store, done, err := openStore(c, lease.Config{}, lease.TuneReportPool)
+	if err != nil {
+		return err
+	}
+	defer done()
+	scope, err := scopeOfNamed(c, store)
+	if err != nil {
+		return err
+	}
+	runs, err := store.Runs(c.Context, scope)
+	if err != nil {
+		return err
+	}
+	t := table{
+		Title: fmt.Sprintf("corpus %s, service %s: %d runs", c.String(flagCorpus), c.String(flagService), len(runs)),
+		Header: []string{"run", "started", "ended", "tasks", "no_problem", "warning", "error", "fatal", "invalid",
+			"todo", "in_flight", "blocked", "note"},
+		JSON: runs,
+	}
+	raw := c.Bool("csv")
+	for _, r := range runs {
+		total := r.Tasks - r.Invalid
+		cell := func(n int64) string {
+			if raw {
+				return strconv.FormatInt(n, 10)
+			}
+			return fmt.Sprintf("%s (%s)", commas(n), percent(n, total))
+		}
+		ended := "current"
+		if r.EndedAt != nil {
+			ended = r.EndedAt.UTC().Format(time.DateTime)
+		}
+		tasks := commas(r.Tasks)
+		if raw {
+			tasks = strconv.FormatInt(r.Tasks, 10)
+		}
+		invalid := commas(r.Invalid)
+		if raw {
+			invalid = strconv.FormatInt(r.Invalid, 10)
+		}
+		t.Rows = append(t.Rows, []string{strconv.FormatInt(r.ID, 10), r.StartedAt.UTC().Format(time.DateTime), ended, tasks,
+			cell(r.NoProblem), cell(r.Warning), cell(r.Error), cell(r.Fatal), invalid,
+			cell(r.TODO), cell(r.InFlight()), cell(r.Blocked), r.Note})
+	}
+	return t.print(c)
+}
+
+func diffCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "diff",
+		Usage: "compare the task statuses of two runs of a corpus and service",
+		Description: "The status transition matrix between two runs (ids from cortexq runs): for each status in the\n" +
+			"--from run and status in the --to run, the tasks that went from one to the other (error → no_problem\n" +
+			"1,234). --to defaults to the current run, --from to the run before --to. A task not yet imported in\n" +
+			"the --from run counts as from \"new\". --from-status and --to-status list the tasks of one cell, by\n" +
+			"id, paged with --limit and --offset. Statuses: no_problem, warning, error, fatal, invalid, todo,\n" +
+			"in_flight, blocked (and new for --from-status).\n" +
+			"\n" +
+			"A closed run's statuses are those its tasks had when the rerun that closed it began.",
+		Flags: append([]cli.Flag{
+			corpusFlag("corpus (or sandbox) whose runs to compare"),
+			serviceFlag("service whose runs to compare"),
+			&cli.Int64Flag{Name: "from", Usage: "the earlier run's id; 0: the run before --to", EnvVars: envVars("DIFF_FROM")},
+			&cli.Int64Flag{Name: "to", Usage: "the later run's id; 0: the current run", EnvVars: envVars("DIFF_TO")},
+			&cli.StringFlag{Name: "from-status", Usage: "with --to-status, list the tasks that had this status in --from",
+				EnvVars: envVars("DIFF_FROM_STATUS")},
+			&cli.StringFlag{Name: "to-status", Usage: "with --from-status, list the tasks that have this status in --to",
+				EnvVars: envVars("DIFF_TO_STATUS")},
+		}, pageFlags("diff")...),
+		Action: runDiff,
+	}
+}
+
+// parseStatus reads a status name of the report (new: none, when allowed).
+func parseStatus(name string, allowNew bool) (*queue.Status, bool) {
+	name = strings.ToLower(name)
+	if name == "new" && allowNew {
+		return nil, true
+	}
+	if name == "dispatched" {
+		name = "in_flight"
+	}
+	for _, st := range reportStatuses {
+		if statusName(st) == name {
+			return &st, true
+		}
+	}
+	return nil, false
+}
+
+func runDiff(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if err := required(c, flagCorpus, flagService); err != nil {
+		return err
+	}
+	limit, offset, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	fromName, toName := c.String("from-status"), c.String("to-status")
+	if (fromName == "") != (toName == "") {
+		return usagef(c, "give both --from-status and --to-status (one cell), or neither (the matrix)")
+	}
+	names := "no_problem, warning, error, fatal, invalid, todo, in_flight, blocked"
+	fromStatus, ok := parseStatus(fromName, true)
+	if fromName != "" && !ok {
+		return usagef(c, "--from-status %q: want one of %s or new", fromName, names)
+	}
+	toStatus, ok := parseStatus(toName, false)
+	if toName != "" && !ok {
+		return usagef(c, "--to-status %q: want one of %s", toName, names)
+	}
+	store, done, err := openStore(c, lease.Config{}, lease.TuneReportPool)
+	if err != nil {
+		return err
+	}
+	defer done()
+	scope, err := scopeOfNamed(c, store)
+	if err != nil {
+		return err
+	}
+	runs, err := store.Runs(c.Context, scope)
+	if err != nil {
+		return err
+	}
+	d, label, err := pickRuns(c, runs)
+	if err != nil {
+		return err
+	}
+	d.Scope = scope
+	corpus, service := c.String(flagCorpus), c.String(flagService)
+	if toStatus != nil {
+		tasks, err := store.DiffCellTasks(c.Context, d, fromStatus, *toStatus, limit, offset)
+		if err != nil {
+			return err
+		}
+		t := table{
+			Title:  fmt.Sprintf("corpus %s, service %s: %s, tasks %s → %s", corpus, service, label, strings.ToLower(fromName), statusName(*toStatus)),
+			Header: []string{"task_id", "entry"},
+		}
+		for _, x := range tasks {
+			t.Rows = append(t.Rows, []string{strconv.FormatInt(x.TaskID, 10), x.Entry})
+		}
+		if tasks == nil {
+			tasks = []lease.DiffTask{}
+		}
+		t.JSON = map[string]any{"corpus": corpus, "service": service, "from": d.From, "to": d.To,
+			"from_status": strings.ToLower(fromName), "to_status": statusName(*toStatus), "offset": offset, "limit": limit, "tasks": tasks}
+		return t.print(c)
+	}
+	cells, err := store.DiffMatrix(c.Context, d)
+	if err != nil {
+		return err
+	}
+	t := table{
+		Title:  fmt.Sprintf("corpus %s, service %s: %s", corpus, service, label),
+		Header: []string{"from", "", "to", "tasks"},
+		Next:   "the tasks of a cell: " + commandLine("diff", flagCorpus, corpus, flagService, service, "from", strconv.FormatInt(d.From, 10), "to", nonZero(d.To)) + " --from-status S --to-status S",
+	}
+	type cellJSON struct {
+		From  string `json:"from"`
+		To    string `json:"to"`
+		Tasks int64  `json:"tasks"`
+	}
+	jcells := []cellJSON{}
+	for _, x := range cells {
+		from := "new"
+		if x.From != nil {
+			from = statusName(*x.From)
+		}
+		if c.Bool("csv") {
+			t.Header = []string{"from", "to", "tasks"}
+			t.Rows = append(t.Rows, []string{from, statusName(x.To), strconv.FormatInt(x.Tasks, 10)})
+		} else {
+			t.Rows = append(t.Rows, []string{from, "→", statusName(x.To), commas(x.Tasks)})
+		}
+		jcells = append(jcells, cellJSON{from, statusName(x.To), x.Tasks})
+	}
+	t.JSON = map[string]any{"corpus": corpus, "service": service, "from": d.From, "to": d.To, "cells": jcells}
+	return t.print(c)
+}
+
+func nonZero(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// pickRuns resolves --from and --to among the runs (oldest first) of the corpus and service.
+// The current run is To 0.
+func pickRuns(c *cli.Context, runs []lease.Run) (lease.DiffRuns, string, error) {
+	from, to := c.Int64("from"), c.Int64("to")
+	find := func(id int64) int {
+		for i, r := range runs {
+			if r.ID == id {
+				return i
+			}
+		}
+		return -1
+	}
+	toIdx := len(runs) - 1
+	if to != 0 {
+		if toIdx = find(to); toIdx < 0 {
+			return lease.DiffRuns{}, "", usagef(c, "--to %d: no such run of the corpus and service (see cortexq runs)", to)
+		}
+	}
+	if toIdx < 0 {
+		return lease.DiffRuns{}, "", usagef(c, "the corpus and service have no runs")
+	}
+	fromIdx := toIdx - 1
+	if from != 0 {
+		if fromIdx = find(from); fromIdx < 0 {
+			return lease.DiffRuns{}, "", usagef(c, "--from %d: no such run of the corpus and service (see cortexq runs)", from)
+		}
+		if fromIdx >= toIdx {
+			return lease.DiffRuns{}, "", usagef(c, "--from %d: want a run before run %d", from, runs[toIdx].ID)
+		}
+	}
+	if fromIdx < 0 {
+		return lease.DiffRuns{}, "", usagef(c, "run %d is the first run of the corpus and service: nothing to compare it with", runs[toIdx].ID)
+	}
+	d := lease.DiffRuns{From: runs[fromIdx].ID}
+	label := fmt.Sprintf("run %d → run %d", runs[fromIdx].ID, runs[toIdx].ID)
+	if runs[toIdx].EndedAt == nil {
+		label += " (current)"
+	} else {
+		d.To = runs[toIdx].ID
+	}
+	if runs[fromIdx].EndedAt == nil {
+		return lease.DiffRuns{}, "", usagef(c, "--from %d: the run is not closed", runs[fromIdx].ID)
+	}
+	return d, label, nil
+}

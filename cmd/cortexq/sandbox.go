@@ -1,0 +1,165 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+func sandboxCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "sandbox",
+		Usage: "make, list and delete sandboxes: copies of a slice of a corpus to run again apart",
+		Description: "A sandbox is a corpus whose parent is another corpus. Its tasks are copies of a slice of the\n" +
+			"parent's tasks that read the same source archives; their results are published beside each source\n" +
+			"as <service>.sandbox-<id>.zip, so the parent's results (<service>.zip) and its tasks, messages and\n" +
+			"runs are never touched. report, runs, diff, rerun, status, pause and resume take a sandbox's name\n" +
+			"as --corpus; cortexq serve serves its tasks as any others.",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "create",
+				Usage:     "make a sandbox holding copies of a slice of a corpus's tasks, as TODO",
+				ArgsUsage: "NAME",
+				Description: "Copies the tasks of --from and --service that --severity, --category and --what select (as\n" +
+					"cortexq rerun and cortexq report select them; none: every task) into a new corpus NAME, as TODO\n" +
+					"tasks of its first run, ready for the replicas. A selection holding no task makes no sandbox.",
+				Flags: append([]cli.Flag{
+					&cli.StringFlag{Name: "from", Usage: "the corpus whose tasks to copy", EnvVars: envVars("SANDBOX_FROM")},
+					serviceFlag("service of the tasks"),
+					&cli.StringFlag{Name: "note", Usage: "note kept with the sandbox's first run (default: sandbox of CORPUS)",
+						EnvVars: envVars("SANDBOX_NOTE")},
+				}, selectionFlags("sandbox")...),
+				Action: runSandboxCreate,
+			},
+			{
+				Name:   "list",
+				Usage:  "list the sandboxes, with their parents and tasks",
+				Action: runSandboxList,
+				Flags:  formatFlags("sandbox"),
+			},
+			{
+				Name:      "delete",
+				Usage:     "delete a sandbox: its tasks, runs and result archives (nothing of its parent)",
+				ArgsUsage: "NAME",
+				Description: "Deletes the sandbox's tasks (with their leases, attempts and messages), its runs, the corpus,\n" +
+					"and then its result archives (<service>.sandbox-<id>.zip beside each source). Pause it first if\n" +
+					"replicas are serving it: a result arriving for a deleted task is dropped. A corpus that is not a\n" +
+					"sandbox is refused.",
+				Action: runSandboxDelete,
+			},
+		},
+	}
+}
+
+// oneName returns the one positional argument, NAME.
+func oneName(c *cli.Context) (string, error) {
+	args, err := positional(c)
+	if err != nil {
+		return "", err
+	}
+	if len(args) != 1 || args[0] == "" {
+		return "", usagef(c, "want one argument, the sandbox's NAME")
+	}
+	return args[0], nil
+}
+
+func runSandboxCreate(c *cli.Context) error {
+	name, err := oneName(c)
+	if err != nil {
+		return err
+	}
+	if err := required(c, "from", flagService); err != nil {
+		return err
+	}
+	if err := checkCorpusName(name); err != nil {
+		return usagef(c, "sandbox name: %v", err)
+	}
+	scope, err := selectionOf(c)
+	if err != nil {
+		return err
+	}
+	scope.Note = c.String("note")
+	if scope.Note == "" {
+		scope.Note = "sandbox of " + c.String("from")
+	}
+	store, done, err := openStore(c, lease.Config{})
+	if err != nil {
+		return err
+	}
+	defer done()
+	ids, err := store.LookupScope(c.Context, c.String("from"), c.String(flagService))
+	if errors.Is(err, queue.ErrNotFound) {
+		return usagef(c, "%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	scope.CorpusID, scope.ServiceID = ids.CorpusID, ids.ServiceID
+	sum, err := store.CreateSandbox(c.Context, name, scope)
+	if errors.Is(err, queue.ErrDuplicate) {
+		return usagef(c, "a corpus named %s already exists", name)
+	}
+	if errors.Is(err, queue.ErrNotFound) {
+		return usagef(c, "%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "sandbox %s (corpus id %d) of corpus %s, service %s: %d tasks copied as TODO; results go to %s.sandbox-%d.zip beside each source\n",
+		name, sum.ID, c.String("from"), c.String(flagService), sum.Tasks, c.String(flagService), sum.ID)
+	return nil
+}
+
+func runSandboxList(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if c.Bool("json") && c.Bool("csv") {
+		return usagef(c, "give --json or --csv, not both")
+	}
+	store, done, err := openStore(c, lease.Config{})
+	if err != nil {
+		return err
+	}
+	defer done()
+	boxes, err := store.Sandboxes(c.Context)
+	if err != nil {
+		return err
+	}
+	if boxes == nil {
+		boxes = []lease.Sandbox{}
+	}
+	t := table{Title: fmt.Sprintf("%d sandboxes", len(boxes)), Header: []string{"id", "name", "parent", "created", "tasks"}, JSON: boxes}
+	for _, b := range boxes {
+		t.Rows = append(t.Rows, []string{strconv.Itoa(int(b.ID)), b.Name, b.Parent, b.CreatedAt.UTC().Format(time.DateTime),
+			strconv.FormatInt(b.Tasks, 10)})
+	}
+	return t.print(c)
+}
+
+func runSandboxDelete(c *cli.Context) error {
+	name, err := oneName(c)
+	if err != nil {
+		return err
+	}
+	store, done, err := openStore(c, lease.Config{})
+	if err != nil {
+		return err
+	}
+	defer done()
+	sum, err := store.DeleteSandbox(c.Context, name)
+	if errors.Is(err, queue.ErrNotFound) {
+		return usagef(c, "no sandbox named %s", name)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "sandbox %s deleted: %d tasks, %d result archives\n", name, sum.Tasks, sum.Archives)
+	return nil
+}

@@ -1,0 +1,206 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/queuetest"
+)
+
+// reportBenchScale is the share of the arXiv-sized corpus BenchmarkReport generates:
+// $CORTEXQ_REPORT_BENCH_SCALE, 0.1 by default (100,000 tasks, 1,000,000 messages); 1 is the
+// issue's 1,000,000 tasks over 5 runs and 10,000,000 messages, one task holding 1,000,000
+// warnings.
+func reportBenchScale(b *testing.B) float64 {
+	s := os.Getenv("CORTEXQ_REPORT_BENCH_SCALE")
+	if s == "" {
+		return 0.1
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	require.NoError(b, err, "CORTEXQ_REPORT_BENCH_SCALE")
+	require.True(b, f > 0 && f <= 10, "CORTEXQ_REPORT_BENCH_SCALE: want a share in (0, 10]")
+	return f
+}
+
+// generateReportCorpus fills a fresh database, in set-based statements, with a corpus of tasks
+// tasks over 5 runs (4 closed, with their statuses in run_statuses, and the current one) and
+// messages messages of the current runs, skewed as arXiv's are: a few categories and whats hold
+// most messages, and one Warning task holds a tenth of them.
+func generateReportCorpus(b *testing.B, pool *pgxpool.Pool, tasks, messages int) Scope {
+	b.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	exec := func(what, sql string, args ...any) {
+		b.Helper()
+		t0 := time.Now()
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(b, err, what)
+		b.Logf("generate: %s in %s", what, time.Since(t0).Round(time.Millisecond))
+	}
+	var sc Scope
+	require.NoError(b, pool.QueryRow(ctx, `INSERT INTO corpora (name, path) VALUES ('arxiv', '/arxiv') RETURNING id`).Scan(&sc.CorpusID))
+	require.NoError(b, pool.QueryRow(ctx, `INSERT INTO services (name) VALUES ('tex_to_html') RETURNING id`).Scan(&sc.ServiceID))
+	// Statuses of the current run by a hash of the task number: 40% NoProblem, 35% Warning,
+	// 15% Error, 5% Fatal, 1% Invalid, 2% TODO, 1% in flight, 1% blocked.
+	exec("tasks", `
+		INSERT INTO tasks (service_id, corpus_id, entry, status, run)
+		SELECT $1, $2, '/arxiv/' || (g / 1000) || '/' || g || '/source.zip',
+		       CASE WHEN h < 40 THEN -1 WHEN h < 75 THEN -2 WHEN h < 90 THEN -3 WHEN h < 95 THEN -4
+		            WHEN h < 96 THEN -5 WHEN h < 98 THEN 0 WHEN h < 99 THEN 1 ELSE -6 END,
+		       5
+		FROM generate_series(1, $3::int) AS g, LATERAL (SELECT (g::bigint * 7919 + 13) % 100 AS h) AS x`,
+		sc.ServiceID, sc.CorpusID, tasks)
+	// Runs 1 to 4 closed, each with its statuses: a task's status in run r is its current one,
+	// but for a share of tasks that fell as the runs went (a later LaTeXML fixed them).
+	exec("runs", `
+		INSERT INTO runs (corpus_id, service_id, started_at, ended_at, note)
+		SELECT $1, $2, now() - (6 - r) * interval '1 day', now() - (5 - r) * interval '1 day', 'run ' || r
+		FROM generate_series(1, 4) AS r`, sc.CorpusID, sc.ServiceID)
+	exec("current run", `INSERT INTO runs (corpus_id, service_id, started_at, note) VALUES ($1, $2, now(), 'run 5')`,
+		sc.CorpusID, sc.ServiceID)
+	exec("run_statuses", `
+		INSERT INTO run_statuses (run_id, task_id, status)
+		SELECT r.id, t.id,
+		       CASE WHEN t.status IN (0, 1, -6) THEN -2::smallint
+		            WHEN (t.id * 31 + r.id) % 10 < 5 - r.rn THEN greatest(t.status - 1, -5)::smallint
+		            ELSE t.status END
+		FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM runs
+		      WHERE corpus_id = $1 AND service_id = $2 AND ended_at IS NOT NULL) AS r
+		CROSS JOIN tasks t
+		WHERE t.corpus_id = $1 AND t.service_id = $2`, sc.CorpusID, sc.ServiceID)
+	exec("run tallies", `
+		UPDATE runs u SET tasks = s.tasks, no_problem = s.np, warning = s.w, error = s.e, fatal = s.f, invalid = s.i
+		FROM (SELECT run_id, count(*) AS tasks, count(*) FILTER (WHERE status = -1) AS np,
+		             count(*) FILTER (WHERE status = -2) AS w, count(*) FILTER (WHERE status = -3) AS e,
+		             count(*) FILTER (WHERE status = -4) AS f, count(*) FILTER (WHERE status = -5) AS i
+		      FROM run_statuses GROUP BY run_id) AS s
+		WHERE u.id = s.run_id`)
+	// Messages: a task drawn with a skew toward low numbers (random()^2), a severity of its
+	// status half the time (else a warning), and category and what drawn with steeper skews:
+	// the first of 12 categories and the first few of 5,000 whats hold most messages.
+	heavy := messages / 10
+	exec("messages", `
+		INSERT INTO task_messages (task_id, run, severity, category, what, details)
+		SELECT t.id, t.run,
+		       CASE WHEN m.r2 < 0.5 THEN CASE t.status WHEN -1 THEN 'info' WHEN -3 THEN 'error'
+		                                 WHEN -4 THEN 'fatal' WHEN -5 THEN 'invalid' ELSE 'warning' END
+		            ELSE 'warning' END,
+		       (ARRAY['undefined', 'missing_file', 'latex', 'expected', 'malformed', 'parse',
+		              'unexpected', 'deprecated', 'too_many_errors', 'perl', 'recursion', 'imagemagick'])
+		           [1 + floor(12 * m.r3 ^ 3)::int],
+		       'w' || floor(5000 * m.r4 ^ 4)::int,
+		       'at source.tex line ' || m.g
+		FROM (SELECT g, (SELECT min(id) FROM tasks) + floor($1::int * random() ^ 2)::bigint AS tid,
+		             random() AS r2, random() AS r3, random() AS r4
+		      FROM generate_series(1, $2::int) AS g) AS m
+		JOIN tasks t ON t.id = m.tid`, tasks, messages-heavy)
+	exec("one task's warnings", `
+		INSERT INTO task_messages (task_id, run, severity, category, what, details)
+		SELECT t.id, t.run, 'warning', 'expected', 'w' || (g % 50), 'line ' || g
+		FROM (SELECT id, run FROM tasks WHERE corpus_id = $1 AND status = -2 ORDER BY id LIMIT 1) AS t,
+		     generate_series(1, $2::int) AS g`, sc.CorpusID, heavy)
+	exec("vacuum analyze", `VACUUM ANALYZE tasks, runs, run_statuses, task_messages`)
+	b.Logf("generated %d tasks, %d messages in %s", tasks, messages, time.Since(start).Round(time.Second))
+	return sc
+}
+
+// BenchmarkReport measures each report level, runs, and diff (the matrix and a cell's first
+// page) on a generated arXiv-like corpus (reportBenchScale), reporting the p95 of the calls
+// (run it with -benchtime 20x for the issue's p95 over 20 warm calls; two calls warm each up).
+//
+//	CORTEXQ_REPORT_BENCH_SCALE=1 go test -run '^$' -bench BenchmarkReport -benchtime 20x -timeout 2h ./queue/lease
+func BenchmarkReport(b *testing.B) {
+	scale := reportBenchScale(b)
+	ctx := context.Background()
+	// $CORTEXQ_REPORT_BENCH_DSN: a database of one's own (migrated), where the corpus is
+	// generated once and kept for the next runs.
+	dsn := os.Getenv("CORTEXQ_REPORT_BENCH_DSN")
+	if dsn == "" {
+		dsn = queuetest.ConnString(b)
+	}
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(b, err)
+	TuneReportPool(pcfg)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	var sc Scope
+	err = pool.QueryRow(ctx, `SELECT c.id, s.id FROM corpora c, services s WHERE c.name = 'arxiv' AND s.name = 'tex_to_html'`).
+		Scan(&sc.CorpusID, &sc.ServiceID)
+	if err != nil {
+		sc = generateReportCorpus(b, pool, int(1_000_000*scale), int(10_000_000*scale))
+	}
+	var have int
+	require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE corpus_id = $1`, sc.CorpusID).Scan(&have))
+	require.Positive(b, have, "corpus arxiv has no tasks: a generation that failed? Start from an empty database")
+	store := New(pool, Config{Replica: "bench"})
+
+	// The largest category and what of Error, and the largest cell of the diff.
+	errSlice := ReportSlice{Scope: sc, Status: queue.StatusError, Severity: queue.SeverityError, Limit: 100}
+	cats, _, err := store.ReportCategories(ctx, errSlice)
+	require.NoError(b, err)
+	require.NotEmpty(b, cats)
+	errSlice.Category = cats[0].Name
+	whats, _, err := store.ReportWhats(ctx, errSlice)
+	require.NoError(b, err)
+	require.NotEmpty(b, whats)
+	warnSlice := ReportSlice{Scope: sc, Status: queue.StatusWarning, Severity: queue.SeverityWarning, Limit: 100}
+	runs, err := store.Runs(ctx, sc)
+	require.NoError(b, err)
+	require.Len(b, runs, 5)
+	current := DiffRuns{Scope: sc, From: runs[3].ID}
+	closed := DiffRuns{Scope: sc, From: runs[0].ID, To: runs[3].ID}
+	errStatus := queue.StatusError
+
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"severities", func() error { _, err := store.ReportStatuses(ctx, sc); return err }},
+		{"categories_error", func() error { _, _, err := store.ReportCategories(ctx, errSlice); return err }},
+		{"categories_warning", func() error { _, _, err := store.ReportCategories(ctx, warnSlice); return err }},
+		{"whats_error_top_category", func() error { _, _, err := store.ReportWhats(ctx, errSlice); return err }},
+		{"messages_error_top_what", func() error {
+			s := errSlice
+			s.What = whats[0].Name
+			_, err := store.ReportMessages(ctx, s)
+			return err
+		}},
+		{"runs", func() error { _, err := store.Runs(ctx, sc); return err }},
+		{"diff_matrix_current", func() error { _, err := store.DiffMatrix(ctx, current); return err }},
+		{"diff_matrix_closed", func() error { _, err := store.DiffMatrix(ctx, closed); return err }},
+		{"diff_cell_current", func() error {
+			_, err := store.DiffCellTasks(ctx, current, &errStatus, queue.StatusError, 100, 0)
+			return err
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			for range 2 {
+				require.NoError(b, c.call())
+			}
+			var took []time.Duration
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				require.NoError(b, c.call())
+				took = append(took, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(took)
+			p95 := took[min(len(took)-1, (len(took)*95+99)/100-1)]
+			b.ReportMetric(float64(p95.Microseconds())/1000, "p95_ms")
+			b.ReportMetric(0, "ns/op")
+			fmt.Fprintf(os.Stderr, "report bench (scale %g): %-26s p95 %8.1f ms over %d calls\n", scale, c.name, float64(p95.Microseconds())/1000, len(took))
+		})
+	}
+}

@@ -1,0 +1,85 @@
+package lease
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+// Every query of report, runs, diff and sandbox list runs in a transaction left open; leases,
+// claims, a rerun, a sandbox's creation and deletion all complete meanwhile: no report holds a
+// lock they wait on.
+func TestReportsHoldNoLockClaimsOrRerunsWaitOn(t *testing.T) {
+	f := newFixture(t)
+	for range 6 {
+		f.task()
+	}
+	for i, l := range f.lease("w0", "w1", "w2") {
+		f.accepted(l.TaskID, l.Worker, []queue.Status{queue.StatusError, queue.StatusFatal, queue.StatusNoProblem}[i])
+	}
+	f.rerun() // a closed run to diff with
+	runs, err := f.store.Runs(f.ctx, Scope{CorpusID: f.corpus, ServiceID: f.svc})
+	require.NoError(t, err)
+	require.Len(t, runs, 2)
+
+	tx, err := f.pool.BeginTx(f.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(f.ctx) }()
+	q := dbsqlc.New(tx)
+	from := int16(queue.StatusError)
+	_, err = q.ReportStatuses(f.ctx, f.corpus, f.svc)
+	require.NoError(t, err)
+	_, err = q.ReportCategories(f.ctx, dbsqlc.ReportCategoriesParams{CorpusID: f.corpus, ServiceID: f.svc,
+		Status: -4, Severity: "fatal", NoMessages: true, Lim: 10})
+	require.NoError(t, err)
+	_, err = q.ReportWhats(f.ctx, dbsqlc.ReportWhatsParams{CorpusID: f.corpus, ServiceID: f.svc, Status: -1,
+		Severity: "info", Category: "test", Lim: 10})
+	require.NoError(t, err)
+	_, err = q.ReportMessages(f.ctx, dbsqlc.ReportMessagesParams{CorpusID: f.corpus, ServiceID: f.svc, Status: -1,
+		Severity: "info", Category: "test", What: "w2", Lim: 10})
+	require.NoError(t, err)
+	_, err = q.ReportNoMessages(f.ctx, dbsqlc.ReportNoMessagesParams{CorpusID: f.corpus, ServiceID: f.svc, Status: -4,
+		Severity: "fatal", Lim: 10})
+	require.NoError(t, err)
+	_, err = q.RunList(f.ctx, f.corpus, f.svc)
+	require.NoError(t, err)
+	_, err = q.DiffMatrixCurrent(f.ctx, runs[0].ID, f.corpus, f.svc)
+	require.NoError(t, err)
+	_, err = q.DiffMatrixClosed(f.ctx, runs[0].ID, runs[0].ID)
+	require.NoError(t, err)
+	_, err = q.DiffCellCurrent(f.ctx, dbsqlc.DiffCellCurrentParams{FromRun: runs[0].ID, CorpusID: f.corpus,
+		ServiceID: f.svc, ToStatus: 0, FromStatus: &from, Lim: 10})
+	require.NoError(t, err)
+	_, err = q.DiffCellClosed(f.ctx, dbsqlc.DiffCellClosedParams{FromRun: runs[0].ID, ToRun: runs[0].ID,
+		ToStatus: -3, FromStatus: &from, Lim: 10})
+	require.NoError(t, err)
+	_, err = q.SandboxList(f.ctx)
+	require.NoError(t, err)
+
+	// With the report's transaction open, the writers go through (a wait would hit the deadline).
+	ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)
+	defer cancel()
+	leases, err := f.store.Lease(ctx, LeaseRequest{ServiceID: f.svc, Workers: []string{"w3", "w4"}})
+	require.NoError(t, err)
+	require.Len(t, leases, 2)
+	ds, err := f.store.Claim(ctx, []Result{{TaskID: leases[0].TaskID, Worker: "w3", Kind: KindReport,
+		Status: queue.StatusWarning}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, OutcomeAccepted, ds[0].Outcome)
+	sum, err := f.store.Rerun(ctx, RerunScope{CorpusID: f.corpus, ServiceID: f.svc})
+	require.NoError(t, err)
+	require.Equal(t, 6, sum.Tasks)
+	sb, err := f.store.CreateSandbox(ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc})
+	require.NoError(t, err)
+	require.Equal(t, int64(6), sb.Tasks)
+	gone, err := f.store.DeleteSandbox(ctx, "sb")
+	require.NoError(t, err)
+	require.Equal(t, 6, gone.Tasks)
+	require.NoError(t, ctx.Err())
+}
