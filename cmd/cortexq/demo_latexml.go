@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -172,6 +173,9 @@ func runLatexmlDemo(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := printDemoReport(c, out, name); err != nil {
+		return err
+	}
 	self := selfCommand(c)
 	fmt.Fprintf(out, "\nLook closer:\n")
 	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, store, sum.CorpusID))
@@ -277,4 +281,29 @@ func telling(msgs []lease.RunMessage, run int32, n int) string {
 		return "-"
 	}
 	return strings.Join(picked, "  ")
+}
+
+// printDemoReport prints the report drill-down of the demo's corpus, three levels of it, with
+// this binary's report command run as operators run it.
+func printDemoReport(c *cli.Context, out io.Writer, corpus string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("demo report: %w", err)
+	}
+	var global []string
+	for _, f := range []string{flagDatabaseURL, flagHome, flagPGBin} {
+		if c.IsSet(f) {
+			global = append(global, "--"+f, c.String(f))
+		}
+	}
+	for _, level := range [][]string{nil, {"--severity", "error"}, {"--severity", "error", "--category", "undefined"}} {
+		args := append(append(slices.Clone(global), "report", "--corpus", corpus, "--service", latexmlService), level...)
+		fmt.Fprintf(out, "\n$ cortexq %s\n", strings.Join(args[len(global):], " "))
+		cmd := exec.CommandContext(c.Context, self, args...)
+		cmd.Stdout, cmd.Stderr = out, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("demo report: cortexq %s: %w", strings.Join(args, " "), err)
+		}
+	}
+	return nil
 }

@@ -179,6 +179,10 @@ func TestDemoLatexml(t *testing.T) {
 		require.Regexp(t, fmt.Sprintf(`(?m)^\d+\s+%s\s+%s\s+%s\s`, s.Name, s.Want, s.Want), out)
 	}
 	require.NotContains(t, out, "differs")
+	// The report drill-down ends the demo: severities, categories of error, whats of undefined.
+	require.Regexp(t, `(?m)^error\s+1\s+20\.00%$`, out)
+	require.Regexp(t, `(?m)^undefined\s+1\s+1$`, out)
+	require.Regexp(t, `(?m)^\\foo\s+1\s+1$`, out)
 	require.Equal(t, 180, d.count(`SELECT lease_timeout_seconds FROM services WHERE name = 'tex_to_html'`),
 		"a new service gets a lease a minute longer than the 2m conversion timeout")
 }
