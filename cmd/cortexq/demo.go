@@ -78,36 +78,12 @@ func runDemo(c *cli.Context) error {
 	}
 	fmt.Fprintf(out, "Imported %d tasks as corpus %s, service echo\n", sum.Added, name)
 
-	quiet := slog.New(slog.DiscardHandler)
-	if slog.Default().Enabled(ctx, slog.LevelDebug) {
-		quiet = slog.Default()
-	}
-	srv, err := dispatch.New(store, dispatch.Config{
-		VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*", Logger: quiet, SyncArchives: true,
-	})
+	rep, err := startDemoReplica(ctx, store)
 	if err != nil {
 		return err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Run(runCtx) }()
-	vent, sink, err := srv.Endpoints(runCtx)
-	if err != nil {
-		return err
-	}
-	rv, err := reaper.New(store.Pool(), store, reaper.Config{Interval: 5 * time.Second, Logger: quiet})
-	if err != nil {
-		return err
-	}
-	if err := rv.Start(runCtx); err != nil {
-		return fmt.Errorf("start the reaper: %w", err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = rv.Stop(sctx)
-	}()
+	defer rep.close()
+	runCtx, stop, srvDone, vent, sink, quiet := rep.ctx, rep.cancel, rep.done, rep.vent, rep.sink, rep.quiet
 	fmt.Fprintf(out, "Replica on %s (tasks) and %s (results); %d echo workers\n", vent, sink, c.Int("workers"))
 	start := time.Now()
 	wDone := make(chan error, 1)
@@ -205,4 +181,56 @@ func firstTask(ctx context.Context, store *lease.Store, corpus int32) int64 {
 	var id int64
 	_ = store.Pool().QueryRow(ctx, `SELECT coalesce(min(id), 0) FROM tasks WHERE corpus_id = $1`, corpus).Scan(&id)
 	return id
+}
+
+// demoReplica is the replica a demo runs in its own process: a dispatch server on loopback and a
+// reaper. Workers run until ctx ends (cancel); done yields the server's Run result.
+type demoReplica struct {
+	ctx        context.Context
+	cancel     context.CancelFunc
+	done       chan error
+	vent, sink string
+	quiet      *slog.Logger // the demo's parts log only at debug level
+	stopReaper func()
+}
+
+// startDemoReplica starts a replica on loopback ports for a demo.
+func startDemoReplica(ctx context.Context, store *lease.Store) (*demoReplica, error) {
+	r := &demoReplica{quiet: slog.New(slog.DiscardHandler), done: make(chan error, 1), stopReaper: func() {}}
+	if slog.Default().Enabled(ctx, slog.LevelDebug) {
+		r.quiet = slog.Default()
+	}
+	srv, err := dispatch.New(store, dispatch.Config{
+		VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*", Logger: r.quiet, SyncArchives: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	go func() { r.done <- srv.Run(r.ctx) }()
+	if r.vent, r.sink, err = srv.Endpoints(r.ctx); err != nil {
+		r.cancel()
+		return nil, err
+	}
+	rv, err := reaper.New(store.Pool(), store, reaper.Config{Interval: 5 * time.Second, Logger: r.quiet})
+	if err != nil {
+		r.cancel()
+		return nil, err
+	}
+	if err := rv.Start(r.ctx); err != nil {
+		r.cancel()
+		return nil, fmt.Errorf("start the reaper: %w", err)
+	}
+	r.stopReaper = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = rv.Stop(sctx)
+	}
+	return r, nil
+}
+
+// close stops the reaper, then the server and the workers.
+func (r *demoReplica) close() {
+	r.stopReaper()
+	r.cancel()
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
-	"github.com/cortexq/cortexq/queue/dispatch"
 	"github.com/cortexq/cortexq/queue/lease"
-	"github.com/cortexq/cortexq/queue/reaper"
 	"github.com/cortexq/cortexq/worker"
 	"github.com/cortexq/cortexq/worker/latexml"
 )
@@ -91,36 +88,12 @@ func runLatexmlDemo(c *cli.Context) error {
 	fmt.Fprintf(out, "Imported %d sample papers from %s as corpus %s, service %s (lease %s, conversion timeout %s)\n",
 		sum.Added, dir, name, latexmlService, leaseTimeout, timeout)
 
-	quiet := slog.New(slog.DiscardHandler)
-	if slog.Default().Enabled(ctx, slog.LevelDebug) {
-		quiet = slog.Default()
-	}
-	srv, err := dispatch.New(store, dispatch.Config{
-		VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*", Logger: quiet, SyncArchives: true,
-	})
+	rep, err := startDemoReplica(ctx, store)
 	if err != nil {
 		return err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Run(runCtx) }()
-	vent, sink, err := srv.Endpoints(runCtx)
-	if err != nil {
-		return err
-	}
-	rv, err := reaper.New(store.Pool(), store, reaper.Config{Interval: 5 * time.Second, Logger: quiet})
-	if err != nil {
-		return err
-	}
-	if err := rv.Start(runCtx); err != nil {
-		return fmt.Errorf("start the reaper: %w", err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = rv.Stop(sctx)
-	}()
+	defer rep.close()
+	runCtx, stop, srvDone, vent, sink, quiet := rep.ctx, rep.cancel, rep.done, rep.vent, rep.sink, rep.quiet
 	fmt.Fprintf(out, "Replica on %s (tasks) and %s (results); %d LaTeXML workers running %s\n", vent, sink, workers, prog)
 	start := time.Now()
 	wDone := make(chan error, 1)
