@@ -105,6 +105,9 @@ type benchReport struct {
 	ReserveBatchAvg   float64 `json:"reserve_batch_avg,omitempty"`
 	AttributeBatchAvg float64 `json:"attribute_batch_avg,omitempty"`
 	ClaimBatchAvg     float64 `json:"claim_batch_avg,omitempty"`
+	// AttributedAtClaim is the share of hand-outs whose attempt the claim of their result
+	// recorded, with no attribution statement (a result back within the attribution delay).
+	AttributedAtClaim float64 `json:"attributed_at_claim"`
 	RiverJobsPerS     float64 `json:"river_jobs_per_s,omitempty"`
 	// River's CPU per no-op job, in µs, counted as cpu_us_per_task is during River's run: its
 	// client (this process), PostgreSQL (the same cluster) and the machine.
@@ -341,6 +344,7 @@ func runBench(c *cli.Context) error {
 	rep.TasksPerSecond = float64(p.Done()) / took.Seconds()
 	rep.PostgresCPU, rep.DrainPolls = cluster.String(), polls
 	rep.ReserveBatchAvg, rep.AttributeBatchAvg, rep.ClaimBatchAvg = batches["reserve"], batches["attribute"], batches["claim"]
+	rep.AttributedAtClaim = batches["attributed_at_claim"]
 	if done := p.Done(); done > 0 {
 		rep.CPUMicrosPerTask = perUnit(cpuStart, cpuEnd, done)
 		if cluster.counted() {
@@ -375,8 +379,8 @@ func runBench(c *cli.Context) error {
 	} else {
 		logf("%d tasks in %.2fs: %.0f tasks/s, %.1f MB/s; lease→result p50 %.1f ms, p99 %.1f ms; peak in flight %d; replica peak RSS %.0f MB",
 			p.Done(), rep.Seconds, rep.TasksPerSecond, rep.MBPerSecond, rep.P50Millis, rep.P99Millis, rep.PeakInFlight, rep.ReplicaPeakRSSMB)
-		logf("CPU per task (µs): %s; average batch: reserve %.1f, attribute %.1f, claim %.1f", formatCPU(rep.CPUMicrosPerTask),
-			rep.ReserveBatchAvg, rep.AttributeBatchAvg, rep.ClaimBatchAvg)
+		logf("CPU per task (µs): %s; average batch: reserve %.1f, attribute %.1f, claim %.1f; %.0f%% of hand-outs attributed by their claim",
+			formatCPU(rep.CPUMicrosPerTask), rep.ReserveBatchAvg, rep.AttributeBatchAvg, rep.ClaimBatchAvg, 100*rep.AttributedAtClaim)
 		logf("PostgreSQL CPU: %s; the bench's own %d drain checks cost it %.1f µs/task more, left out", rep.PostgresCPU, rep.DrainPolls, rep.DrainPollMicrosPerTask)
 		if rep.RiverJobsPerS > 0 {
 			logf("River: %.0f no-op jobs/s; cortexq/River = %.2f", rep.RiverJobsPerS, rep.RatioVsRiver)
@@ -679,11 +683,12 @@ var benchBatches = map[string]string{"reserve": "cortexq_reserve_batch_size", "a
 	"claim": "cortexq_claim_batch_size"}
 
 // readBatches averages each histogram of benchBatches over the replicas (sum over count), from
-// their /metrics. /metrics answers from a gathering up to metricsMaxAge old: it waits that long
-// first, so the run's last transactions are in.
+// their /metrics, and gives the share of leases attributed by their claim as
+// "attributed_at_claim". /metrics answers from a gathering up to metricsMaxAge old: it waits
+// that long first, so the run's last transactions are in.
 func readBatches(urls []string) map[string]float64 {
 	time.Sleep(metricsMaxAge + 100*time.Millisecond)
-	var names []string
+	names := []string{"cortexq_attributed_at_claim_total", "cortexq_leases_total"}
 	for _, h := range benchBatches {
 		names = append(names, h+"_sum", h+"_count")
 	}
@@ -693,6 +698,9 @@ func readBatches(urls []string) map[string]float64 {
 		if m[h+"_count"] > 0 {
 			out[k] = math.Round(m[h+"_sum"]/m[h+"_count"]*10) / 10
 		}
+	}
+	if leases := m["cortexq_leases_total"]; leases > 0 {
+		out["attributed_at_claim"] = math.Round(m["cortexq_attributed_at_claim_total"]/leases*1000) / 1000
 	}
 	return out
 }

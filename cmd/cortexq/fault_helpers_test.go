@@ -620,9 +620,45 @@ func (r *faultRig) checkFinished() (faultProgress, faultAudit) {
 	require.Zero(r.t, a.notExactlyOne, "tasks whose final result is not recorded exactly once: %+v", a)
 	if p.noProblem == p.total {
 		bad, first := byteIdentical(r.entries, faultService)
+		if bad > 0 {
+			r.logHistoryOfMissingArchives(3)
+		}
 		require.Zero(r.t, bad, "result archives identical to their sources: %v", first)
 	}
 	return p, a
+}
+
+// logHistoryOfMissingArchives logs, for up to n tasks whose result archive is missing, their
+// attempts and dispatch rows: what a failure needs to be understood after the database is gone.
+func (r *faultRig) logHistoryOfMissingArchives(n int) {
+	for _, e := range r.entries {
+		if n == 0 {
+			return
+		}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(e), faultService+".zip")); err == nil {
+			continue
+		}
+		n--
+		rows, err := r.pool.Query(r.ctx, `SELECT 'attempt' AS kind, row_to_json(a)::text FROM attempts a JOIN tasks t ON t.id = a.task_id WHERE t.entry = $1
+			UNION ALL SELECT 'dispatch', row_to_json(d)::text FROM dispatch d JOIN tasks t ON t.id = d.task_id WHERE t.entry = $1
+			UNION ALL SELECT 'task', row_to_json(t)::text FROM tasks t WHERE t.entry = $1`, e)
+		if err != nil {
+			r.t.Logf("history of %s: %v", e, err)
+			continue
+		}
+		for rows.Next() {
+			var kind, row string
+			if err := rows.Scan(&kind, &row); err == nil {
+				r.t.Logf("missing archive %s: %s %s", e, kind, row)
+			}
+		}
+		rows.Close()
+		if names, err := os.ReadDir(filepath.Dir(e)); err == nil {
+			for _, f := range names {
+				r.t.Logf("missing archive %s: beside it: %s", e, f.Name())
+			}
+		}
+	}
 }
 
 // leftoverTemps counts temp archives left beside the corpus's entries (a replica killed between

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -142,13 +143,22 @@ func (e *hookError) Error() string { return e.err.Error() }
 func (e *hookError) Unwrap() error { return e.err }
 
 // RolledBack reports whether a claim that failed with err certainly did not commit: PostgreSQL
-// reported an error (which aborts the transaction), or a hook failed before the COMMIT was
-// sent. A connection lost while the writes and COMMIT were under way is not certain: the
-// server may have committed.
+// reported an error that aborts the transaction and leaves the session alive, or a hook failed
+// before the COMMIT was sent. A connection lost while the writes and COMMIT were under way is
+// not certain: the server may have committed. Nor is a FATAL error (the session ending, as
+// in a fast shutdown: 57P01): a server told to stop while it commits may write the commit
+// record and then end the session with FATAL before it answers the COMMIT.
 func RolledBack(err error) bool {
 	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch cmp.Or(pgErr.SeverityUnlocalized, pgErr.Severity) {
+		case "FATAL", "PANIC":
+			return false
+		}
+		return true
+	}
 	var hook *hookError
-	return errors.As(err, &pgErr) || errors.As(err, &hook) || errors.Is(err, pgx.ErrTxCommitRollback)
+	return errors.As(err, &hook) || errors.Is(err, pgx.ErrTxCommitRollback)
 }
 
 // ClaimWithHooks is Claim with a BeforeCommit step.

@@ -1,0 +1,48 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/queuetest"
+)
+
+// A claim's failure counts as rolled back (its archives are put back) only when the server said
+// so and kept the session: an ERROR aborts the transaction, but a FATAL ends the session and
+// may follow a commit that was written (a fast shutdown can answer a COMMIT so), and a lost
+// connection says nothing.
+func TestRolledBackOnlyWhenTheServerSaidSo(t *testing.T) {
+	ctx := context.Background()
+	dsn := queuetest.NewDB(t)
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "SELECT 1/0")
+	require.Error(t, err)
+	require.True(t, lease.RolledBack(fmt.Errorf("claim: %w", err)), "an ERROR aborts the transaction: %v", err)
+
+	victim, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer victim.Close(ctx)
+	var pid int
+	require.NoError(t, victim.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+	_, err = conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+	require.NoError(t, err)
+	_, err = victim.Exec(ctx, "SELECT 1")
+	require.Error(t, err)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "the server ends the session with FATAL")
+	require.Equal(t, "57P01", pgErr.Code, err)
+	require.False(t, lease.RolledBack(fmt.Errorf("claim: %w", err)), "a FATAL leaves the outcome unknown: %v", err)
+
+	require.False(t, lease.RolledBack(errors.New("read tcp: connection reset by peer")))
+	require.True(t, lease.RolledBack(pgx.ErrTxCommitRollback))
+}
