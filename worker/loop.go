@@ -63,7 +63,7 @@ func newLoop(cfg Config, h Handler, identity string, zctx *zmq.Context, b *budge
 		chunker:  wire.NewChunker(cfg.MessageSize),
 		log:      cfg.Logger.With("component", "worker", "worker", identity),
 		badReply: wire.NewRateLimiter(wire.DefaultLogInterval),
-		pairs:    pairEndpoints(cfg.Ventilator, cfg.Sink),
+		pairs:    pairEndpoints(cfg.Ventilator, cfg.Sink, cfg.PairEndpoints),
 	}
 	l.p = l.pairs[0]
 	return l
@@ -84,9 +84,9 @@ type endpoints struct {
 // sink libzmq's round robin picks (DESIGN §4: any replica accepts a result, at the cost of a
 // database lookup and of the handing replica learning of it only later). Otherwise one pair
 // holds both lists, and libzmq round-robins each socket's messages over its endpoints.
-func pairEndpoints(vent, sink string) []*endpoints {
+func pairEndpoints(vent, sink string, pair bool) []*endpoints {
 	vs, ss := splitEndpoints(vent), splitEndpoints(sink)
-	if len(vs) > 1 && len(vs) == len(ss) {
+	if pair && len(vs) > 1 && len(vs) == len(ss) {
 		pairs := make([]*endpoints, len(vs))
 		for i := range vs {
 			pairs[i] = &endpoints{vent: vs[i], sink: ss[i]}

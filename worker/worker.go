@@ -42,10 +42,12 @@ type Config struct {
 	// replicas' endpoints may be given, separated by commas.
 	Ventilator string
 	// Sink is the dispatcher's result endpoint (SinkDefault if empty), or several, separated by
-	// commas. When Ventilator and Sink list as many endpoints as each other, the i-th of each
-	// are taken as one replica's, and a task's result goes to the sink paired with the
-	// ventilator that handed it out; otherwise results may reach any replica.
+	// commas: results may reach any replica, unless PairEndpoints.
 	Sink string
+	// PairEndpoints takes the i-th Ventilator and the i-th Sink endpoint as one replica's when
+	// both list as many (more than one): requests take turns over the replicas, and a task's
+	// result goes to the sink of the replica that handed it out.
+	PairEndpoints bool
 	// Service is the service name requested from the ventilator. Required.
 	Service string
 	// Identity is the worker's name: the DEALER routing id and the result's first frame. Empty

@@ -690,6 +690,7 @@ func TestPairedEndpointsReturnResultsToTheHandingReplica(t *testing.T) {
 	cfg := config(t, vents[0], sinks[0])
 	cfg.Ventilator = strings.Join(ventEPs, ", ")
 	cfg.Sink = strings.Join(sinkEPs, ",")
+	cfg.PairEndpoints = true
 	cfg.Count = tasks
 
 	require.NoError(t, next(t, start(t, t.Context(), cfg, worker.Echo{})))
