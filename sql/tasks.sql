@@ -1,16 +1,52 @@
 -- name: TaskLockTodo :many
--- TaskLockTodo takes TODO tasks of a service with ids above after_id for a fresh lease, lowest
--- id first, with the workers and newest run of any rows of theirs still kept (a rerun's earlier
--- runs). after_id is the leaser's cursor: starting past the tasks it leased last spares the scan
--- the index entries those left behind.
-SELECT t.id, t.corpus_id, t.entry, t.run,
-       ARRAY(SELECT unnest(d.attempt_workers) FROM dispatch d WHERE d.task_id = t.id)::text[] AS kept_workers,
-       (SELECT coalesce(max(d.run), 0) FROM dispatch d WHERE d.task_id = t.id)::int AS kept_max_run
-FROM tasks t
-WHERE t.service_id = @service_id AND t.status = 0 AND t.id > @after_id::bigint
-ORDER BY t.id
-LIMIT @max_rows
-FOR UPDATE OF t SKIP LOCKED;
+-- TaskLockTodo takes TODO tasks of a service for a fresh lease, by fair share as ReserveFresh
+-- takes them (its parameters mean the same), from the highest priority at or below max_priority
+-- that has a TODO task above its cursors; with the workers and newest run of any rows of theirs
+-- still kept (a rerun's earlier runs). Each row carries its corpus's priority, so that the
+-- caller can go on to the next lower one.
+WITH known AS (
+    SELECT unnest(@corpus_ids::int[]) AS corpus_id, unnest(@passes::float8[]) AS corpus_pass,
+           unnest(@after_ids::bigint[]) AS after_id
+), shares AS (
+    SELECT s.corpus_id, s.weight, s.priority, coalesce(k.after_id, 0) AS after_id,
+           greatest(k.corpus_pass, (@vtime::float8) - 1.0 / s.weight)::float8 AS pass
+    FROM corpus_shares s
+    LEFT JOIN known k ON k.corpus_id = s.corpus_id
+    WHERE s.service_id = @service_id::int AND s.priority <= @max_priority::int
+      AND EXISTS (SELECT 1 FROM tasks t
+                  WHERE t.service_id = s.service_id AND t.corpus_id = s.corpus_id AND t.status = 0
+                    AND t.id > coalesce(k.after_id, 0))
+), tier AS (
+    -- Each corpus reads at most its share of the batch, plus two: corpora that run short leave
+    -- the rest to the full path (or the next reservation).
+    SELECT s.corpus_id, s.weight, s.priority, s.after_id, s.pass,
+           ((z.batch + z.corpora) * s.weight / z.total)::int + 2 AS quota
+    FROM shares s
+    CROSS JOIN (SELECT top.priority, top.batch, count(*) AS corpora, sum(u.weight) AS total
+                FROM shares u
+                JOIN (SELECT max(priority) AS priority, @max_rows::int AS batch FROM shares) top ON u.priority = top.priority
+                GROUP BY top.priority, top.batch) z
+    WHERE s.priority = z.priority
+), candidates AS (
+    SELECT a.corpus_id, a.priority, c.id, c.entry, c.run,
+           a.pass + (row_number() OVER (PARTITION BY a.corpus_id ORDER BY c.id))::float8 / a.weight AS share_key
+    FROM tier a
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.entry, t.run
+        FROM tasks t
+        WHERE t.service_id = @service_id::int AND t.corpus_id = a.corpus_id AND t.status = 0
+          AND t.id > a.after_id
+        ORDER BY t.id
+        LIMIT a.quota
+        FOR UPDATE OF t SKIP LOCKED
+    ) c
+)
+SELECT c.id, c.corpus_id, c.entry, c.run, c.priority::int AS priority, c.share_key::float8 AS share_key,
+       ARRAY(SELECT unnest(d.attempt_workers) FROM dispatch d WHERE d.task_id = c.id)::text[] AS kept_workers,
+       (SELECT coalesce(max(d.run), 0) FROM dispatch d WHERE d.task_id = c.id)::int AS kept_max_run
+FROM candidates c
+ORDER BY c.share_key, c.corpus_id, c.id
+LIMIT @max_rows::int;
 
 -- name: TaskLockForClaim :many
 -- TaskLockForClaim locks the tasks results arrived for, in id order.

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -106,8 +107,10 @@ func (s *Store) Reserve(ctx context.Context, req ReserveRequest) ([]Reserved, er
 
 // reserveFresh is the fast path: one statement in a transaction of one round trip.
 func (s *Store) reserveFresh(ctx context.Context, req ReserveRequest, timeout time.Duration) ([]Reserved, error) {
+	st := s.todo.start(req.ServiceID, false)
 	params := dbsqlc.ReserveFreshParams{
-		TtlSeconds: s.cfg.ReservationTTL.Seconds(), ServiceID: req.ServiceID, AfterID: s.todo.start(req.ServiceID),
+		TtlSeconds: s.cfg.ReservationTTL.Seconds(), ServiceID: req.ServiceID,
+		CorpusIds: st.corpora, Passes: st.passes, AfterIds: st.after, Vtime: st.vtime,
 		MaxRows: int32(req.Max), Now: s.injectedNow(), Replica: s.cfg.Replica,
 		TimeoutSeconds: leaseSeconds(timeout),
 	}
@@ -120,47 +123,72 @@ func (s *Store) reserveFresh(ctx context.Context, req ReserveRequest, timeout ti
 		return nil, translate("reserve", err)
 	}
 	out := make([]Reserved, len(rows))
-	var last int64
 	for i, r := range rows {
 		out[i] = Reserved{Task: queue.Task{TaskID: r.ID, Run: r.Run, ServiceID: req.ServiceID, CorpusID: r.CorpusID, Entry: r.Entry}, Until: r.Until}
-		last = max(last, r.ID)
+		s.todo.advance(req.ServiceID, r.CorpusID, r.ID, r.ShareKey)
 	}
-	s.todo.advance(req.ServiceID, last)
 	return out, nil
 }
 
+// lockTodo takes up to n TODO tasks of a service for the full path, by fair share: the highest
+// priority first, then (when that runs short) the next lower ones, in the transaction of q.
+// With fromLowest it scans every corpus from its lowest id. The tasks are returned in the order
+// they are to be handed out; their corpora's passes are recorded once the transaction commits
+// (served).
+func (s *Store) lockTodo(ctx context.Context, q *dbsqlc.Queries, service int32, n int, fromLowest bool, have []dbsqlc.TaskLockTodoRow) ([]dbsqlc.TaskLockTodoRow, error) {
+	st := s.todo.start(service, fromLowest)
+	maxPriority := int32(math.MaxInt32)
+	for len(have) < n {
+		rows, err := q.TaskLockTodo(ctx, dbsqlc.TaskLockTodoParams{
+			MaxRows: int32(n - len(have)), CorpusIds: st.corpora, Passes: st.passes, AfterIds: st.after,
+			Vtime: st.vtime, ServiceID: service, MaxPriority: maxPriority,
+		})
+		if err != nil {
+			return have, fmt.Errorf("lock todo tasks: %w", err)
+		}
+		if len(rows) == 0 {
+			break
+		}
+		for _, t := range rows {
+			if !slices.ContainsFunc(have, func(u dbsqlc.TaskLockTodoRow) bool { return u.ID == t.ID }) {
+				have = append(have, t)
+			}
+		}
+		if rows[0].Priority == math.MinInt32 {
+			break
+		}
+		maxPriority = rows[0].Priority - 1
+	}
+	return have, nil
+}
+
 // reserveFull is the full path: the reads and the decisions of the reservation rules, in one
-// transaction of two round trips.
+// transaction of two round trips or more (one more per priority a short read goes on to).
 func (s *Store) reserveFull(ctx context.Context, req ReserveRequest, timeout time.Duration) ([]Reserved, error) {
 	var out []Reserved
 	var queued []dbsqlc.DispatchLockQueuedRow
 	var todo []dbsqlc.TaskLockTodoRow
 	n := int32(req.Max)
-	after := s.todo.start(req.ServiceID)
 	reads := func(q *dbsqlc.Queries) (err error) {
 		if queued, err = q.DispatchLockQueued(ctx, req.ServiceID, n); err != nil {
 			return fmt.Errorf("lock queued retries: %w", err)
 		}
-		if todo, err = q.TaskLockTodo(ctx, req.ServiceID, after, n); err != nil {
-			return fmt.Errorf("lock todo tasks: %w", err)
-		}
 		return nil
 	}
-	var last int64
 	err := s.pipelinedTx(ctx, "reserve", txMode{retry: true, generic: true}, reads, func(now time.Time, q *dbsqlc.Queries) (*writes, error) {
-		out, last = out[:0], 0
+		out, todo = out[:0], nil
 		w := newWrites()
 		until := now.Add(s.cfg.ReservationTTL)
-		if after > 0 && len(queued)+len(todo) < req.Max {
-			// Short above the cursor: TODO tasks below it (returned, rerun, skipped while another
-			// transaction held them) come next.
-			more, err := q.TaskLockTodo(ctx, req.ServiceID, 0, n)
-			if err != nil {
-				return nil, fmt.Errorf("lock todo tasks: %w", err)
+		var err error
+		if want := req.Max - len(queued); want > 0 {
+			if todo, err = s.lockTodo(ctx, q, req.ServiceID, want, false, nil); err != nil {
+				return nil, err
 			}
-			for _, t := range more {
-				if !slices.ContainsFunc(todo, func(u dbsqlc.TaskLockTodoRow) bool { return u.ID == t.ID }) {
-					todo = append(todo, t)
+			if len(todo) < want {
+				// Short above the cursors: TODO tasks below them (returned, rerun, skipped while
+				// another transaction held them) come next.
+				if todo, err = s.lockTodo(ctx, q, req.ServiceID, want, true, todo); err != nil {
+					return nil, err
 				}
 			}
 		}
@@ -189,7 +217,6 @@ func (s *Store) reserveFull(ctx context.Context, req ReserveRequest, timeout tim
 			w.setTask(t.ID, queue.StatusDispatched, run)
 			out = append(out, Reserved{Task: queue.Task{TaskID: t.ID, Run: run, ServiceID: req.ServiceID, CorpusID: t.CorpusID,
 				Entry: t.Entry}, Exclude: slices.Compact(slices.Sorted(slices.Values(t.KeptWorkers))), Until: until})
-			last = max(last, t.ID)
 		}
 		if len(out) == 0 {
 			return nil, nil
@@ -199,7 +226,10 @@ func (s *Store) reserveFull(ctx context.Context, req ReserveRequest, timeout tim
 	if err != nil {
 		return nil, err
 	}
-	s.todo.advance(req.ServiceID, last)
+	// The TODO tasks reserved are the first of todo, after the queued retries.
+	for _, t := range todo[:len(out)-min(len(queued), len(out))] {
+		s.todo.advance(req.ServiceID, t.CorpusID, t.ID, t.ShareKey)
+	}
 	return out, nil
 }
 

@@ -257,40 +257,77 @@ func (q *Queries) DispatchStillReserved(ctx context.Context, taskIds []int64, re
 }
 
 const reserveFresh = `-- name: ReserveFresh :many
-WITH todo AS (
-    SELECT t.id, t.corpus_id, t.entry, t.run
-    FROM tasks t
-    WHERE t.service_id = (SELECT $2::int) AND t.status = 0 AND t.id > (SELECT $3::bigint)
-      -- A scalar subquery, not NOT EXISTS: one index probe per candidate, never a join that
-      -- walks the dispatch index from its start.
-      AND (SELECT 1 FROM dispatch d WHERE d.task_id = t.id LIMIT 1) IS NULL
-      AND NOT EXISTS (SELECT 1 FROM dispatch q WHERE q.service_id = (SELECT $2::int) AND q.queued)
-    ORDER BY t.id
-    LIMIT (SELECT $4::int)
-    FOR UPDATE OF t SKIP LOCKED
+WITH known AS (
+    SELECT unnest($2::int[]) AS corpus_id, unnest($3::float8[]) AS corpus_pass,
+           unnest($4::bigint[]) AS after_id
+), shares AS (
+    -- GREATEST ignores NULL: a corpus this replica has not served starts at the floor.
+    SELECT s.corpus_id, s.weight, s.priority, coalesce(k.after_id, 0) AS after_id,
+           greatest(k.corpus_pass, (SELECT $5::float8) - 1.0 / s.weight)::float8 AS pass
+    FROM corpus_shares s
+    LEFT JOIN known k ON k.corpus_id = s.corpus_id
+    WHERE s.service_id = (SELECT $6::int)
+      AND EXISTS (SELECT 1 FROM tasks t
+                  WHERE t.service_id = s.service_id AND t.corpus_id = s.corpus_id AND t.status = 0
+                    AND t.id > coalesce(k.after_id, 0))
+), tier AS (
+    -- Each corpus reads at most its share of the batch, plus two: corpora that run short leave
+    -- the rest to the full path (or the next reservation).
+    SELECT s.corpus_id, s.weight, s.priority, s.after_id, s.pass,
+           ((z.batch + z.corpora) * s.weight / z.total)::int + 2 AS quota
+    FROM shares s
+    CROSS JOIN (SELECT top.priority, top.batch, count(*) AS corpora, sum(u.weight) AS total
+                FROM shares u
+                JOIN (SELECT max(priority) AS priority, (SELECT $7::int) AS batch FROM shares) top ON u.priority = top.priority
+                GROUP BY top.priority, top.batch) z
+    WHERE s.priority = z.priority
+      AND NOT EXISTS (SELECT 1 FROM dispatch q WHERE q.service_id = (SELECT $6::int) AND q.queued)
+), candidates AS (
+    SELECT a.corpus_id, c.id, c.entry, c.run,
+           a.pass + (row_number() OVER (PARTITION BY a.corpus_id ORDER BY c.id))::float8 / a.weight AS share_key
+    FROM tier a
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.entry, t.run
+        FROM tasks t
+        WHERE t.service_id = (SELECT $6::int) AND t.corpus_id = a.corpus_id AND t.status = 0
+          AND t.id > a.after_id
+          -- A scalar subquery, not NOT EXISTS: one index probe per candidate, never a join that
+          -- walks the dispatch index from its start.
+          AND (SELECT 1 FROM dispatch d WHERE d.task_id = t.id LIMIT 1) IS NULL
+        ORDER BY t.id
+        LIMIT a.quota
+        FOR UPDATE OF t SKIP LOCKED
+    ) c
+), todo AS (
+    SELECT corpus_id, id, entry, run, share_key FROM candidates
+    ORDER BY share_key, corpus_id, id
+    LIMIT (SELECT $7::int)
 ), clock AS (
-    SELECT coalesce($5::timestamptz, now()) AS now
+    SELECT coalesce($8::timestamptz, now()) AS now
 ), rows_added AS (
     INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, replica, service_id,
                           lease_timeout_seconds, leased_at)
     SELECT p.id, p.run, 'reserved', '{}', c.now + make_interval(secs => $1::float8),
-           $6::text, (SELECT $2::int), $7::int, c.now
+           $9::text, (SELECT $6::int), $10::int, c.now
     FROM todo p CROSS JOIN clock c
 ), tasks_set AS (
     UPDATE tasks t SET status = 1
     FROM todo p
     WHERE t.id = p.id
 )
-SELECT p.id, p.corpus_id, p.entry, p.run,
+SELECT p.id, p.corpus_id, p.entry, p.run, p.share_key::float8 AS share_key,
        (c.now + make_interval(secs => $1::float8))::timestamptz AS until
 FROM todo p CROSS JOIN clock c
-ORDER BY p.id
+ORDER BY p.share_key, p.corpus_id, p.id
 `
 
 type ReserveFreshParams struct {
 	TtlSeconds     float64    `json:"ttl_seconds"`
+	CorpusIds      []int32    `json:"corpus_ids"`
+	Passes         []float64  `json:"passes"`
+	AfterIds       []int64    `json:"after_ids"`
+	Vtime          float64    `json:"vtime"`
 	ServiceID      int32      `json:"service_id"`
-	AfterID        int64      `json:"after_id"`
 	MaxRows        int32      `json:"max_rows"`
 	Now            *time.Time `json:"now"`
 	Replica        string     `json:"replica"`
@@ -302,24 +339,36 @@ type ReserveFreshRow struct {
 	CorpusID int32     `json:"corpus_id"`
 	Entry    string    `json:"entry"`
 	Run      int32     `json:"run"`
+	ShareKey float64   `json:"share_key"`
 	Until    time.Time `json:"until"`
 }
 
 // ReserveFresh is the reservation's fast path, a whole transaction in one statement (one round
-// trip with its commit): it reserves up to max_rows TODO tasks of a service above after_id for
-// the replica, lowest id first, skipping rows other transactions hold, and returns them. It takes
-// only what needs no decision — tasks without any dispatch row (no earlier run kept) — and
-// nothing at all while the service has a queued retry, which must go first; Store.Reserve's full
-// path (Go decisions on locked rows) reserves the rest.
+// trip with its commit): it reserves up to max_rows TODO tasks of a service for the replica,
+// skipping rows other transactions hold, and returns them. It takes only what needs no decision
+// — tasks without any dispatch row (no earlier run kept) — and nothing at all while the service
+// has a queued retry, which must go first; Store.Reserve's full path (Go decisions on locked
+// rows) reserves the rest.
+//
+// Fair share (docs/semantics.md#fair-share): only the corpora of the highest priority that has
+// a TODO task are served, each from its own cursor (after_ids) in id order. The replica keeps a
+// pass per corpus (passes; a corpus missing from corpus_ids, or behind, starts one stride before
+// vtime, the replica's last share key): the k-th next task of a corpus has the share key pass +
+// k / weight, and the max_rows lowest keys win, so corpora are served in proportion to their
+// weights. Each corpus reads at most its share of the batch (plus one), through tasks_todo:
+// the rows read are bounded by the batch and the corpora, not by any backlog.
 //
 // queue/lease runs it with its generic plan forced: planning it costs about as much as running
-// it. The service, after_id and the limit are sub-selects, so that the generic plan is the plan
-// any values would get (docs/performance.md#plan-cache).
+// it. The service and the limit are sub-selects, so that the generic plan is the plan any values
+// would get (docs/performance.md#plan-cache).
 func (q *Queries) ReserveFresh(ctx context.Context, arg ReserveFreshParams) ([]ReserveFreshRow, error) {
 	rows, err := q.db.Query(ctx, reserveFresh,
 		arg.TtlSeconds,
+		arg.CorpusIds,
+		arg.Passes,
+		arg.AfterIds,
+		arg.Vtime,
 		arg.ServiceID,
-		arg.AfterID,
 		arg.MaxRows,
 		arg.Now,
 		arg.Replica,
@@ -337,6 +386,7 @@ func (q *Queries) ReserveFresh(ctx context.Context, arg ReserveFreshParams) ([]R
 			&i.CorpusID,
 			&i.Entry,
 			&i.Run,
+			&i.ShareKey,
 			&i.Until,
 		); err != nil {
 			return nil, err

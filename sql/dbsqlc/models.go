@@ -147,6 +147,14 @@ type Corpora struct {
 	CreatedAt      time.Time `json:"created_at"`
 }
 
+// Fair share of each corpus and service: reservations serve the highest priority first and, within a priority, corpora in proportion to weight.
+type CorpusShare struct {
+	ServiceID int32 `json:"service_id"`
+	CorpusID  int32 `json:"corpus_id"`
+	Weight    int32 `json:"weight"`
+	Priority  int32 `json:"priority"`
+}
+
 // One row per task and run while the task is in flight, queued for a retry, or held for late results.
 type Dispatch struct {
 	TaskID int64 `json:"task_id"`

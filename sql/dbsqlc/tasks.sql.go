@@ -149,31 +149,87 @@ func (q *Queries) TaskLockForClaim(ctx context.Context, ids []int64) ([]Task, er
 }
 
 const taskLockTodo = `-- name: TaskLockTodo :many
-SELECT t.id, t.corpus_id, t.entry, t.run,
-       ARRAY(SELECT unnest(d.attempt_workers) FROM dispatch d WHERE d.task_id = t.id)::text[] AS kept_workers,
-       (SELECT coalesce(max(d.run), 0) FROM dispatch d WHERE d.task_id = t.id)::int AS kept_max_run
-FROM tasks t
-WHERE t.service_id = $1 AND t.status = 0 AND t.id > $2::bigint
-ORDER BY t.id
-LIMIT $3
-FOR UPDATE OF t SKIP LOCKED
+WITH known AS (
+    SELECT unnest($2::int[]) AS corpus_id, unnest($3::float8[]) AS corpus_pass,
+           unnest($4::bigint[]) AS after_id
+), shares AS (
+    SELECT s.corpus_id, s.weight, s.priority, coalesce(k.after_id, 0) AS after_id,
+           greatest(k.corpus_pass, ($5::float8) - 1.0 / s.weight)::float8 AS pass
+    FROM corpus_shares s
+    LEFT JOIN known k ON k.corpus_id = s.corpus_id
+    WHERE s.service_id = $6::int AND s.priority <= $7::int
+      AND EXISTS (SELECT 1 FROM tasks t
+                  WHERE t.service_id = s.service_id AND t.corpus_id = s.corpus_id AND t.status = 0
+                    AND t.id > coalesce(k.after_id, 0))
+), tier AS (
+    -- Each corpus reads at most its share of the batch, plus two: corpora that run short leave
+    -- the rest to the full path (or the next reservation).
+    SELECT s.corpus_id, s.weight, s.priority, s.after_id, s.pass,
+           ((z.batch + z.corpora) * s.weight / z.total)::int + 2 AS quota
+    FROM shares s
+    CROSS JOIN (SELECT top.priority, top.batch, count(*) AS corpora, sum(u.weight) AS total
+                FROM shares u
+                JOIN (SELECT max(priority) AS priority, $1::int AS batch FROM shares) top ON u.priority = top.priority
+                GROUP BY top.priority, top.batch) z
+    WHERE s.priority = z.priority
+), candidates AS (
+    SELECT a.corpus_id, a.priority, c.id, c.entry, c.run,
+           a.pass + (row_number() OVER (PARTITION BY a.corpus_id ORDER BY c.id))::float8 / a.weight AS share_key
+    FROM tier a
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.entry, t.run
+        FROM tasks t
+        WHERE t.service_id = $6::int AND t.corpus_id = a.corpus_id AND t.status = 0
+          AND t.id > a.after_id
+        ORDER BY t.id
+        LIMIT a.quota
+        FOR UPDATE OF t SKIP LOCKED
+    ) c
+)
+SELECT c.id, c.corpus_id, c.entry, c.run, c.priority::int AS priority, c.share_key::float8 AS share_key,
+       ARRAY(SELECT unnest(d.attempt_workers) FROM dispatch d WHERE d.task_id = c.id)::text[] AS kept_workers,
+       (SELECT coalesce(max(d.run), 0) FROM dispatch d WHERE d.task_id = c.id)::int AS kept_max_run
+FROM candidates c
+ORDER BY c.share_key, c.corpus_id, c.id
+LIMIT $1::int
 `
+
+type TaskLockTodoParams struct {
+	MaxRows     int32     `json:"max_rows"`
+	CorpusIds   []int32   `json:"corpus_ids"`
+	Passes      []float64 `json:"passes"`
+	AfterIds    []int64   `json:"after_ids"`
+	Vtime       float64   `json:"vtime"`
+	ServiceID   int32     `json:"service_id"`
+	MaxPriority int32     `json:"max_priority"`
+}
 
 type TaskLockTodoRow struct {
 	ID          int64    `json:"id"`
 	CorpusID    int32    `json:"corpus_id"`
 	Entry       string   `json:"entry"`
 	Run         int32    `json:"run"`
+	Priority    int32    `json:"priority"`
+	ShareKey    float64  `json:"share_key"`
 	KeptWorkers []string `json:"kept_workers"`
 	KeptMaxRun  int32    `json:"kept_max_run"`
 }
 
-// TaskLockTodo takes TODO tasks of a service with ids above after_id for a fresh lease, lowest
-// id first, with the workers and newest run of any rows of theirs still kept (a rerun's earlier
-// runs). after_id is the leaser's cursor: starting past the tasks it leased last spares the scan
-// the index entries those left behind.
-func (q *Queries) TaskLockTodo(ctx context.Context, serviceID int32, afterID int64, maxRows int32) ([]TaskLockTodoRow, error) {
-	rows, err := q.db.Query(ctx, taskLockTodo, serviceID, afterID, maxRows)
+// TaskLockTodo takes TODO tasks of a service for a fresh lease, by fair share as ReserveFresh
+// takes them (its parameters mean the same), from the highest priority at or below max_priority
+// that has a TODO task above its cursors; with the workers and newest run of any rows of theirs
+// still kept (a rerun's earlier runs). Each row carries its corpus's priority, so that the
+// caller can go on to the next lower one.
+func (q *Queries) TaskLockTodo(ctx context.Context, arg TaskLockTodoParams) ([]TaskLockTodoRow, error) {
+	rows, err := q.db.Query(ctx, taskLockTodo,
+		arg.MaxRows,
+		arg.CorpusIds,
+		arg.Passes,
+		arg.AfterIds,
+		arg.Vtime,
+		arg.ServiceID,
+		arg.MaxPriority,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +242,8 @@ func (q *Queries) TaskLockTodo(ctx context.Context, serviceID int32, afterID int
 			&i.CorpusID,
 			&i.Entry,
 			&i.Run,
+			&i.Priority,
+			&i.ShareKey,
 			&i.KeptWorkers,
 			&i.KeptMaxRun,
 		); err != nil {
