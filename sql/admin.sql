@@ -61,7 +61,7 @@ WHERE corpus_id = @corpus_id AND service_id = @service_id AND status = -6;
 -- name: TaskProgress :many
 -- TaskProgress tallies every corpus and service (or the one named): tasks by status, dispatch
 -- rows by state (reserved, in flight, settling, queued), dead letters of the current runs, and
--- replies over the last minute.
+-- replies and leases over the last minute, with each corpus's share of its service's leases.
 WITH tally AS (
     SELECT corpus_id, service_id,
            count(*) AS tasks,
@@ -95,11 +95,17 @@ WITH tally AS (
                       WHERE x.task_id = t.id AND x.run = t.run AND x.outcome = 'accepted')
     GROUP BY t.corpus_id, t.service_id
 ), recent AS (
-    SELECT t.corpus_id, t.service_id, count(*) AS replies
-    FROM attempts a
-    JOIN tasks t ON t.id = a.task_id
-    WHERE a.answered_at > now() - interval '1 minute'
-    GROUP BY t.corpus_id, t.service_id
+    SELECT corpus_id, service_id, replies, leases,
+           coalesce(leases::float8 / nullif(sum(leases) OVER (PARTITION BY service_id), 0), 0) AS lease_share
+    FROM (
+        SELECT t.corpus_id, t.service_id,
+               count(*) FILTER (WHERE a.answered_at > now() - interval '1 minute') AS replies,
+               count(*) FILTER (WHERE a.leased_at > now() - interval '1 minute') AS leases
+        FROM attempts a
+        JOIN tasks t ON t.id = a.task_id
+        WHERE a.answered_at > now() - interval '1 minute' OR a.leased_at > now() - interval '1 minute'
+        GROUP BY t.corpus_id, t.service_id
+    ) r
 )
 SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
@@ -112,7 +118,9 @@ SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.no_problem::bigint AS no_problem, tally.warning::bigint AS warning,
        tally.error::bigint AS error, tally.fatal::bigint AS fatal,
        tally.invalid::bigint AS invalid, tally.blocked::bigint AS blocked,
-       coalesce(recent.replies, 0)::bigint AS replies_last_minute
+       coalesce(recent.replies, 0)::bigint AS replies_last_minute,
+       coalesce(recent.leases, 0)::bigint AS leases_last_minute,
+       coalesce(recent.lease_share, 0)::float8 AS lease_share_last_minute
 FROM tally
 JOIN corpora c ON c.id = tally.corpus_id
 JOIN services s ON s.id = tally.service_id
@@ -142,3 +150,37 @@ SELECT * FROM task_messages WHERE task_id = @task_id ORDER BY run, id;
 -- name: TasksAnalyze :exec
 -- TasksAnalyze refreshes the planner's statistics of tasks after a large import.
 ANALYZE tasks;
+
+-- name: CorpusShareSet :one
+-- CorpusShareSet sets the fair-share weight and priority of a corpus and service; a NULL leaves
+-- the value as it is (the default for a corpus and service with no row yet).
+INSERT INTO corpus_shares (service_id, corpus_id, weight, priority)
+VALUES (@service_id::int, @corpus_id::int, coalesce(sqlc.narg(weight)::int, 1), coalesce(sqlc.narg(priority)::int, 0))
+ON CONFLICT (service_id, corpus_id) DO UPDATE
+SET weight = coalesce(sqlc.narg(weight)::int, corpus_shares.weight),
+    priority = coalesce(sqlc.narg(priority)::int, corpus_shares.priority)
+RETURNING weight, priority;
+
+-- name: CorpusShareList :many
+-- CorpusShareList lists the fair share of every corpus and service (or those of one service):
+-- weight, priority, TODO tasks, and the leases over the last minute with the corpus's share of
+-- its service's.
+WITH recent AS (
+    SELECT t.corpus_id, t.service_id, count(*) AS leases
+    FROM attempts a
+    JOIN tasks t ON t.id = a.task_id
+    WHERE a.leased_at > now() - interval '1 minute'
+    GROUP BY t.corpus_id, t.service_id
+)
+SELECT c.name AS corpus, s.name AS service, (c.parent_corpus_id IS NOT NULL)::bool AS sandbox,
+       cs.weight, cs.priority,
+       (SELECT count(*) FROM tasks t
+        WHERE t.service_id = cs.service_id AND t.corpus_id = cs.corpus_id AND t.status = 0)::bigint AS todo,
+       coalesce(r.leases, 0)::bigint AS leases_last_minute,
+       coalesce(r.leases::float8 / nullif(sum(r.leases) OVER (PARTITION BY cs.service_id), 0), 0)::float8 AS lease_share_last_minute
+FROM corpus_shares cs
+JOIN corpora c ON c.id = cs.corpus_id
+JOIN services s ON s.id = cs.service_id
+LEFT JOIN recent r ON r.corpus_id = cs.corpus_id AND r.service_id = cs.service_id
+WHERE (sqlc.narg('service')::text IS NULL OR s.name = sqlc.narg('service')::text)
+ORDER BY s.name, cs.priority DESC, c.name;

@@ -56,6 +56,7 @@ func commands() []*cli.Command {
 		runsCommand(),
 		diffCommand(),
 		sandboxCommand(),
+		corpusCommand(),
 		pauseCommand(),
 		resumeCommand(),
 		statusCommand(),

@@ -28,12 +28,17 @@ func sandboxCommand() *cli.Command {
 				ArgsUsage: "NAME",
 				Description: "Copies the tasks of --from and --service that --severity, --category and --what select (as\n" +
 					"cortexq rerun and cortexq report select them; none: every task) into a new corpus NAME, as TODO\n" +
-					"tasks of its first run, ready for the replicas. A selection holding no task makes no sandbox.",
+					"tasks of its first run, ready for the replicas. A selection holding no task makes no sandbox. The\n" +
+					"sandbox starts at fair-share priority 1 (--priority), so replicas serve its tasks before those of\n" +
+					"corpora at the default 0 (see cortexq corpus).",
 				Flags: append([]cli.Flag{
 					&cli.StringFlag{Name: "from", Usage: "the corpus whose tasks to copy", EnvVars: envVars("SANDBOX_FROM")},
 					serviceFlag("service of the tasks"),
 					&cli.StringFlag{Name: "note", Usage: "note kept with the sandbox's first run (default: sandbox of CORPUS)",
 						EnvVars: envVars("SANDBOX_NOTE")},
+					&cli.IntFlag{Name: "priority", Value: lease.SandboxPriority,
+						Usage:   "fair-share priority of the sandbox for the service (see cortexq corpus set): above the corpora's default 0, its tasks go first",
+						EnvVars: envVars("SANDBOX_PRIORITY")},
 				}, selectionFlags("sandbox")...),
 				Action: runSandboxCreate,
 			},
@@ -84,6 +89,14 @@ func runSandboxCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	_, priority, err := shareFlags(c)
+	if err != nil {
+		return err
+	}
+	if priority == nil {
+		p := int32(lease.SandboxPriority)
+		priority = &p
+	}
 	scope.Note = c.String("note")
 	if scope.Note == "" {
 		scope.Note = "sandbox of " + c.String("from")
@@ -101,7 +114,7 @@ func runSandboxCreate(c *cli.Context) error {
 		return err
 	}
 	scope.CorpusID, scope.ServiceID = ids.CorpusID, ids.ServiceID
-	sum, err := store.CreateSandbox(c.Context, name, scope)
+	sum, err := store.CreateSandbox(c.Context, name, scope, *priority)
 	if errors.Is(err, queue.ErrDuplicate) {
 		return usagef(c, "a corpus named %s already exists", name)
 	}
@@ -111,8 +124,8 @@ func runSandboxCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "sandbox %s (corpus id %d) of corpus %s, service %s: %d tasks copied as TODO; results go to %s.sandbox-%d.zip beside each source\n",
-		name, sum.ID, c.String("from"), c.String(flagService), sum.Tasks, c.String(flagService), sum.ID)
+	fmt.Fprintf(c.App.Writer, "sandbox %s (corpus id %d) of corpus %s, service %s: %d tasks copied as TODO, priority %d; results go to %s.sandbox-%d.zip beside each source\n",
+		name, sum.ID, c.String("from"), c.String(flagService), sum.Tasks, *priority, c.String(flagService), sum.ID)
 	return nil
 }
 

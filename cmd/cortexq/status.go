@@ -20,8 +20,10 @@ func statusCommand() *cli.Command {
 		Description: "One line per corpus and service: tasks; TODO; tasks reserved by a replica (not yet handed to a\n" +
 			"worker, or handed and the worker not yet recorded); leases in flight; rows settling (held for late\n" +
 			"results); queued retries; dead letters (tasks whose current run gave up: a stand-in Fatal); each\n" +
-			"final status and blocked (paused); and replies over the last minute. With --watch, a progress bar\n" +
-			"each, refreshed every --interval until interrupted or nothing is left to lease or running.",
+			"final status and blocked (paused); replies and leases over the last minute, and the corpus's share of\n" +
+			"its service's leases over the last minute (its fair share as served, see cortexq corpus). With\n" +
+			"--watch, a progress bar each, refreshed every --interval until interrupted or nothing is left to\n" +
+			"lease or running.",
 		Flags: []cli.Flag{
 			corpusFlag("only this corpus"),
 			serviceFlag("only this service"),
@@ -109,11 +111,11 @@ func printProgress(out io.Writer, rows []lease.Progress, bars bool) error {
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "CORPUS\tSERVICE\tTASKS\tTODO\tRESERVED\tIN_FLIGHT\tSETTLING\tQUEUED\tDEAD_LETTERS\t"+
-		"NO_PROBLEM\tWARNING\tERROR\tFATAL\tINVALID\tBLOCKED\tREPLIES/MIN\t")
+		"NO_PROBLEM\tWARNING\tERROR\tFATAL\tINVALID\tBLOCKED\tREPLIES/MIN\tLEASES/MIN\tSHARE\t")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f%%\t\n",
 			printable(r.Corpus), printable(r.Service), r.Tasks, r.TODO, r.Reserved, r.InFlight, r.Settling, r.Queued, r.DeadLetters,
-			r.NoProblem, r.Warning, r.Error, r.Fatal, r.Invalid, r.Blocked, r.RepliesLastMinute)
+			r.NoProblem, r.Warning, r.Error, r.Fatal, r.Invalid, r.Blocked, r.RepliesLastMinute, r.LeasesLastMinute, 100*r.LeaseShare)
 	}
 	if err := w.Flush(); err != nil {
 		return err

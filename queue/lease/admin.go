@@ -273,6 +273,10 @@ type Progress struct {
 	DeadLetters int64
 	// RepliesLastMinute counts the attempts answered over the last minute.
 	RepliesLastMinute int64
+	// LeasesLastMinute counts the attempts leased over the last minute, and LeaseShare is their
+	// part of all of the service's (0 to 1): the corpus's fair share as served.
+	LeasesLastMinute int64
+	LeaseShare       float64
 }
 
 // Done counts the tasks with a final status.
@@ -303,6 +307,7 @@ func (s *Store) Progress(ctx context.Context, corpus, service string) ([]Progres
 			Invalid: r.Invalid, Blocked: r.Blocked,
 			Reserved: r.Reserved, InFlight: r.InFlight, Settling: r.Settling, Queued: r.Queued,
 			DeadLetters: r.DeadLetters, RepliesLastMinute: r.RepliesLastMinute,
+			LeasesLastMinute: r.LeasesLastMinute, LeaseShare: r.LeaseShareLastMinute,
 		}
 	}
 	return out, nil

@@ -296,8 +296,12 @@ type SandboxSummary struct {
 // parent_corpus_id) holding, as TODO tasks of a first run, copies of the tasks the scope
 // selects (as a rerun would). The copies read the parent's source archives; their results are
 // <service>.sandbox-<id>.zip, so nothing of the parent changes. A scope selecting no task
-// makes no sandbox: queue.ErrNotFound.
-func (s *Store) CreateSandbox(ctx context.Context, name string, scope RerunScope) (SandboxSummary, error) {
+// makes no sandbox: queue.ErrNotFound. The sandbox's fair-share priority for the service is
+// priority (cortexq sandbox create gives SandboxPriority unless told otherwise).
+func (s *Store) CreateSandbox(ctx context.Context, name string, scope RerunScope, priority int32) (SandboxSummary, error) {
+	if err := CheckShare(nil, &priority); err != nil {
+		return SandboxSummary{}, err
+	}
 	var sum SandboxSummary
 	err := s.inTx(ctx, "sandbox create", false, func(q *dbsqlc.Queries, _ pgx.Tx, now time.Time) error {
 		id, err := q.SandboxCreate(ctx, name, scope.CorpusID)
@@ -313,6 +317,9 @@ func (s *Store) CreateSandbox(ctx context.Context, name string, scope RerunScope
 		}
 		if n == 0 {
 			return fmt.Errorf("the selection holds no task of the corpus and service: %w", queue.ErrNotFound)
+		}
+		if _, err := q.CorpusShareSet(ctx, scope.ServiceID, id, nil, &priority); err != nil {
+			return fmt.Errorf("set priority: %w", err)
 		}
 		sum = SandboxSummary{ID: id, Tasks: n}
 		return q.RunOpen(ctx, id, scope.ServiceID, now, scope.Note)

@@ -75,7 +75,7 @@ func TestReportsHoldNoLockClaimsOrRerunsWaitOn(t *testing.T) {
 	sum, err := f.store.Rerun(ctx, RerunScope{CorpusID: f.corpus, ServiceID: f.svc})
 	require.NoError(t, err)
 	require.Equal(t, 6, sum.Tasks)
-	sb, err := f.store.CreateSandbox(ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc})
+	sb, err := f.store.CreateSandbox(ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, SandboxPriority)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), sb.Tasks)
 	gone, err := f.store.DeleteSandbox(ctx, "sb")

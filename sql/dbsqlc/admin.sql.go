@@ -80,6 +80,99 @@ func (q *Queries) CorpusLockForImport(ctx context.Context, id int32) (string, er
 	return path, err
 }
 
+const corpusShareList = `-- name: CorpusShareList :many
+WITH recent AS (
+    SELECT t.corpus_id, t.service_id, count(*) AS leases
+    FROM attempts a
+    JOIN tasks t ON t.id = a.task_id
+    WHERE a.leased_at > now() - interval '1 minute'
+    GROUP BY t.corpus_id, t.service_id
+)
+SELECT c.name AS corpus, s.name AS service, (c.parent_corpus_id IS NOT NULL)::bool AS sandbox,
+       cs.weight, cs.priority,
+       (SELECT count(*) FROM tasks t
+        WHERE t.service_id = cs.service_id AND t.corpus_id = cs.corpus_id AND t.status = 0)::bigint AS todo,
+       coalesce(r.leases, 0)::bigint AS leases_last_minute,
+       coalesce(r.leases::float8 / nullif(sum(r.leases) OVER (PARTITION BY cs.service_id), 0), 0)::float8 AS lease_share_last_minute
+FROM corpus_shares cs
+JOIN corpora c ON c.id = cs.corpus_id
+JOIN services s ON s.id = cs.service_id
+LEFT JOIN recent r ON r.corpus_id = cs.corpus_id AND r.service_id = cs.service_id
+WHERE ($1::text IS NULL OR s.name = $1::text)
+ORDER BY s.name, cs.priority DESC, c.name
+`
+
+type CorpusShareListRow struct {
+	Corpus               string  `json:"corpus"`
+	Service              string  `json:"service"`
+	Sandbox              bool    `json:"sandbox"`
+	Weight               int32   `json:"weight"`
+	Priority             int32   `json:"priority"`
+	Todo                 int64   `json:"todo"`
+	LeasesLastMinute     int64   `json:"leases_last_minute"`
+	LeaseShareLastMinute float64 `json:"lease_share_last_minute"`
+}
+
+// CorpusShareList lists the fair share of every corpus and service (or those of one service):
+// weight, priority, TODO tasks, and the leases over the last minute with the corpus's share of
+// its service's.
+func (q *Queries) CorpusShareList(ctx context.Context, service *string) ([]CorpusShareListRow, error) {
+	rows, err := q.db.Query(ctx, corpusShareList, service)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CorpusShareListRow
+	for rows.Next() {
+		var i CorpusShareListRow
+		if err := rows.Scan(
+			&i.Corpus,
+			&i.Service,
+			&i.Sandbox,
+			&i.Weight,
+			&i.Priority,
+			&i.Todo,
+			&i.LeasesLastMinute,
+			&i.LeaseShareLastMinute,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const corpusShareSet = `-- name: CorpusShareSet :one
+INSERT INTO corpus_shares (service_id, corpus_id, weight, priority)
+VALUES ($1::int, $2::int, coalesce($3::int, 1), coalesce($4::int, 0))
+ON CONFLICT (service_id, corpus_id) DO UPDATE
+SET weight = coalesce($3::int, corpus_shares.weight),
+    priority = coalesce($4::int, corpus_shares.priority)
+RETURNING weight, priority
+`
+
+type CorpusShareSetRow struct {
+	Weight   int32 `json:"weight"`
+	Priority int32 `json:"priority"`
+}
+
+// CorpusShareSet sets the fair-share weight and priority of a corpus and service; a NULL leaves
+// the value as it is (the default for a corpus and service with no row yet).
+func (q *Queries) CorpusShareSet(ctx context.Context, serviceID int32, corpusID int32, weight *int32, priority *int32) (CorpusShareSetRow, error) {
+	row := q.db.QueryRow(ctx, corpusShareSet,
+		serviceID,
+		corpusID,
+		weight,
+		priority,
+	)
+	var i CorpusShareSetRow
+	err := row.Scan(&i.Weight, &i.Priority)
+	return i, err
+}
+
 const dispatchListForTask = `-- name: DispatchListForTask :many
 SELECT task_id, run, state, attempt_workers, deadline, answered, finished_attempt, finished_status, queued, replica, service_id, retries, lease_timeout_seconds, leased_at, dead_lettered, last_cause, forget_at, received_at FROM dispatch WHERE task_id = $1 ORDER BY run
 `
@@ -370,11 +463,17 @@ WITH tally AS (
                       WHERE x.task_id = t.id AND x.run = t.run AND x.outcome = 'accepted')
     GROUP BY t.corpus_id, t.service_id
 ), recent AS (
-    SELECT t.corpus_id, t.service_id, count(*) AS replies
-    FROM attempts a
-    JOIN tasks t ON t.id = a.task_id
-    WHERE a.answered_at > now() - interval '1 minute'
-    GROUP BY t.corpus_id, t.service_id
+    SELECT corpus_id, service_id, replies, leases,
+           coalesce(leases::float8 / nullif(sum(leases) OVER (PARTITION BY service_id), 0), 0) AS lease_share
+    FROM (
+        SELECT t.corpus_id, t.service_id,
+               count(*) FILTER (WHERE a.answered_at > now() - interval '1 minute') AS replies,
+               count(*) FILTER (WHERE a.leased_at > now() - interval '1 minute') AS leases
+        FROM attempts a
+        JOIN tasks t ON t.id = a.task_id
+        WHERE a.answered_at > now() - interval '1 minute' OR a.leased_at > now() - interval '1 minute'
+        GROUP BY t.corpus_id, t.service_id
+    ) r
 )
 SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
@@ -387,7 +486,9 @@ SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.no_problem::bigint AS no_problem, tally.warning::bigint AS warning,
        tally.error::bigint AS error, tally.fatal::bigint AS fatal,
        tally.invalid::bigint AS invalid, tally.blocked::bigint AS blocked,
-       coalesce(recent.replies, 0)::bigint AS replies_last_minute
+       coalesce(recent.replies, 0)::bigint AS replies_last_minute,
+       coalesce(recent.leases, 0)::bigint AS leases_last_minute,
+       coalesce(recent.lease_share, 0)::float8 AS lease_share_last_minute
 FROM tally
 JOIN corpora c ON c.id = tally.corpus_id
 JOIN services s ON s.id = tally.service_id
@@ -400,30 +501,32 @@ ORDER BY c.name, s.name
 `
 
 type TaskProgressRow struct {
-	Corpus            string `json:"corpus"`
-	Service           string `json:"service"`
-	CorpusID          int32  `json:"corpus_id"`
-	ServiceID         int32  `json:"service_id"`
-	Tasks             int64  `json:"tasks"`
-	Todo              int64  `json:"todo"`
-	Dispatched        int64  `json:"dispatched"`
-	Reserved          int64  `json:"reserved"`
-	InFlight          int64  `json:"in_flight"`
-	Settling          int64  `json:"settling"`
-	Queued            int64  `json:"queued"`
-	DeadLetters       int64  `json:"dead_letters"`
-	NoProblem         int64  `json:"no_problem"`
-	Warning           int64  `json:"warning"`
-	Error             int64  `json:"error"`
-	Fatal             int64  `json:"fatal"`
-	Invalid           int64  `json:"invalid"`
-	Blocked           int64  `json:"blocked"`
-	RepliesLastMinute int64  `json:"replies_last_minute"`
+	Corpus               string  `json:"corpus"`
+	Service              string  `json:"service"`
+	CorpusID             int32   `json:"corpus_id"`
+	ServiceID            int32   `json:"service_id"`
+	Tasks                int64   `json:"tasks"`
+	Todo                 int64   `json:"todo"`
+	Dispatched           int64   `json:"dispatched"`
+	Reserved             int64   `json:"reserved"`
+	InFlight             int64   `json:"in_flight"`
+	Settling             int64   `json:"settling"`
+	Queued               int64   `json:"queued"`
+	DeadLetters          int64   `json:"dead_letters"`
+	NoProblem            int64   `json:"no_problem"`
+	Warning              int64   `json:"warning"`
+	Error                int64   `json:"error"`
+	Fatal                int64   `json:"fatal"`
+	Invalid              int64   `json:"invalid"`
+	Blocked              int64   `json:"blocked"`
+	RepliesLastMinute    int64   `json:"replies_last_minute"`
+	LeasesLastMinute     int64   `json:"leases_last_minute"`
+	LeaseShareLastMinute float64 `json:"lease_share_last_minute"`
 }
 
 // TaskProgress tallies every corpus and service (or the one named): tasks by status, dispatch
 // rows by state (reserved, in flight, settling, queued), dead letters of the current runs, and
-// replies over the last minute.
+// replies and leases over the last minute, with each corpus's share of its service's leases.
 func (q *Queries) TaskProgress(ctx context.Context, corpus *string, service *string) ([]TaskProgressRow, error) {
 	rows, err := q.db.Query(ctx, taskProgress, corpus, service)
 	if err != nil {
@@ -453,6 +556,8 @@ func (q *Queries) TaskProgress(ctx context.Context, corpus *string, service *str
 			&i.Invalid,
 			&i.Blocked,
 			&i.RepliesLastMinute,
+			&i.LeasesLastMinute,
+			&i.LeaseShareLastMinute,
 		); err != nil {
 			return nil, err
 		}
