@@ -146,6 +146,12 @@ func sourceZip(t *testing.T, n int, size int, seed int) []byte {
 // stage writes n source archives and imports a task for each; it returns the task ids.
 func (e *env) stage(n, size int) []int64 {
 	e.t.Helper()
+	return e.stageInto(e.corpus, n, size)
+}
+
+// stageInto is stage for another corpus (of path e.dir).
+func (e *env) stageInto(corpus int32, n, size int) []int64 {
+	e.t.Helper()
 	ids := make([]int64, n)
 	for i := range n {
 		i := e.staged + i
@@ -155,7 +161,7 @@ func (e *env) stage(n, size int) []int64 {
 		require.NoError(e.t, os.WriteFile(entry, sourceZip(e.t, 0, size, i), 0o644))
 		require.NoError(e.t, e.pool.QueryRow(e.ctx,
 			`INSERT INTO tasks (service_id, corpus_id, entry) VALUES ($1, $2, $3) RETURNING id`,
-			e.svc, e.corpus, entry).Scan(&ids[i-e.staged]))
+			e.svc, corpus, entry).Scan(&ids[i-e.staged]))
 	}
 	e.staged += n
 	return ids
