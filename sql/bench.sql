@@ -14,7 +14,7 @@ WHERE t.corpus_id = @corpus_id AND a.outcome = 'accepted';
 -- (tasks_todo, dispatch_one_active) (docs/performance.md#query-shapes).
 SELECT ((SELECT t.id FROM tasks t
          WHERE t.service_id = @service_id::int AND t.status = 0
-         ORDER BY t.service_id, t.id LIMIT 1) IS NOT NULL)::bool AS todo,
+         ORDER BY t.service_id, t.corpus_id, t.id LIMIT 1) IS NOT NULL)::bool AS todo,
        ((SELECT d.task_id FROM dispatch d
          WHERE d.service_id = @service_id::int AND (d.state IN ('in_flight', 'reserved') OR d.queued)
          ORDER BY d.task_id LIMIT 1) IS NOT NULL)::bool AS active;
@@ -24,3 +24,22 @@ SELECT ((SELECT t.id FROM tasks t
 -- rows (the tasks_deleted trigger): for the bench's own service, whose earlier runs may have
 -- stopped before their backlog drained and removed its source archives.
 DELETE FROM tasks WHERE service_id = @service_id::int AND status >= 0;
+
+-- name: BenchGenerateTasks :execrows
+-- BenchGenerateTasks adds TODO tasks numbered first to last to a corpus, in the database alone:
+-- the entries are named as the bench stages its archives (dir/NNNNNN/source.zip), in id order,
+-- whether an archive is there or not. For `cortexq bench --corpora`, whose large backlogs are
+-- never drained: only the archives the run can reach are staged.
+INSERT INTO tasks (service_id, corpus_id, entry)
+SELECT @service_id::int, @corpus_id::int, @dir::text || '/' || lpad(g::text, greatest(6, length(g::text)), '0') || '/source.zip'
+FROM generate_series(@first::int, @last::int) AS g
+ORDER BY g;
+
+-- name: BenchCorpusDone :one
+-- BenchCorpusDone counts a corpus's NoProblem tasks of a service, and gives the seconds from
+-- since to its last accepted result.
+SELECT (SELECT count(*) FROM tasks t
+        WHERE t.corpus_id = @corpus_id::int AND t.service_id = @service_id::int AND t.status = -1)::bigint AS no_problem,
+       coalesce((SELECT extract(epoch FROM max(a.answered_at) - @since::timestamptz)
+                 FROM attempts a JOIN tasks t ON t.id = a.task_id
+                 WHERE t.corpus_id = @corpus_id::int AND t.service_id = @service_id::int AND a.outcome = 'accepted'), 0)::float8 AS last_s;

@@ -62,6 +62,7 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "deadline", Usage: "give up (a failed gate) after this long", Value: 10 * time.Minute, EnvVars: envVars("BENCH_DEADLINE")},
 			&cli.IntFlag{Name: "max-in-flight", Usage: "--max-in-flight of each replica", Value: 5000, EnvVars: envVars("BENCH_MAX_IN_FLIGHT")},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of replica 1 to this file (pprof)", EnvVars: envVars("BENCH_CPUPROFILE")},
+			&cli.StringFlag{Name: "corpora", Usage: "TODO tasks per corpus, comma-separated (e.g. 1000000,100): several corpora of the service, served by fair share; the run stops once --tasks are converted, and reports when each corpus finished (archives are staged only for the tasks a run can reach)", EnvVars: envVars("BENCH_CORPORA")},
 			&cli.StringSliceFlag{Name: "serve-flag", Usage: "an extra flag for every replica's serve command, e.g. --serve-flag=--claimers=1 (repeatable)", EnvVars: envVars("BENCH_SERVE_FLAGS")},
 		},
 		Action: runBench,
@@ -113,6 +114,8 @@ type benchReport struct {
 	// client (this process), PostgreSQL (the same cluster) and the machine.
 	RiverCPUMicrosPerJob map[string]float64 `json:"river_cpu_us_per_job,omitempty"`
 	RatioVsRiver         float64            `json:"ratio_vs_river,omitempty"`
+	// Corpora is, with --corpora, each corpus's tasks and when it finished.
+	Corpora []benchCorpusReport `json:"corpora,omitempty"`
 	NoProblem            int64              `json:"no_problem"`
 	Lost                 int64              `json:"lost"`
 	BadArchives          int                `json:"bad_archives"`
@@ -124,6 +127,23 @@ func runBench(c *cli.Context) error {
 	n, workers, replicas := c.Int("tasks"), c.Int("workers"), c.Int("replicas")
 	if n < 1 || workers < 1 || replicas < 1 || c.Int("payload-kb") < 0 || c.Int("chaos") < 0 || c.Int("chaos") > n {
 		return usagef(c, "--tasks, --workers and --replicas must be at least 1; --chaos between 0 and --tasks")
+	}
+	var counts []int
+	if s := c.String("corpora"); s != "" {
+		var err error
+		if counts, err = parseCorpora(s); err != nil {
+			return usagef(c, "%v", err)
+		}
+		total := 0
+		for _, k := range counts {
+			total += k
+		}
+		if n > total {
+			return usagef(c, "--tasks %d: more than the %d tasks of --corpora", n, total)
+		}
+		if c.Int("chaos") > 0 {
+			return usagef(c, "--chaos and --corpora do not go together")
+		}
 	}
 	ctx := c.Context
 	logf := func(format string, args ...any) {
@@ -176,16 +196,38 @@ func runBench(c *cli.Context) error {
 	}
 	name := "bench-" + time.Now().Format("20060102-150405.000")
 	dir = filepath.Join(dir, name)
-	logf("staging %d archives of %d KB in %s", n, c.Int("payload-kb"), dir)
-	entries, err := stageCorpus(ctx, dir, n, c.Int("payload-kb")*1024)
-	if err != nil {
-		return err
-	}
-	// The staged archives go to disk now, not in the first claims' syncfs: staging is setup.
-	syscall.Sync()
-	imp, err := store.Import(ctx, lease.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
-	if err != nil {
-		return err
+	var entries []string
+	var imp lease.ImportSummary
+	var corpora []benchCorpus
+	if counts != nil {
+		// The tasks a run can reach: those it converts, and what the replicas may hold besides.
+		reach := n + replicas*c.Int("max-in-flight")
+		corpora, entries, err = stageCorpora(ctx, store, svc, dir, name, counts, reach, c.Int("payload-kb")*1024, logf)
+		if err != nil {
+			return err
+		}
+		imp.CorpusID = corpora[0].id
+		// What is left of the backlogs goes when the run is over.
+		defer func() {
+			if left, err := store.DiscardUnfinished(context.WithoutCancel(ctx), svc.ID); err != nil {
+				slog.Warn("unfinished tasks of the bench not deleted", "error", err)
+			} else {
+				logf("deleted the %d unfinished tasks of the run", left)
+			}
+		}()
+		syscall.Sync()
+	} else {
+		logf("staging %d archives of %d KB in %s", n, c.Int("payload-kb"), dir)
+		entries, err = stageCorpus(ctx, dir, n, c.Int("payload-kb")*1024)
+		if err != nil {
+			return err
+		}
+		// The staged archives go to disk now, not in the first claims' syncfs: staging is setup.
+		syscall.Sync()
+		imp, err = store.Import(ctx, lease.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+		if err != nil {
+			return err
+		}
 	}
 
 	// Replicas: subprocesses, so their memory is theirs alone.
@@ -261,6 +303,10 @@ func runBench(c *cli.Context) error {
 	if _, err := poll.Open(ctx, svc.ID); err != nil {
 		return err
 	}
+	dbStart, err := store.Now(ctx)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	cpuStart := sampleCPU(procs, cluster)
 	pollCPUStart := pollCPU()
@@ -280,6 +326,7 @@ func runBench(c *cli.Context) error {
 	deadline := time.Now().Add(c.Duration("deadline"))
 	lastLog, lastCount := time.Now(), time.Now()
 	polls := 0
+	var doneAtStop int64 // --corpora: the results recorded when the measurement stopped
 	for {
 		// The drain check (BenchOpen, two index probes) costs PostgreSQL CPU, which the
 		// measurement includes (DrainPollMicrosPerTask says how much): it runs once a second,
@@ -305,7 +352,18 @@ func runBench(c *cli.Context) error {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
-		if everySecond || handler.n.Load() >= int64(n) {
+		if corpora != nil && handler.n.Load() >= int64(n) {
+			// A --corpora run stops once --tasks results are recorded.
+			polls++
+			done, err := corporaDone(ctx, poll, svc, corpora, dbStart)
+			if err != nil {
+				return err
+			}
+			if done >= int64(n) {
+				doneAtStop = done
+				break
+			}
+		} else if corpora == nil && (everySecond || handler.n.Load() >= int64(n)) {
 			polls++
 			open, err := poll.Open(ctx, svc.ID)
 			if err != nil {
@@ -323,29 +381,45 @@ func runBench(c *cli.Context) error {
 	for _, pr := range procs {
 		rssPeak = max(rssPeak, peakRSSMB(pr.Process.Pid))
 	}
-	stopWorkers()
-	wErr := <-wDone
-	batches := readBatches(metricsURLs)
-	stopReplicas()
+	var batches map[string]float64
+	var wErr error
+	if corpora != nil {
+		// Leases are still out: the replicas drain them with the workers running.
+		batches = readBatches(metricsURLs)
+		stopReplicas()
+		stopWorkers()
+		wErr = <-wDone
+	} else {
+		stopWorkers()
+		wErr = <-wDone
+		batches = readBatches(metricsURLs)
+		stopReplicas()
+	}
 	if wErr != nil && !errors.Is(wErr, context.Canceled) {
 		return fmt.Errorf("echo workers: %w", wErr)
 	}
 	var p lease.Progress
-	if ps, err := store.Progress(ctx, name, svc.Name); err != nil {
+	if ps, err := store.Progress(ctx, "", svc.Name); err != nil {
 		return err
-	} else if len(ps) == 1 {
-		p = ps[0]
+	} else {
+		p = sumProgress(ps, name, corpora)
 	}
 
 	rep := benchReport{Tasks: n, Workers: workers, Replicas: replicas, PayloadKB: c.Int("payload-kb"),
 		Rate: c.Float64("rate"), Chaos: c.Int("chaos"), Seconds: took.Seconds(),
 		PeakInFlight: peak.Load(), ReplicaPeakRSSMB: rssPeak, NoProblem: p.NoProblem,
 		NoWorkReplies: stats.Mocks.Load()}
-	rep.TasksPerSecond = float64(p.Done()) / took.Seconds()
+	measured := p.Done()
+	if corpora != nil {
+		// Tasks the workers converted after the measurement stopped (the replicas drain their
+		// leases with the workers running) are not counted.
+		measured = doneAtStop
+	}
+	rep.TasksPerSecond = float64(measured) / took.Seconds()
 	rep.PostgresCPU, rep.DrainPolls = cluster.String(), polls
 	rep.ReserveBatchAvg, rep.AttributeBatchAvg, rep.ClaimBatchAvg = batches["reserve"], batches["attribute"], batches["claim"]
 	rep.AttributedAtClaim = batches["attributed_at_claim"]
-	if done := p.Done(); done > 0 {
+	if done := measured; done > 0 {
 		rep.CPUMicrosPerTask = perUnit(cpuStart, cpuEnd, done)
 		if cluster.counted() {
 			rep.DrainPollMicrosPerTask = math.Round((pollCPUEnd-pollCPUStart)*1e6/float64(done)*10) / 10
@@ -354,15 +428,26 @@ func runBench(c *cli.Context) error {
 			}
 		}
 	}
-	rep.MBPerSecond = float64(p.Done()) * float64(c.Int("payload-kb")) / 1024 * 2 / took.Seconds()
+	rep.MBPerSecond = float64(measured) * float64(c.Int("payload-kb")) / 1024 * 2 / took.Seconds()
 	p50, p99, err := store.Latency(ctx, imp.CorpusID)
 	if err != nil {
 		return err
 	}
 	rep.P50Millis, rep.P99Millis = float64(p50.Microseconds())/1000, float64(p99.Microseconds())/1000
 	rep.Lost = int64(n) - p.Done()
-	rep.BadArchives, _ = byteIdentical(entries, svc.Name)
-	rep.GatesOK = rep.Lost == 0 && p.NoProblem == int64(n) && rep.BadArchives == 0
+	if corpora == nil {
+		rep.BadArchives, _ = byteIdentical(entries, svc.Name)
+		rep.GatesOK = rep.Lost == 0 && p.NoProblem == int64(n) && rep.BadArchives == 0
+	} else {
+		// At least --tasks converted, each NoProblem, each result identical to its source.
+		var results int
+		rep.BadArchives, results = resultsIdentical(entries, svc.Name)
+		rep.Lost = max(0, rep.Lost)
+		rep.GatesOK = p.Done() >= int64(n) && p.NoProblem == p.Done() && int64(results) >= p.NoProblem && rep.BadArchives == 0
+		if rep.Corpora, err = reportCorpora(ctx, store, svc, corpora, dbStart); err != nil {
+			return err
+		}
+	}
 
 	if c.Bool("vs-river") {
 		jps, cpu, err := benchRiver(ctx, dsn, n, cluster)
@@ -378,7 +463,7 @@ func runBench(c *cli.Context) error {
 		fmt.Fprintln(c.App.Writer, string(b))
 	} else {
 		logf("%d tasks in %.2fs: %.0f tasks/s, %.1f MB/s; lease→result p50 %.1f ms, p99 %.1f ms; peak in flight %d; replica peak RSS %.0f MB",
-			p.Done(), rep.Seconds, rep.TasksPerSecond, rep.MBPerSecond, rep.P50Millis, rep.P99Millis, rep.PeakInFlight, rep.ReplicaPeakRSSMB)
+			measured, rep.Seconds, rep.TasksPerSecond, rep.MBPerSecond, rep.P50Millis, rep.P99Millis, rep.PeakInFlight, rep.ReplicaPeakRSSMB)
 		logf("CPU per task (µs): %s; average batch: reserve %.1f, attribute %.1f, claim %.1f; %.0f%% of hand-outs attributed by their claim",
 			formatCPU(rep.CPUMicrosPerTask), rep.ReserveBatchAvg, rep.AttributeBatchAvg, rep.ClaimBatchAvg, 100*rep.AttributedAtClaim)
 		logf("PostgreSQL CPU: %s; the bench's own %d drain checks cost it %.1f µs/task more, left out", rep.PostgresCPU, rep.DrainPolls, rep.DrainPollMicrosPerTask)
@@ -388,6 +473,13 @@ func runBench(c *cli.Context) error {
 				logf("PostgreSQL CPU: cortexq %.1f µs/task, River %.1f µs/job (cortexq/River = %.2f)",
 					rep.CPUMicrosPerTask["postgres"], pg, rep.CPUMicrosPerTask["postgres"]/pg)
 			}
+		}
+		for _, bc := range rep.Corpora {
+			finished := "not finished"
+			if bc.FinishedSeconds != nil {
+				finished = fmt.Sprintf("finished at %.2f s", *bc.FinishedSeconds)
+			}
+			logf("corpus %s: %d of %d tasks NoProblem, %s", bc.Name, bc.NoProblem, bc.Tasks, finished)
 		}
 		logf("gates: lost %d, NoProblem %d of %d, archives differing %d → %s", rep.Lost, rep.NoProblem, n, rep.BadArchives,
 			map[bool]string{true: "ok", false: "FAILED"}[rep.GatesOK])
@@ -767,4 +859,22 @@ func scratchDir() string {
 		return "/dev/shm"
 	}
 	return ""
+}
+
+// sumProgress is the bench's corpus's tally, or with --corpora the sum of its corpora's.
+func sumProgress(ps []lease.Progress, name string, corpora []benchCorpus) lease.Progress {
+	var sum lease.Progress
+	for _, p := range ps {
+		mine := corpora == nil && p.Corpus == name
+		for _, bc := range corpora {
+			mine = mine || p.CorpusID == bc.id
+		}
+		if !mine {
+			continue
+		}
+		sum.Tasks, sum.TODO, sum.Dispatched = sum.Tasks+p.Tasks, sum.TODO+p.TODO, sum.Dispatched+p.Dispatched
+		sum.NoProblem, sum.Warning, sum.Error = sum.NoProblem+p.NoProblem, sum.Warning+p.Warning, sum.Error+p.Error
+		sum.Fatal, sum.Invalid, sum.Blocked = sum.Fatal+p.Fatal, sum.Invalid+p.Invalid, sum.Blocked+p.Blocked
+	}
+	return sum
 }

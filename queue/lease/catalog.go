@@ -219,3 +219,29 @@ func (s *Store) DiscardUnfinished(ctx context.Context, serviceID int32) (int64, 
 	}
 	return n, nil
 }
+
+// GenerateTasks adds TODO tasks numbered first to last to a corpus, in the database alone, with
+// the entries dir/NNNNNN/source.zip (archives or not), in id order: the bench's large backlogs
+// (cortexq bench --corpora).
+func (s *Store) GenerateTasks(ctx context.Context, serviceID, corpusID int32, dir string, first, last int) (int64, error) {
+	n, err := dbsqlc.New(s.pool).BenchGenerateTasks(ctx, dbsqlc.BenchGenerateTasksParams{
+		ServiceID: serviceID, CorpusID: corpusID, Dir: dir, First: int32(first), Last: int32(last)})
+	if err != nil {
+		return 0, translate("generate tasks", err)
+	}
+	// Fresh statistics keep the lease path on the tasks_todo index from the first lease on.
+	if err := dbsqlc.New(s.pool).TasksAnalyze(ctx); err != nil {
+		return n, translate("analyze tasks", err)
+	}
+	return n, nil
+}
+
+// CorpusDone counts a corpus's NoProblem tasks of a service and gives the time from since
+// (database clock) to its last accepted result.
+func (s *Store) CorpusDone(ctx context.Context, corpusID, serviceID int32, since time.Time) (int64, time.Duration, error) {
+	r, err := dbsqlc.New(s.pool).BenchCorpusDone(ctx, corpusID, serviceID, since)
+	if err != nil {
+		return 0, 0, translate("corpus done", err)
+	}
+	return r.NoProblem, time.Duration(r.LastS * float64(time.Second)), nil
+}

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 )
 
 const attemptLatency = `-- name: AttemptLatency :one
@@ -31,6 +32,28 @@ func (q *Queries) AttemptLatency(ctx context.Context, corpusID int32) (AttemptLa
 	return i, err
 }
 
+const benchCorpusDone = `-- name: BenchCorpusDone :one
+SELECT (SELECT count(*) FROM tasks t
+        WHERE t.corpus_id = $1::int AND t.service_id = $2::int AND t.status = -1)::bigint AS no_problem,
+       coalesce((SELECT extract(epoch FROM max(a.answered_at) - $3::timestamptz)
+                 FROM attempts a JOIN tasks t ON t.id = a.task_id
+                 WHERE t.corpus_id = $1::int AND t.service_id = $2::int AND a.outcome = 'accepted'), 0)::float8 AS last_s
+`
+
+type BenchCorpusDoneRow struct {
+	NoProblem int64   `json:"no_problem"`
+	LastS     float64 `json:"last_s"`
+}
+
+// BenchCorpusDone counts a corpus's NoProblem tasks of a service, and gives the seconds from
+// since to its last accepted result.
+func (q *Queries) BenchCorpusDone(ctx context.Context, corpusID int32, serviceID int32, since time.Time) (BenchCorpusDoneRow, error) {
+	row := q.db.QueryRow(ctx, benchCorpusDone, corpusID, serviceID, since)
+	var i BenchCorpusDoneRow
+	err := row.Scan(&i.NoProblem, &i.LastS)
+	return i, err
+}
+
 const benchDiscardUnfinished = `-- name: BenchDiscardUnfinished :execrows
 DELETE FROM tasks WHERE service_id = $1::int AND status >= 0
 `
@@ -46,10 +69,43 @@ func (q *Queries) BenchDiscardUnfinished(ctx context.Context, serviceID int32) (
 	return result.RowsAffected(), nil
 }
 
+const benchGenerateTasks = `-- name: BenchGenerateTasks :execrows
+INSERT INTO tasks (service_id, corpus_id, entry)
+SELECT $1::int, $2::int, $3::text || '/' || lpad(g::text, greatest(6, length(g::text)), '0') || '/source.zip'
+FROM generate_series($4::int, $5::int) AS g
+ORDER BY g
+`
+
+type BenchGenerateTasksParams struct {
+	ServiceID int32  `json:"service_id"`
+	CorpusID  int32  `json:"corpus_id"`
+	Dir       string `json:"dir"`
+	First     int32  `json:"first"`
+	Last      int32  `json:"last"`
+}
+
+// BenchGenerateTasks adds TODO tasks numbered first to last to a corpus, in the database alone:
+// the entries are named as the bench stages its archives (dir/NNNNNN/source.zip), in id order,
+// whether an archive is there or not. For `cortexq bench --corpora`, whose large backlogs are
+// never drained: only the archives the run can reach are staged.
+func (q *Queries) BenchGenerateTasks(ctx context.Context, arg BenchGenerateTasksParams) (int64, error) {
+	result, err := q.db.Exec(ctx, benchGenerateTasks,
+		arg.ServiceID,
+		arg.CorpusID,
+		arg.Dir,
+		arg.First,
+		arg.Last,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const benchOpen = `-- name: BenchOpen :one
 SELECT ((SELECT t.id FROM tasks t
          WHERE t.service_id = $1::int AND t.status = 0
-         ORDER BY t.service_id, t.id LIMIT 1) IS NOT NULL)::bool AS todo,
+         ORDER BY t.service_id, t.corpus_id, t.id LIMIT 1) IS NOT NULL)::bool AS todo,
        ((SELECT d.task_id FROM dispatch d
          WHERE d.service_id = $1::int AND (d.state IN ('in_flight', 'reserved') OR d.queued)
          ORDER BY d.task_id LIMIT 1) IS NOT NULL)::bool AS active
