@@ -115,11 +115,11 @@ type benchReport struct {
 	RiverCPUMicrosPerJob map[string]float64 `json:"river_cpu_us_per_job,omitempty"`
 	RatioVsRiver         float64            `json:"ratio_vs_river,omitempty"`
 	// Corpora is, with --corpora, each corpus's tasks and when it finished.
-	Corpora []benchCorpusReport `json:"corpora,omitempty"`
-	NoProblem            int64              `json:"no_problem"`
-	Lost                 int64              `json:"lost"`
-	BadArchives          int                `json:"bad_archives"`
-	GatesOK              bool               `json:"gates_ok"`
+	Corpora     []benchCorpusReport `json:"corpora,omitempty"`
+	NoProblem   int64               `json:"no_problem"`
+	Lost        int64               `json:"lost"`
+	BadArchives int                 `json:"bad_archives"`
+	GatesOK     bool                `json:"gates_ok"`
 }
 
 func runBench(c *cli.Context) error {
