@@ -199,3 +199,35 @@ func TestFairShare(t *testing.T) {
 		require.Equal(t, [2]int32{2, 2}, [2]int32{w, p}, "what is not given stays")
 	})
 }
+
+// TestFairShareTwoReplicas: two replicas, each dividing its own reservations by weight, divide
+// them by weight together; and a replica restarted (a new store: its passes are gone) starts
+// level, with no recovery step.
+func TestFairShareTwoReplicas(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.corpusWith("a", 5_000), f.corpusWith("b", 5_000)
+	f.setShare(a, 3, 0)
+	r2 := &fixture{t: t, ctx: f.ctx, pool: f.pool, clock: f.clock, corpus: f.corpus, svc: f.svc,
+		store: New(f.pool, Config{Replica: "r2", LeaseTimeout: testLease, NowFunc: f.clock.Now})}
+	counts := map[int32]int{}
+	total := 0
+	for i := 0; total < 4_000; i++ {
+		r := f
+		if i%2 == 1 {
+			r = r2
+		}
+		if i == 31 { // r2 restarts midway
+			r2.store = New(f.pool, Config{Replica: "r2", LeaseTimeout: testLease, NowFunc: f.clock.Now})
+		}
+		by, leases := r.leaseBatch(min(fairBatch, 4_000-total))
+		require.NotEmpty(t, leases)
+		for c, n := range by {
+			counts[c] += n
+		}
+		total += len(leases)
+	}
+	ratio := float64(counts[a]) / float64(counts[b])
+	t.Logf("a:b = %d:%d = %.3f", counts[a], counts[b], ratio)
+	require.Equal(t, 4_000, counts[a]+counts[b])
+	require.InDelta(t, 3.0, ratio, 0.3, "a:b = %d:%d, within 10%% of 3:1", counts[a], counts[b])
+}

@@ -162,16 +162,11 @@ WITH known AS (
                   WHERE t.service_id = s.service_id AND t.corpus_id = s.corpus_id AND t.status = 0
                     AND t.id > coalesce(k.after_id, 0))
 ), tier AS (
-    -- Each corpus reads at most its share of the batch, plus two: corpora that run short leave
-    -- the rest to the full path (or the next reservation).
-    SELECT s.corpus_id, s.weight, s.priority, s.after_id, s.pass,
-           ((z.batch + z.corpora) * s.weight / z.total)::int + 2 AS quota
+    -- Each corpus reads up to the whole batch: the full path fills what the fast path left
+    -- (a corpus ran short of its share), so it must not run short itself.
+    SELECT s.corpus_id, s.weight, s.priority, s.after_id, s.pass, ($1::int) AS quota
     FROM shares s
-    CROSS JOIN (SELECT top.priority, top.batch, count(*) AS corpora, sum(u.weight) AS total
-                FROM shares u
-                JOIN (SELECT max(priority) AS priority, $1::int AS batch FROM shares) top ON u.priority = top.priority
-                GROUP BY top.priority, top.batch) z
-    WHERE s.priority = z.priority
+    WHERE s.priority = (SELECT max(priority) FROM shares)
 ), candidates AS (
     SELECT a.corpus_id, a.priority, c.id, c.entry, c.run,
            a.pass + (row_number() OVER (PARTITION BY a.corpus_id ORDER BY c.id))::float8 / a.weight AS share_key
