@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -146,24 +147,35 @@ func sourceZip(t *testing.T, n int, size int, seed int) []byte {
 // stage writes n source archives and imports a task for each; it returns the task ids.
 func (e *env) stage(n, size int) []int64 {
 	e.t.Helper()
-	return e.stageInto(e.corpus, n, size)
+	return e.importInto(e.corpus, e.writeArchives(n, size))
 }
 
-// stageInto is stage for another corpus (of path e.dir).
-func (e *env) stageInto(corpus int32, n, size int) []int64 {
+// writeArchives writes n source archives in directories of their own under e.dir.
+func (e *env) writeArchives(n, size int) []string {
 	e.t.Helper()
-	ids := make([]int64, n)
+	entries := make([]string, n)
 	for i := range n {
 		i := e.staged + i
 		dir := filepath.Join(e.dir, fmt.Sprintf("%05d", i))
 		require.NoError(e.t, os.MkdirAll(dir, 0o755))
-		entry := filepath.Join(dir, "source.zip")
-		require.NoError(e.t, os.WriteFile(entry, sourceZip(e.t, 0, size, i), 0o644))
-		require.NoError(e.t, e.pool.QueryRow(e.ctx,
-			`INSERT INTO tasks (service_id, corpus_id, entry) VALUES ($1, $2, $3) RETURNING id`,
-			e.svc, corpus, entry).Scan(&ids[i-e.staged]))
+		entries[i-e.staged] = filepath.Join(dir, "source.zip")
+		require.NoError(e.t, os.WriteFile(entries[i-e.staged], sourceZip(e.t, 0, size, i), 0o644))
 	}
 	e.staged += n
+	return entries
+}
+
+// importInto imports a task of corpus (of path e.dir) for each entry, in one statement, in
+// order; it returns the task ids.
+func (e *env) importInto(corpus int32, entries []string) []int64 {
+	e.t.Helper()
+	rows, err := e.pool.Query(e.ctx, `INSERT INTO tasks (service_id, corpus_id, entry)
+		SELECT $1, $2, e FROM unnest($3::text[]) WITH ORDINALITY AS u(e, i) ORDER BY i RETURNING id`,
+		e.svc, corpus, entries)
+	require.NoError(e.t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(e.t, err)
+	require.Len(e.t, ids, len(entries))
 	return ids
 }
 
