@@ -206,7 +206,7 @@ func TestPauseResume(t *testing.T) {
 	reserved, err := d.store.Reserve(d.ctx, lease.ReserveRequest{ServiceID: sc.ServiceID, Max: 2})
 	require.NoError(t, err)
 	require.Len(t, reserved, 2)
-	require.Regexp(t, statusRow("c", "echo", 5, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), d.ok("status"))
+	require.Regexp(t, statusRow("c", "echo", 5, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1), d.ok("status"))
 
 	out := d.ok("pause", "--corpus", "c", "--service", "echo")
 	require.Contains(t, out, "paused, 4 TODO tasks blocked; 2 reservations taken back from replicas (2 tasks blocked, 0 retries queued again)")
@@ -219,7 +219,7 @@ func TestPauseResume(t *testing.T) {
 	// Leased work finishes.
 	require.Equal(t, lease.OutcomeAccepted, d.claim(lease.Result{TaskID: leased.TaskID, Worker: "w0",
 		Kind: lease.KindReport, Status: queue.StatusNoProblem}).Outcome)
-	require.Regexp(t, statusRow("c", "echo", 5, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 4, 1), d.ok("status"))
+	require.Regexp(t, statusRow("c", "echo", 5, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 4, 1, 1), d.ok("status"))
 
 	out = d.ok("resume", "--corpus", "c", "--service", "echo")
 	require.Contains(t, out, "resumed, 4 tasks back to TODO")
@@ -238,7 +238,8 @@ func statusRow(corpus, service string, n ...int) *regexp.Regexp {
 	for _, x := range n {
 		parts = append(parts, fmt.Sprint(x))
 	}
-	return regexp.MustCompile(`(?m)^\s*` + strings.Join(parts, `\s+`) + `\s*$`)
+	// The last column is the corpus's share of its service's leases over the last minute.
+	return regexp.MustCompile(`(?m)^\s*` + strings.Join(parts, `\s+`) + `\s+\d+\.\d%\s*$`)
 }
 
 func TestStatusAndTaskShow(t *testing.T) {
@@ -259,8 +260,8 @@ func TestStatusAndTaskShow(t *testing.T) {
 
 	out := d.ok("status")
 	require.Contains(t, out, "TODO")
-	require.Regexp(t, statusRow("c", "echo", 4, 2, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1), out)
-	require.Regexp(t, statusRow("c", "other", 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), out)
+	require.Regexp(t, statusRow("c", "echo", 4, 2, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 2), out)
+	require.Regexp(t, statusRow("c", "other", 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), out)
 
 	out = d.ok("task", "show", fmt.Sprint(done))
 	for _, want := range []*regexp.Regexp{
@@ -287,7 +288,7 @@ func TestStatusAndTaskShow(t *testing.T) {
 		d.claim(lease.Result{TaskID: l.TaskID, Worker: l.Worker, Kind: lease.KindReport, Status: queue.StatusError})
 	}
 	out = d.ok("status", "--watch", "--interval", "50ms", "--service", "echo")
-	require.Regexp(t, statusRow("c", "echo", 4, 0, 0, 0, 0, 0, 0, 1, 1, 2, 0, 0, 0, 4), out)
+	require.Regexp(t, statusRow("c", "echo", 4, 0, 0, 0, 0, 0, 0, 1, 1, 2, 0, 0, 0, 4, 4), out)
 	require.Contains(t, out, "c/echo  ["+strings.Repeat("#", 40)+"] 100.0%  4/4  done")
 
 	r := cortexq(t, d.env, "task", "show", "99999")
@@ -308,7 +309,7 @@ func TestDeadLettersInStatus(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM tasks WHERE status = -4`))
-	require.Regexp(t, statusRow("c", "echo", 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0), d.ok("status"))
+	require.Regexp(t, statusRow("c", "echo", 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 3), d.ok("status"))
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM audit_dead_letters WHERE workers = '{w0,w1,w2}' AND cause = 'cortex/never_completed_with_retries' AND held`))
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM audit_late_results WHERE dead_lettered AND finished_status IS NULL`))
 }
