@@ -70,13 +70,6 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	return Shared(t).NewPool(t)
 }
 
-// AdminDSN returns the connection string of the shared server's maintenance database, for tests
-// that create or inspect databases themselves.
-func AdminDSN(t testing.TB) string {
-	t.Helper()
-	return Shared(t).AdminDSN()
-}
-
 // Main runs the tests, stops the shared cluster and removes its directory, and exits with the
 // tests' code. Call it from TestMain.
 //
