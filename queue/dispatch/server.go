@@ -81,7 +81,8 @@ const (
 
 // New returns a Server on store. OutageBudget of cfg is taken from the store's pool retries.
 func New(store *lease.Store, cfg Config) (*Server, error) {
-	if err := cfg.applyDefaults(); err != nil {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	s := &Server{

@@ -285,7 +285,7 @@ func (s *Store) decide(ct *claimTask, r *Result, d *Decision, now time.Time, w *
 		w.outcome(row.TaskID, row.Run, attempt, "stale", 0)
 		return
 	}
-	if expiredHold(row, now) || (row.State == StateSettling && s.cfg.LateResultWindow == 0) {
+	if expiredHold(row, now) || (row.State == StateSettling && s.lateWindow() == 0) {
 		d.Outcome, d.Reason = OutcomeUnknown, "the late-result window has passed"
 		if r.Kind == KindRetryable {
 			d.Outcome = OutcomeDropped
@@ -368,7 +368,7 @@ func (s *Store) claimReserved(row *dbsqlc.Dispatch, taskRun int32, r *Result, d 
 	}
 	if heldEarlier(row, r) {
 		row.State, row.Queued = StateSettling, true
-		row.ForgetAt = ptrTime(now.Add(s.cfg.LateResultWindow))
+		row.ForgetAt = ptrTime(now.Add(s.lateWindow()))
 		return true
 	}
 	if stocked != nil && stocked(row.TaskID) {
@@ -408,7 +408,7 @@ func heldEarlier(row *dbsqlc.Dispatch, r *Result) bool {
 func (s *Store) hold(next *dbsqlc.Dispatch, f *Finished, now time.Time) {
 	next.State, next.Queued, next.Answered, next.ReceivedAt = StateSettling, false, false, nil
 	setFinished(next, f)
-	next.ForgetAt = ptrTime(now.Add(s.cfg.LateResultWindow))
+	next.ForgetAt = ptrTime(now.Add(s.lateWindow()))
 }
 
 // decideReport is claim_result: it reports whether the result is accepted, filling d and next.
@@ -423,7 +423,7 @@ func (s *Store) decideReport(row, next *dbsqlc.Dispatch, attempt int, r *Result,
 		}
 		// Held when a later result may still replace it: a newer attempt runs, or this is a
 		// failure that any usable result replaces. A single-attempt failure is not held.
-		if (older || (failure && attempts > 1)) && s.cfg.LateResultWindow > 0 {
+		if (older || (failure && attempts > 1)) && s.lateWindow() > 0 {
 			s.hold(next, &Finished{attempt, r.Status}, now)
 			next.DeadLettered = false
 		} else {
@@ -473,7 +473,7 @@ func (s *Store) decideRetryable(row, next *dbsqlc.Dispatch, attempt int, r *Resu
 		if exhausted(row) {
 			// The last attempt: the cause is the task's stand-in Fatal, held for a usable late result.
 			d.Outcome = OutcomeFinal
-			if s.cfg.LateResultWindow > 0 {
+			if s.lateWindow() > 0 {
 				s.hold(next, &Finished{attempt, queue.StatusFatal}, now)
 				next.DeadLettered = true
 			} else {

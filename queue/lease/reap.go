@@ -67,7 +67,7 @@ func (s *Store) Reap(ctx context.Context, max int) (ReapSummary, error) {
 				w.setTask(d.TaskID, queue.StatusFatal, d.Run)
 				w.messages[rowKey{d.TaskID, d.Run}] = cause
 				w.outcome(d.TaskID, d.Run, currentAttempt(d), "dead_lettered", 0)
-				if s.cfg.LateResultWindow > 0 {
+				if s.lateWindow() > 0 {
 					s.hold(d, nil, now)
 					d.DeadLettered = true
 					w.put(d)
