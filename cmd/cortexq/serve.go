@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/migrations"
+	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/dispatch"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reaper"
@@ -59,7 +60,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "claim-batch", Usage: "most results one claim transaction records", Value: dispatch.ClaimBatchDefault, EnvVars: envVars("CLAIM_BATCH")},
 			&cli.DurationFlag{Name: "claim-flush", Usage: "how long a claim batch waits for more results after its first (latency against transactions per result)", Value: dispatch.ClaimFlushDefault, EnvVars: envVars("CLAIM_FLUSH")},
 			&cli.BoolFlag{Name: "sweep-at-start", Usage: "at start-up, sweep the corpora for leftover temp and kept-aside archives in the background (false: leave it to `cortexq sweep`)", Value: true, EnvVars: envVars("SWEEP_AT_START")},
-			&cli.DurationFlag{Name: "sweep-orphan-age", Usage: "at start-up, besides this replica's earlier processes' leftover temp and kept-aside archives, remove any replica's older than this, in the background (0: only this replica's)", Value: dispatch.SweepOrphanAgeDefault, EnvVars: envVars("SWEEP_ORPHAN_AGE")},
+			&cli.DurationFlag{Name: "sweep-orphan-age", Usage: "at start-up, besides this replica's earlier processes' leftover temp and kept-aside archives, remove any replica's older than this, in the background (0: only this replica's)", Value: archive.SweepOrphanAgeDefault, EnvVars: envVars("SWEEP_ORPHAN_AGE")},
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica (at least 4)", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
 			clockSkewFlag(),
 			curveSecretKeyFileFlag(),
@@ -232,7 +233,7 @@ func serve(c *cli.Context) error {
 		if !c.Bool("sweep-at-start") {
 			return
 		}
-		cfg := dispatch.SweepConfig{Replica: c.String("replica"), Incarnation: srv.Incarnation(),
+		cfg := archive.SweepConfig{Replica: c.String("replica"), Incarnation: srv.Incarnation(),
 			OrphanAge: c.Duration("sweep-orphan-age")}
 		if err := sweepCorpora(runCtx, lease.NewCatalog(store), cfg, logger, nil); err != nil && runCtx.Err() == nil {
 			logger.Warn("start-up sweep", "error", err)

@@ -1,4 +1,4 @@
-package dispatch
+package archive
 
 import (
 	"bytes"
@@ -13,9 +13,9 @@ import (
 )
 
 // readers are the two ways a source archive is read: openat2 beneath the corpus path
-// (readBeneath, the ventilator's) and os.Root (readBeneathRoot, its fallback before openat2).
+// (ReadSource, the ventilator's) and os.Root (readBeneathRoot, its fallback before openat2).
 var readers = map[string]func(base, path string, buf []byte) ([]byte, error){
-	"openat2": readBeneath,
+	"openat2": ReadSource,
 	"root":    readBeneathRoot,
 }
 
