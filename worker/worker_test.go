@@ -690,7 +690,6 @@ func TestPairedEndpointsReturnResultsToTheHandingReplica(t *testing.T) {
 	cfg := config(t, vents[0], sinks[0])
 	cfg.Ventilator = strings.Join(ventEPs, ", ")
 	cfg.Sink = strings.Join(sinkEPs, ",")
-	cfg.PairEndpoints = true
 	cfg.Count = tasks
 
 	require.NoError(t, next(t, start(t, t.Context(), cfg, worker.Echo{})))
@@ -727,6 +726,7 @@ func TestUnpairedEndpointsStillDeliver(t *testing.T) {
 	})
 	k1, k2 := newFakeSink(t), newFakeSink(t)
 	cfg := config(t, v, k1)
+	cfg.AnySink = true
 	cfg.Sink = k1.endpoint + "," + k2.endpoint
 	cfg.Count = 10
 
