@@ -214,35 +214,6 @@ func (c *Cluster) Stop(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// StopImmediate stops the server at once (immediate shutdown: no checkpoint, as in a crash;
-// the next start recovers from the log), for throwaway clusters and crash tests.
-func (c *Cluster) StopImmediate(ctx context.Context) error {
-	return c.pgctl(ctx, "stop", "-m", "immediate")
-}
-
-// Restart restarts the server (fast shutdown, then start), ending every session.
-func (c *Cluster) Restart(ctx context.Context) error {
-	return c.pgctl(ctx, "restart", "-m", "fast")
-}
-
-func (c *Cluster) pgctl(ctx context.Context, action string, args ...string) error {
-	unlock, err := c.lock()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	argv := append([]string{action, "-D", c.dataDir(), "-w", "-t", strconv.Itoa(int(startTimeout / time.Second))}, args...)
-	if action == "restart" {
-		argv = append(argv, "-l", c.logFile())
-	}
-	if _, err := c.run(ctx, filepath.Join(c.bin, "pg_ctl"), argv...); err != nil {
-		log, _ := os.ReadFile(c.logFile())
-		return fmt.Errorf("embedded postgres: %w: %s", err, lastLine(string(log)))
-	}
-	c.logger.Info("PostgreSQL: "+action, "dir", c.dir, "args", args)
-	return nil
-}
-
 // lock takes the directory's lock file, creating the directory first.
 func (c *Cluster) lock() (func(), error) {
 	if err := c.prepareDir(); err != nil {

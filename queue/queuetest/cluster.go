@@ -139,7 +139,7 @@ func (c *Cluster) NewPool(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
-// Stop stops a local cluster (pg_ctl stop -m fast): clients are disconnected and new connections
+// Stop stops a local cluster (fast shutdown): clients are disconnected and new connections
 // fail until Start.
 func (c *Cluster) Stop(t testing.TB) {
 	t.Helper()
@@ -164,13 +164,16 @@ func (c *Cluster) Start(t testing.TB) {
 	c.running = true
 }
 
-// Restart restarts a local cluster (pg_ctl restart -m fast), dropping every connection.
+// Restart restarts a local cluster (fast shutdown, then a start), dropping every connection.
 func (c *Cluster) Restart(t testing.TB) {
 	t.Helper()
 	c.mustLocal(t)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.pg.Restart(context.Background()); err != nil {
+	if _, err := c.pg.Stop(context.Background()); err != nil {
+		t.Fatalf("queuetest: %v", err)
+	}
+	if _, err := c.pg.Start(context.Background()); err != nil {
 		t.Fatalf("queuetest: %v", err)
 	}
 	c.running = true
@@ -309,7 +312,7 @@ func (c *Cluster) close() error {
 	defer c.mu.Unlock()
 	var errs []error
 	if c.running {
-		if err := c.pg.StopImmediate(context.Background()); err != nil {
+		if _, err := c.pg.Stop(context.Background()); err != nil {
 			errs = append(errs, err)
 		}
 		c.running = false
