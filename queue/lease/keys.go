@@ -12,10 +12,6 @@ import (
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
-// OutcomeNotHolder is the outcome of a reply that came with an authenticated key (Result.Key)
-// holding no attempt of the task: under CURVE only a key the task was leased to may answer it.
-const OutcomeNotHolder Outcome = "not_holder"
-
 // WorkerKey is an entry of the CURVE allow-list (table worker_keys).
 type WorkerKey struct {
 	// PublicKey is the worker's CURVE public key, Z85-encoded.
@@ -151,38 +147,4 @@ func (s *Store) KeyHoldsAttempt(ctx context.Context, id int64, key string) (bool
 		return false, translate("look up the task's key holders", err)
 	}
 	return held, nil
-}
-
-// locateResult is locate for a reply. A reply without a key follows the reference's rule (an
-// unrecorded worker counts as the newest attempt). A reply with a key is attributed only to an
-// attempt of a worker of that key: the worker's own newest attempt, else the key's newest
-// attempt in the newest run it held one; nil when the key held none.
-func locateResult(rows []*dbsqlc.Dispatch, taskRun int32, r *Result) (*dbsqlc.Dispatch, int) {
-	if r.Key == "" {
-		return locate(rows, taskRun, r.Worker)
-	}
-	prefix := keyPrefix(r.Key)
-	exact := strings.HasPrefix(r.Worker, prefix)
-	for _, match := range []func(string) bool{
-		func(w string) bool { return exact && w == r.Worker },
-		func(w string) bool { return strings.HasPrefix(w, prefix) },
-	} {
-		var found *dbsqlc.Dispatch
-		attempt := -1
-		for _, row := range rows {
-			if found != nil && row.Run <= found.Run {
-				continue
-			}
-			for i := len(row.AttemptWorkers) - 1; i >= 0; i-- {
-				if match(row.AttemptWorkers[i]) {
-					found, attempt = row, i
-					break
-				}
-			}
-		}
-		if found != nil {
-			return found, attempt
-		}
-	}
-	return nil, -1
 }
