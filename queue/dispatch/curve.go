@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/puzpuzpuz/xsync/v4"
 
+	"github.com/cortexq/cortexq/queue/allowlist"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
 )
@@ -242,7 +243,7 @@ func (s *Server) secure(ctx context.Context, zctx *zmq.Context, socks ...*zmq.So
 
 // ReloadKeys reads the allow-list now rather than at the next poll.
 func (s *Server) ReloadKeys(ctx context.Context) error {
-	keys, err := s.store.AllowedKeys(ctx)
+	keys, err := allowlist.New(s.store.Pool()).Allowed(ctx)
 	if err != nil {
 		return err
 	}
