@@ -111,3 +111,24 @@ func readBeneathRoot(base, path string, buf []byte) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("read %s: still growing after %d reads", path, maxSourceReads)
 }
+
+// Open opens for reading the regular file at path, which must lie beneath base (its corpus's
+// path), without a symbolic link leading out of it: a source or result archive, for readers
+// other than the replica (the web dashboard's downloads). O_NONBLOCK: a FIFO planted as an
+// archive is refused, not waited on.
+func Open(base, path string) (*os.File, error) {
+	f, err := openBeneath(base, path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return f, nil
+}
