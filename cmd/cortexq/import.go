@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -271,21 +269,7 @@ func checkBeneath(corpus, corpusPath string, entries []string, links map[string]
 
 // checkCorpusName refuses corpus names that would garble status lines and logs: empty, over
 // 200 bytes, not UTF-8, with a control character, or with blanks at either end.
-func checkCorpusName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty name")
-	case len(name) > 200:
-		return fmt.Errorf("%d bytes, want at most 200", len(name))
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%q is not valid UTF-8", name)
-	case strings.TrimSpace(name) != name:
-		return fmt.Errorf("%q begins or ends with blanks", name)
-	case strings.ContainsFunc(name, unicode.IsControl):
-		return fmt.Errorf("%q has a control character", name)
-	}
-	return nil
-}
+func checkCorpusName(name string) error { return lease.CheckCorpusName(name) }
 
 // isFile reports whether a walked entry is a regular file, or a symbolic link to one.
 func isFile(path string, d fs.DirEntry) bool {
