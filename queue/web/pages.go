@@ -235,6 +235,9 @@ type reportPage struct {
 	SliceStatus string
 }
 
+// Here is the slice the page shows.
+func (p reportPage) Here() slice { return p.slice }
+
 func (s *Server) report(r *http.Request) (view, error) {
 	q := r.URL.Query()
 	corpus, service, scope, err := s.scopeParams(r)
