@@ -81,7 +81,7 @@ func newFixture(t *testing.T, cfg web.Config) *fixture {
 		($2, 1, 0, $3, 'r1', now() - interval '2 seconds', now(), 'accepted', -4)`, f.ok, f.bad, "worker"+xssAttr)
 	res := filepath.Join(f.dir, "ok", "tex_to_html.zip")
 	require.NoError(t, os.WriteFile(res, zipOf(t, map[string]string{
-		"cortex.log": "Info:cortex:ok converted " + xssScript + "\nconversion:0\n",
+		"cortex.log": "Info:cortex:ok converted " + xssScript + "\nStatus:conversion:0\n",
 		"index.html": previewHTML,
 	}), 0o644))
 	if cfg.Store == nil {

@@ -137,6 +137,9 @@ func (s *Server) routes() {
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.FileServerFS(static)
 	m.Handle("GET /static/", http.StripPrefix("/static/", files))
+	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, static, "favicon.svg")
+	})
 }
 
 // pageCSP is every page's Content-Security-Policy: nothing inline, nothing from elsewhere, and
