@@ -325,6 +325,12 @@ func TestBrowserOverviewUpdatesLive(t *testing.T) {
 	}
 	live := value(b, chromedp.TextContent(chromedp.CSS(`#live-at`)))
 	require.Contains(t, live, "live")
+	// The replicas' table follows too: the replica appeared after the page was drawn.
+	for replicas := ""; !strings.Contains(replicas, "web-live"); {
+		require.True(t, time.Now().Before(deadline), "the replicas' table shows %q", replicas)
+		time.Sleep(500 * time.Millisecond)
+		replicas = value(b, chromedp.TextContent(chromedp.CSS(`#replicas tbody`)))
+	}
 	require.Empty(t, b.problems())
 	b.screenshot("web-overview-live")
 	cancel()

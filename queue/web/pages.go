@@ -81,13 +81,14 @@ type liveRow struct {
 	NoProblem, Warning, Error, Fatal, Invalid, Blocked         int64
 	PerMinute                                                  int64
 	Percent                                                    string
+	Spark                                                      string // the sparkline's points
 }
 
 type liveReplica struct {
 	Replica                             string
 	InFlight, Reserved                  int64
 	LeasesLastMinute, ResultsLastMinute int64
-	LastReaperPass                      string
+	LastLeasedAt, LastReaperPass        string
 }
 
 func rowKey(p lease.Progress) string { return fmt.Sprintf("%d-%d", p.CorpusID, p.ServiceID) }
@@ -106,7 +107,7 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	for _, sb := range sandboxes {
 		parent[sb.Name] = sb.Parent
 	}
-	through, err := s.store.Throughput(ctx)
+	through, err := s.throughput(r)
 	if err != nil {
 		return view{}, err
 	}
@@ -163,6 +164,25 @@ func (s *Server) liveJSON(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(s.live)
 }
 
+// throughputMaxAge is how old the sparklines' figures may be: they move by the minute, and
+// counting an hour of attempts is the overview's dearest query.
+const throughputMaxAge = 15 * time.Second
+
+// throughput returns the replies per minute of each corpus and service, read at most once per
+// throughputMaxAge.
+func (s *Server) throughput(r *http.Request) (map[lease.Scope][]int64, error) {
+	s.throughMu.Lock()
+	defer s.throughMu.Unlock()
+	if s.through == nil || time.Since(s.throughAt) >= throughputMaxAge {
+		t, err := s.store.Throughput(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		s.through, s.throughAt = t, time.Now()
+	}
+	return s.through, nil
+}
+
 func (s *Server) liveFigures(r *http.Request) ([]byte, error) {
 	ctx := r.Context()
 	progress, err := s.store.Progress(ctx, "", "")
@@ -177,18 +197,24 @@ func (s *Server) liveFigures(r *http.Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	through, err := s.throughput(r)
+	if err != nil {
+		return nil, err
+	}
 	out := liveFigures{Rows: map[string]liveRow{}, ActiveWorkers: active, Replicas: []liveReplica{},
 		At: time.Now().UTC().Format("15:04:05")}
 	for _, p := range progress {
+		spark := newSparkline(through[lease.Scope{CorpusID: p.CorpusID, ServiceID: p.ServiceID}])
 		out.Rows[rowKey(p)] = liveRow{Done: p.Done(), Tasks: p.Tasks, TODO: p.TODO, InFlight: p.InFlight,
 			Reserved: p.Reserved, Queued: p.Queued, DeadLetters: p.DeadLetters, NoProblem: p.NoProblem,
 			Warning: p.Warning, Error: p.Error, Fatal: p.Fatal, Invalid: p.Invalid, Blocked: p.Blocked,
-			PerMinute: p.RepliesLastMinute, Percent: percent(p.Done(), p.Tasks)}
+			PerMinute: p.RepliesLastMinute, Percent: percent(p.Done(), p.Tasks), Spark: spark.Points}
 		out.DeadLetters += p.DeadLetters
 	}
 	for _, rp := range replicas {
 		out.Replicas = append(out.Replicas, liveReplica{Replica: rp.Replica, InFlight: rp.InFlight, Reserved: rp.Reserved,
-			LeasesLastMinute: rp.LeasesLastMinute, ResultsLastMinute: rp.ResultsLastMinute, LastReaperPass: stamp(rp.LastReaperPass)})
+			LeasesLastMinute: rp.LeasesLastMinute, ResultsLastMinute: rp.ResultsLastMinute,
+			LastLeasedAt: stamp(rp.LastLeasedAt), LastReaperPass: stamp(rp.LastReaperPass)})
 	}
 	return json.Marshal(out)
 }

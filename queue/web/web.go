@@ -68,6 +68,10 @@ type Server struct {
 	liveMu sync.Mutex
 	liveAt time.Time
 	live   []byte
+
+	throughMu sync.Mutex
+	throughAt time.Time
+	through   map[lease.Scope][]int64
 }
 
 // SessionCookie names the admin session's cookie.

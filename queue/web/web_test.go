@@ -51,7 +51,7 @@ func TestWebPagesRenderWithStrictHeaders(t *testing.T) {
 		require.NotContains(t, r.body, " style=", "%s: an inline style", name)
 	}
 	require.Contains(t, c.get("/").body, `<progress max="4" value="3"`)
-	require.Contains(t, c.get("/").body, "<polyline points=")
+	require.Contains(t, c.get("/").body, `<polyline data-k="Spark" points="`)
 	report := c.get(pages(f)["report"]).body
 	require.Contains(t, report, `severity=fatal">fatal</a></td><td>1</td><td>25.0%</td>`, "one fatal task of the four not Invalid")
 	require.Contains(t, c.get(pages(f)["task-ok"]).body, `sandbox="allow-scripts"`)

@@ -14,6 +14,7 @@
         var k = el.getAttribute("data-k"), v = r[k];
         if (v === undefined) return;
         if (el.tagName === "PROGRESS") { el.max = r.Tasks; el.value = v; return; }
+        if (el.tagName === "polyline") { el.setAttribute("points", v); return; }
         el.textContent = typeof v === "number" ? fmt(v) : v;
       });
     });
@@ -21,6 +22,21 @@
       var v = data[el.getAttribute("data-live")];
       if (typeof v === "number") el.textContent = fmt(v);
     });
+    var body = document.querySelector("#replicas tbody");
+    if (body && data.replicas.length) {
+      var fresh = document.createElement("tbody");
+      data.replicas.forEach(function (rp) {
+        var tr = document.createElement("tr");
+        [rp.Replica, fmt(rp.InFlight), fmt(rp.Reserved), fmt(rp.LeasesLastMinute), fmt(rp.ResultsLastMinute),
+          rp.LastLeasedAt, rp.LastReaperPass].forEach(function (v) {
+          var td = document.createElement("td");
+          td.textContent = v;
+          tr.appendChild(td);
+        });
+        fresh.appendChild(tr);
+      });
+      body.replaceWith(fresh);
+    }
     var at = document.getElementById("live-at");
     if (at) at.textContent = "live, " + data.at + " UTC";
   }
