@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -334,6 +335,8 @@ func TestBrowserOverviewUpdatesLive(t *testing.T) {
 	require.Empty(t, b.problems())
 	b.screenshot("web-overview-live")
 	cancel()
-	<-srvDone
-	<-wDone
+	require.NoError(t, <-srvDone, "the replica stops cleanly")
+	if err := <-wDone; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("echo workers: %v", err)
+	}
 }

@@ -44,6 +44,15 @@ func intParam(q url.Values, name string, def, min, max int) (int, error) {
 	return n, nil
 }
 
+// pageParams reads limit (default 100) and offset within the report's caps.
+func pageParams(q url.Values) (limit, offset int, err error) {
+	if limit, err = intParam(q, "limit", 100, 1, lease.ReportMaxLimit); err != nil {
+		return 0, 0, err
+	}
+	offset, err = intParam(q, "offset", 0, 0, lease.ReportMaxOffset)
+	return limit, offset, err
+}
+
 // link is a path with a query, its empty values left out.
 func link(path string, pairs ...string) string {
 	v := url.Values{}
@@ -270,11 +279,7 @@ func (s *Server) report(r *http.Request) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	limit, err := intParam(q, "limit", 100, 1, lease.ReportMaxLimit)
-	if err != nil {
-		return view{}, err
-	}
-	offset, err := intParam(q, "offset", 0, 0, lease.ReportMaxOffset)
+	limit, offset, err := pageParams(q)
 	if err != nil {
 		return view{}, err
 	}
@@ -569,11 +574,7 @@ func (s *Server) diffCell(r *http.Request) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	limit, err := intParam(q, "limit", 100, 1, lease.ReportMaxLimit)
-	if err != nil {
-		return view{}, err
-	}
-	offset, err := intParam(q, "offset", 0, 0, lease.ReportMaxOffset)
+	limit, offset, err := pageParams(q)
 	if err != nil {
 		return view{}, err
 	}
