@@ -24,6 +24,9 @@ import (
 // previewService is the service whose results hold an HTML page to preview.
 const previewService = "tex_to_html"
 
+// maxTaskMessages is how many messages the task page lists (cortexq task show lists all).
+const maxTaskMessages = 1000
+
 // maxLogView bounds the cortex.log shown on the log page.
 const maxLogView = 4 << 20
 
@@ -78,7 +81,9 @@ type taskPage struct {
 	lease.TaskHistory
 	Timeline   []timelineBar
 	TimelineH  int
-	Preview    string // the preview frame's URL, if any
+	Shown      []lease.RunMessage // the first maxTaskMessages messages
+	More       int                // the messages left out
+	Preview    string             // the preview frame's URL, if any
 	HasResult  bool
 	HasSource  bool
 	ReportBack string
@@ -90,6 +95,8 @@ func (s *Server) task(r *http.Request) (view, error) {
 		return view{}, err
 	}
 	p := taskPage{TaskHistory: h, ReportBack: link("/report", "corpus", h.Corpus, "service", h.Service)}
+	p.Shown = h.Messages[:min(len(h.Messages), maxTaskMessages)]
+	p.More = len(h.Messages) - len(p.Shown)
 	p.Timeline, p.TimelineH = timeline(h.Attempts, time.Now())
 	if a, err := s.archivesOf(r, h); err == nil {
 		p.HasSource = regular(a.base, a.source)

@@ -276,3 +276,15 @@ func TestWebReadOnlyRefusesActions(t *testing.T) {
 		require.Equal(t, -4, f.status(f.bad))
 	}
 }
+
+// TestWebTaskPageListsAThousandMessages keeps the task page of a task with many messages short.
+func TestWebTaskPageListsAThousandMessages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	f.exec(`INSERT INTO task_messages (task_id, run, severity, category, what, details)
+		SELECT $1, 1, 'warning', 'many', 'w' || g, '' FROM generate_series(1, 1005) AS g`, f.todo)
+	r := f.client().get(fmt.Sprintf("/task/%d", f.todo))
+	require.Equal(t, http.StatusOK, r.code)
+	require.Contains(t, r.body, "The first 1000 of 1,005 messages")
+	require.Equal(t, 1000, strings.Count(r.body, "<td>many</td>"))
+}
