@@ -30,10 +30,9 @@ var funcs = template.FuncMap{
 		}
 		return statusName(*p)
 	},
-	"cls":   cssName,
-	"task":  func(id int64) string { return "/task/" + strconv.FormatInt(id, 10) },
-	"join":  strings.Join,
-	"int64": func(n int) int64 { return int64(n) },
+	"cls":  cssName,
+	"task": func(id int64) string { return "/task/" + strconv.FormatInt(id, 10) },
+	"join": strings.Join,
 }
 
 // commas writes n with a comma every three digits: 1,234,567.

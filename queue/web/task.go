@@ -64,7 +64,7 @@ func (s *Server) history(r *http.Request) (lease.TaskHistory, error) {
 	if err != nil {
 		return lease.TaskHistory{}, err
 	}
-	h, err := s.store.TaskHistory(r.Context(), id)
+	h, err := s.store.TaskHistoryMessages(r.Context(), id, maxTaskMessages+1)
 	if errors.Is(err, queue.ErrNotFound) {
 		return h, httpError{http.StatusNotFound, "task " + strconv.FormatInt(id, 10) + ": no such task"}
 	}
@@ -82,7 +82,7 @@ type taskPage struct {
 	Timeline   []timelineBar
 	TimelineH  int
 	Shown      []lease.RunMessage // the first maxTaskMessages messages
-	More       int                // the messages left out
+	More       bool               // there are more
 	Preview    string             // the preview frame's URL, if any
 	HasResult  bool
 	HasSource  bool
@@ -96,7 +96,7 @@ func (s *Server) task(r *http.Request) (view, error) {
 	}
 	p := taskPage{TaskHistory: h, ReportBack: link("/report", "corpus", h.Corpus, "service", h.Service)}
 	p.Shown = h.Messages[:min(len(h.Messages), maxTaskMessages)]
-	p.More = len(h.Messages) - len(p.Shown)
+	p.More = len(h.Messages) > len(p.Shown)
 	p.Timeline, p.TimelineH = timeline(h.Attempts, time.Now())
 	if a, err := s.archivesOf(r, h); err == nil {
 		p.HasSource = regular(a.base, a.source)

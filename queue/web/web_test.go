@@ -285,6 +285,6 @@ func TestWebTaskPageListsAThousandMessages(t *testing.T) {
 		SELECT $1, 1, 'warning', 'many', 'w' || g, '' FROM generate_series(1, 1005) AS g`, f.todo)
 	r := f.client().get(fmt.Sprintf("/task/%d", f.todo))
 	require.Equal(t, http.StatusOK, r.code)
-	require.Contains(t, r.body, "The first 1000 of 1,005 messages")
+	require.Contains(t, r.body, "The first 1000 messages")
 	require.Equal(t, 1000, strings.Count(r.body, "<td>many</td>"))
 }
