@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/cortexq/cortexq/queue"
-	"github.com/cortexq/cortexq/queue/dispatch"
+	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/report"
 )
@@ -56,7 +56,7 @@ func (s *Server) archivesOf(r *http.Request, h lease.TaskHistory) (archives, err
 	if err != nil {
 		return archives{}, err
 	}
-	return archives{base: base, source: h.Entry, result: dispatch.ResultPath(base, h.Entry, h.Service, sandbox)}, nil
+	return archives{base: base, source: h.Entry, result: archive.ResultPath(base, h.Entry, h.Service, sandbox)}, nil
 }
 
 func (s *Server) history(r *http.Request) (lease.TaskHistory, error) {
@@ -123,7 +123,7 @@ func regular(base, p string) bool {
 	if p == "" {
 		return false
 	}
-	f, err := dispatch.OpenArchive(base, p)
+	f, err := archive.Open(base, p)
 	if err != nil {
 		return false
 	}
@@ -199,7 +199,7 @@ func (s *Server) download(result bool) http.HandlerFunc {
 		if result {
 			p, what = a.result, "result"
 		}
-		f, err := dispatch.OpenArchive(a.base, p)
+		f, err := archive.Open(a.base, p)
 		if err != nil || p == "" {
 			s.fail(w, r, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": no " + what + " archive readable here"})
 			return
@@ -222,7 +222,7 @@ func openResult(a archives) (*zip.Reader, *os.File, error) {
 	if a.result == "" {
 		return nil, nil, os.ErrNotExist
 	}
-	f, err := dispatch.OpenArchive(a.base, a.result)
+	f, err := archive.Open(a.base, a.result)
 	if err != nil {
 		return nil, nil, err
 	}
