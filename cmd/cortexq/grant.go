@@ -19,8 +19,8 @@ import (
 
 // auditTables are the tables an audit role may read, besides the audit_* views.
 var auditTables = []string{
-	"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "runs", "workers",
-	"reaper_passes", "worker_keys",
+	"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "runs", "run_statuses",
+	"workers", "reaper_passes", "worker_keys",
 }
 
 func grantAuditCommand() *cli.Command {
@@ -29,7 +29,7 @@ func grantAuditCommand() *cli.Command {
 		Usage:     "make (or fix) a read-only role for operator audits",
 		ArgsUsage: "ROLE",
 		Description: "Grants ROLE SELECT on the audit_* views and on the cortexq tables (services, corpora, tasks,\n" +
-			"dispatch, attempts, task_messages, runs, workers, reaper_passes, worker_keys), USAGE on their\n" +
+			"dispatch, attempts, task_messages, runs, run_statuses, workers, reaper_passes, worker_keys), USAGE on their\n" +
 			"schema, and nothing else: no write, no River table, and its sessions default to read-only\n" +
 			"transactions. Read-only holds by privileges too, for a session that turns that default off: the\n" +
 			"database's TEMPORARY privilege and the large-object creating functions (lo_creat, lo_create,\n" +

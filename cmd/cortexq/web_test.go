@@ -18,6 +18,9 @@ func TestWebReadOnlyOnAnAuditRole(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
 	d.importList("c", "echo", entries("t", 3)...)
+	d.ok("rerun", "--corpus", "c", "--service", "echo") // a closed run, for the diff
+	var run int64
+	require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT min(id) FROM runs`).Scan(&run))
 	role := testRole(t, d, "webaudit")
 	d.ok("db", "grant-audit", role, "--password", "s3cret")
 	addr := fmt.Sprintf("127.0.0.1:%d", loopbackPort(t))
@@ -33,7 +36,9 @@ func TestWebReadOnlyOnAnAuditRole(t *testing.T) {
 		return err == nil && resp.StatusCode == http.StatusOK
 	}, 30*time.Second, 100*time.Millisecond, "the dashboard answers: %s", p.log())
 	for _, path := range []string{"/", "/live", "/report?corpus=c&service=echo", "/report?corpus=c&service=echo&severity=fatal",
-		"/task/1", "/runs?corpus=c&service=echo", "/workers"} {
+		"/task/1", "/runs?corpus=c&service=echo", "/workers",
+		fmt.Sprintf("/runs?corpus=c&service=echo&from=%d&to=current", run),
+		fmt.Sprintf("/runs/cell?corpus=c&service=echo&from=%d&to=current&fs=0&ts=0", run)} {
 		code, body := get(t, base+path)
 		require.Equal(t, http.StatusOK, code, "%s: %s", path, body)
 	}
