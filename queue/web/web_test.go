@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -287,4 +288,26 @@ func TestWebTaskPageListsAThousandMessages(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.code)
 	require.Contains(t, r.body, "The first 1000 messages")
 	require.Equal(t, 1000, strings.Count(r.body, "<td>many</td>"))
+}
+
+// TestWebLiveKeepsToItsBudget: live figures that cost more than the budget allows are served
+// again instead of read again; within the budget they are read again.
+func TestWebLiveKeepsToItsBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		budget  time.Duration
+		reread  bool
+		comment string
+	}{
+		{time.Nanosecond, false, "any read costs more than a nanosecond a second"},
+		{time.Hour, true, "no read costs an hour"},
+	} {
+		f := newFixture(t, web.Config{LiveMaxAge: time.Nanosecond, LiveBudget: tc.budget})
+		c := f.client()
+		before := c.get("/live").body
+		require.Contains(t, before, `"TODO":1`)
+		f.exec(`UPDATE tasks SET status = -1 WHERE id = $1`, f.todo)
+		after := c.get("/live").body
+		require.Equal(t, tc.reread, before != after, tc.comment)
+	}
 }
