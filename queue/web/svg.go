@@ -60,12 +60,13 @@ type runColumn struct {
 	Parts []barPart
 }
 
-const chartH, colW = 160, 36
+// The run chart's bar height, column width and left margin (for the axis labels).
+const chartH, colW, chartLeft = 160, 36, 40
 
 func newRunChart(runs []lease.Run) runChart {
-	c := runChart{H: chartH + 20, W: max(len(runs), 1)*colW + 10}
+	c := runChart{H: chartH + 20, W: max(len(runs), 1)*colW + chartLeft + 5}
 	for i, r := range runs {
-		col := runColumn{X: 5 + i*colW, Label: "#" + strconv.FormatInt(r.ID, 10)}
+		col := runColumn{X: chartLeft + i*colW, Label: "#" + strconv.FormatInt(r.ID, 10)}
 		done := r.NoProblem + r.Warning + r.Error + r.Fatal
 		y := float64(chartH)
 		for _, p := range []struct {
