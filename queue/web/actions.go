@@ -45,6 +45,10 @@ func (s *Server) rerun(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	f := r.PostForm
+	if f.Get("severity") == "" && f.Get("category") == "" && f.Get("what") == "" && f.Get("confirm") != "all" {
+		return "", badRequest("rerunning every task of corpus %s, service %s needs the box \"every task\" ticked", corpus, service)
+	}
 	sum, err := s.store.Rerun(r.Context(), scope)
 	if err != nil {
 		return "", err

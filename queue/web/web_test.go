@@ -234,6 +234,7 @@ func TestWebActionsNeedSessionAndCSRF(t *testing.T) {
 	var n int
 	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM tasks t JOIN corpora c ON c.id = t.corpus_id WHERE c.name = 'sb1'`).Scan(&n))
 	require.Equal(t, 1, n)
+	require.Contains(t, ok("/rerun", with(scope, "confirm", "all")), "slice all: 4 tasks back to TODO")
 	// A back link elsewhere goes to the overview.
 	require.Contains(t, ok("/resume", with(scope, "back", "//evil.example/")), `<a href="/">back</a>`)
 
@@ -245,6 +246,7 @@ func TestWebActionsNeedSessionAndCSRF(t *testing.T) {
 		{"/rerun", with(scope, "severity", "bad"), `severity &#34;bad&#34;: want one of`},
 		{"/rerun", with(scope, "category", "no_messages"), "category no_messages needs a severity"},
 		{"/rerun", url.Values{"corpus": {"papers"}}, "corpus and service are required"},
+		{"/rerun", scope, "needs the box &#34;every task&#34; ticked"},
 		{"/sandbox", with(scope, "name", ""), "sandbox name: empty name"},
 		{"/sandbox", with(scope, "name", " x"), "begins or ends with blanks"},
 		{"/sandbox", with(scope, "name", "sb1"), "a corpus of that name exists"},
