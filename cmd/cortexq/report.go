@@ -300,15 +300,7 @@ func runReport(c *cli.Context) error {
 		}
 		var rows []row
 		for _, st := range reportStatuses {
-			n := counts[st]
-			if st == queue.StatusBlocked {
-				n = 0
-				for s, k := range counts {
-					if s <= queue.StatusBlocked {
-						n += k
-					}
-				}
-			}
+			n := lease.StatusCount(counts, st)
 			pc := percent(n, total)
 			r := row{Severity: statusName(st), Tasks: n}
 			if st == queue.StatusInvalid {

@@ -31,6 +31,21 @@ func ReportSeverity(name string) (queue.Status, queue.Severity, bool) {
 	return s.status, s.message, ok
 }
 
+// StatusCount is the tasks of status st in counts (as ReportStatuses returns them); for
+// queue.StatusBlocked, those of every blocked value (-6 and below).
+func StatusCount(counts map[queue.Status]int64, st queue.Status) int64 {
+	if st != queue.StatusBlocked {
+		return counts[st]
+	}
+	var n int64
+	for s, k := range counts {
+		if s <= queue.StatusBlocked {
+			n += k
+		}
+	}
+	return n
+}
+
 // ReportSeverityNames lists the report severity names, sorted, comma separated.
 func ReportSeverityNames() string {
 	names := make([]string, 0, len(reportSeverities))

@@ -325,15 +325,7 @@ func (s *Server) report(r *http.Request) (view, error) {
 	if sl.Severity == "" {
 		p.Level, p.Heading = "severity", "Tasks by status"
 		for _, st := range reportStatuses {
-			n := counts[st]
-			if st == queue.StatusBlocked {
-				n = 0
-				for k, v := range counts {
-					if k <= queue.StatusBlocked {
-						n += v
-					}
-				}
-			}
+			n := lease.StatusCount(counts, st)
 			row := reportRow{Name: statusName(st), Tasks: n, Percent: percent(n, p.Total)}
 			if st == queue.StatusInvalid {
 				row.Percent = "-"
