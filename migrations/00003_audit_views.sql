@@ -1,6 +1,6 @@
 -- Audit views for psql (DESIGN §1: "where is task 123, which worker had it, why is it Fatal").
--- Each view's query is also kept readable in sql/audit/<name>.sql, without the audit_ prefix;
--- cmd/cortexq's tests check the two stay the same.
+-- The views are defined here only; a later migration changes one with CREATE OR REPLACE VIEW.
+-- docs/auditing.md explains each (a test checks every view has its section there).
 
 -- +goose Up
 -- +goose StatementBegin

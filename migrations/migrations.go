@@ -84,20 +84,3 @@ func Up(ctx context.Context, dsn string) error {
 	}
 	return nil
 }
-
-// DownTo rolls the database at dsn back to version (0: an empty schema).
-func DownTo(ctx context.Context, dsn string, version int64) error {
-	db, err := Open(dsn)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	p, err := NewProvider(db)
-	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
-	}
-	if _, err := p.DownTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate down to %d: %w", version, err)
-	}
-	return nil
-}

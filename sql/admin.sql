@@ -145,7 +145,8 @@ SELECT * FROM dispatch WHERE task_id = @task_id ORDER BY run;
 SELECT * FROM attempts WHERE task_id = @task_id ORDER BY run, attempt;
 
 -- name: MessageListForTask :many
-SELECT * FROM task_messages WHERE task_id = @task_id ORDER BY run, id;
+-- MessageListForTask lists a task's messages, at most lim of them (NULL: all).
+SELECT * FROM task_messages WHERE task_id = @task_id ORDER BY run, id LIMIT sqlc.narg('lim');
 
 -- name: TasksAnalyze :exec
 -- TasksAnalyze refreshes the planner's statistics of tasks after a large import.

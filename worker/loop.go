@@ -63,7 +63,7 @@ func newLoop(cfg Config, h Handler, identity string, zctx *zmq.Context, b *budge
 		chunker:  wire.NewChunker(cfg.MessageSize),
 		log:      cfg.Logger.With("component", "worker", "worker", identity),
 		badReply: wire.NewRateLimiter(wire.DefaultLogInterval),
-		pairs:    pairEndpoints(cfg.Ventilator, cfg.Sink, cfg.PairEndpoints),
+		pairs:    pairEndpoints(cfg.Ventilator, cfg.Sink, !cfg.AnySink),
 	}
 	l.p = l.pairs[0]
 	return l

@@ -42,12 +42,14 @@ type Config struct {
 	// replicas' endpoints may be given, separated by commas.
 	Ventilator string
 	// Sink is the dispatcher's result endpoint (SinkDefault if empty), or several, separated by
-	// commas: results may reach any replica, unless PairEndpoints.
+	// commas: a task's result goes back to the replica that handed it out, unless AnySink.
 	Sink string
-	// PairEndpoints takes the i-th Ventilator and the i-th Sink endpoint as one replica's when
+	// AnySink sends results to the sinks in turn, whichever replica handed the task out.
+	// Without it, the i-th Ventilator and the i-th Sink endpoint are taken as one replica's when
 	// both list as many (more than one): requests take turns over the replicas, and a task's
-	// result goes to the sink of the replica that handed it out.
-	PairEndpoints bool
+	// result goes to the sink of the replica that handed it out, which has the task in memory.
+	// Lists of other lengths (one shared sink, say) are used as AnySink uses them.
+	AnySink bool
 	// Service is the service name requested from the ventilator. Required.
 	Service string
 	// Identity is the worker's name: the DEALER routing id and the result's first frame. Empty

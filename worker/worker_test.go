@@ -201,7 +201,7 @@ func none[T any](t *testing.T, ch <-chan T) {
 // says.
 func taskReply(id int64, payload []byte) [][]byte {
 	frames := [][]byte{wire.FormatTaskID(id)}
-	err := wire.WriteChunks(bytes.NewReader(payload), wire.MessageSize, func(f []byte, _ bool) error {
+	err := wire.NewChunker(wire.MessageSize).WriteChunks(bytes.NewReader(payload), func(f []byte, _ bool) error {
 		frames = append(frames, bytes.Clone(f))
 		return nil
 	})
@@ -303,7 +303,7 @@ func TestEchoReturnsTheTaskInChunks(t *testing.T) {
 					if req.n == 1 {
 						return reply
 					}
-					return wire.MockReply()
+					return mockReply()
 				})
 				k := newFakeSink(t)
 				cfg := config(t, v, k)
@@ -340,7 +340,7 @@ func TestMockReplyThrottlesThenRequestsAgain(t *testing.T) {
 	t.Parallel()
 	v := newFakeVentilator(t, func(req request) [][]byte {
 		if req.n <= 2 {
-			return wire.MockReply()
+			return mockReply()
 		}
 		return taskReply(7, []byte("payload"))
 	})
@@ -431,7 +431,7 @@ func TestConcurrencyGivesDistinctIdentities(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if served[req.identity] {
-			return wire.MockReply()
+			return mockReply()
 		}
 		served[req.identity] = true
 		return taskReply(int64(req.n), []byte(req.identity))
@@ -480,7 +480,7 @@ func TestCancelReturnsPromptly(t *testing.T) {
 	})
 	t.Run("WhileThrottled", func(t *testing.T) {
 		t.Parallel()
-		v := newFakeVentilator(t, func(request) [][]byte { return wire.MockReply() })
+		v := newFakeVentilator(t, func(request) [][]byte { return mockReply() })
 		k := newFakeSink(t)
 		cfg := config(t, v, k)
 		cfg.Throttle = worker.ThrottleDefault
@@ -690,7 +690,6 @@ func TestPairedEndpointsReturnResultsToTheHandingReplica(t *testing.T) {
 	cfg := config(t, vents[0], sinks[0])
 	cfg.Ventilator = strings.Join(ventEPs, ", ")
 	cfg.Sink = strings.Join(sinkEPs, ",")
-	cfg.PairEndpoints = true
 	cfg.Count = tasks
 
 	require.NoError(t, next(t, start(t, t.Context(), cfg, worker.Echo{})))
@@ -727,6 +726,7 @@ func TestUnpairedEndpointsStillDeliver(t *testing.T) {
 	})
 	k1, k2 := newFakeSink(t), newFakeSink(t)
 	cfg := config(t, v, k1)
+	cfg.AnySink = true
 	cfg.Sink = k1.endpoint + "," + k2.endpoint
 	cfg.Count = 10
 
@@ -736,3 +736,6 @@ func TestUnpairedEndpointsStillDeliver(t *testing.T) {
 	require.NotEmpty(t, k1.results, "libzmq round-robins over both sinks")
 	require.NotEmpty(t, k2.results, "libzmq round-robins over both sinks")
 }
+
+// mockReply returns the frames of a "no work" reply, ["0", ""].
+func mockReply() [][]byte { return [][]byte{[]byte(wire.MockTaskID), {}} }

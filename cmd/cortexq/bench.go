@@ -314,7 +314,7 @@ func runBench(c *cli.Context) error {
 	wDone := make(chan error, 1)
 	go func() {
 		wDone <- worker.Run(runCtx, worker.Config{
-			Ventilator: strings.Join(vents, ","), Sink: strings.Join(sinks, ","), PairEndpoints: true, Service: svc.Name,
+			Ventilator: strings.Join(vents, ","), Sink: strings.Join(sinks, ","), Service: svc.Name,
 			Identity:    fmt.Sprintf("bench-fleet:%s:%d", svc.Name, os.Getpid()),
 			Concurrency: workers, Throttle: 20 * time.Millisecond, IOTimeout: 10 * time.Second,
 			Backoff: 100 * time.Millisecond, Logger: quiet, TempDir: scratchDir(), Stats: &stats,

@@ -296,7 +296,9 @@ func TestFaultSIGTERMReturnsReservations(t *testing.T) {
 func TestFaultFreezeReservations(t *testing.T) {
 	skipShortFault(t)
 	const (
-		tasks  = 3000
+		// Enough that work remains when the bursts come: the workers return each result to the
+		// replica that handed its task out, and drain a few thousand tasks in seconds.
+		tasks  = 12000
 		burst  = 200
 		probes = 20
 		// A stock is handed out until a third of the TTL old: 2 s, so that a reserve slowed by

@@ -129,7 +129,7 @@ func TestFaultKillNineReplicas(t *testing.T) {
 	require.Positive(t, kills, "the run lasted long enough for a kill")
 }
 
-// TestFaultPostgresRestart restarts PostgreSQL (pg_ctl restart -m fast) while two replicas
+// TestFaultPostgresRestart restarts PostgreSQL (fast shutdown, then a start) while two replicas
 // convert a corpus: the replicas stay up, reconnect and finish with nothing lost.
 func TestFaultPostgresRestart(t *testing.T) {
 	skipShortFault(t)
@@ -169,7 +169,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 		}
 	}
 	t.Logf("fault numbers: PostgreSQL restart: %d tasks, 2 replicas, 8 workers; restarted at %d done "+
-		"(pg_ctl restart took %s); %d more done %s after it; all terminal after %s: %d NoProblem; "+
+		"(the restart took %s); %d more done %s after it; all terminal after %s: %d NoProblem; "+
 		"%d attempts, %d leases expired; %.0f failed transactions retried by the replicas",
 		p.total, before.terminal, restartTook.Round(time.Millisecond), resumed.terminal-before.terminal,
 		resumeTook.Round(time.Millisecond), took.Round(time.Millisecond), p.noProblem, a.attempts, a.expired, dbErrors)

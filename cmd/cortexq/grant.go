@@ -19,8 +19,8 @@ import (
 
 // auditTables are the tables an audit role may read, besides the audit_* views.
 var auditTables = []string{
-	"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "runs", "workers",
-	"reaper_passes", "worker_keys", "corpus_shares",
+	"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "runs", "run_statuses",
+	"workers", "reaper_passes", "worker_keys", "corpus_shares",
 }
 
 func grantAuditCommand() *cli.Command {
@@ -29,14 +29,14 @@ func grantAuditCommand() *cli.Command {
 		Usage:     "make (or fix) a read-only role for operator audits",
 		ArgsUsage: "ROLE",
 		Description: "Grants ROLE SELECT on the audit_* views and on the cortexq tables (services, corpora, tasks,\n" +
-			"dispatch, attempts, task_messages, runs, workers, reaper_passes, worker_keys, corpus_shares), USAGE\n" +
-			"on their schema, and nothing else: no write, no River table, and its sessions default to\n" +
-			"read-only transactions. Read-only holds by privileges too, for a session that turns that default off: the\n" +
-			"database's TEMPORARY privilege and the large-object creating functions (lo_creat, lo_create,\n" +
-			"lo_from_bytea) are revoked from PUBLIC (the database owner and superusers keep them; cortexq\n" +
-			"needs neither). The functions' privileges can only be revoked by a superuser; run by another role\n" +
-			"the command says what it could not revoke. A missing role is created NOLOGIN (for SET ROLE or\n" +
-			"GRANT ROLE TO a person) unless --login is given. A password is sent to the server hashed\n" +
+			"dispatch, attempts, task_messages, runs, run_statuses, workers, reaper_passes, worker_keys,\n" +
+			"corpus_shares), USAGE on their schema, and nothing else: no write, no River table, and its\n" +
+			"sessions default to read-only transactions. Read-only holds by privileges too, for a session\n" +
+			"that turns that default off: the database's TEMPORARY privilege and the large-object creating\n" +
+			"functions (lo_creat, lo_create, lo_from_bytea) are revoked from PUBLIC (the database owner and\n" +
+			"superusers keep them; cortexq needs neither). The functions' privileges can only be revoked by a\n" +
+			"superuser; run by another role the command says what it could not revoke. A missing role is\n" +
+			"created NOLOGIN (for SET ROLE or GRANT ROLE TO a person) unless --login is given. A password is sent to the server hashed\n" +
 			"(SCRAM-SHA-256), never in clear text. Run it as a role that may create roles (the database owner\n" +
 			"with CREATEROLE, or a superuser), and again after `cortexq migrate up` adds views. It refuses a\n" +
 			"role that is a superuser or may create roles or databases.",

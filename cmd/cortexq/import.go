@@ -10,11 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -111,7 +110,7 @@ func runImport(c *cli.Context) error {
 	if serviceID == 0 {
 		return fmt.Errorf("import: unknown service %s (add it with: cortexq service add %s)", c.String(flagService), c.String(flagService))
 	}
-	isSource := func(path string) bool { return isSourceArchive(filepath.Base(path), names) }
+	isSource := func(path string) bool { return archive.IsSource(filepath.Base(path), names) }
 
 	began := time.Now()
 	var entries []string
@@ -270,37 +269,7 @@ func checkBeneath(corpus, corpusPath string, entries []string, links map[string]
 
 // checkCorpusName refuses corpus names that would garble status lines and logs: empty, over
 // 200 bytes, not UTF-8, with a control character, or with blanks at either end.
-func checkCorpusName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty name")
-	case len(name) > 200:
-		return fmt.Errorf("%d bytes, want at most 200", len(name))
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%q is not valid UTF-8", name)
-	case strings.TrimSpace(name) != name:
-		return fmt.Errorf("%q begins or ends with blanks", name)
-	case strings.ContainsFunc(name, unicode.IsControl):
-		return fmt.Errorf("%q has a control character", name)
-	}
-	return nil
-}
-
-// isSourceArchive reports whether a file name is a source archive to import: a *.zip that is not
-// a result archive, <service>.zip or <service>.sandbox-<id>.zip, of one of services.
-func isSourceArchive(name string, services map[string]bool) bool {
-	stem, ok := strings.CutSuffix(name, ".zip")
-	if !ok || stem == "" {
-		return false
-	}
-	if services[stem] {
-		return false
-	}
-	if i := strings.LastIndex(stem, ".sandbox-"); i > 0 && services[stem[:i]] && isDigits(stem[i+len(".sandbox-"):]) {
-		return false
-	}
-	return true
-}
+func checkCorpusName(name string) error { return lease.CheckCorpusName(name) }
 
 // isFile reports whether a walked entry is a regular file, or a symbolic link to one.
 func isFile(path string, d fs.DirEntry) bool {
@@ -312,18 +281,6 @@ func isFile(path string, d fs.DirEntry) bool {
 	}
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular()
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // pathErr drops the operation and path of an *fs.PathError: the caller names the path.

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/allowlist"
 	"github.com/cortexq/cortexq/queue/dispatch"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/worker"
@@ -120,7 +121,7 @@ func readKeyFile(path string) (public, secret string, err error) {
 			return "", "", fmt.Errorf("key file %s: the public key does not match the secret key", path)
 		}
 	}
-	if err := lease.ValidPublicKey(public); err != nil {
+	if err := allowlist.ValidPublicKey(public); err != nil {
 		return "", "", fmt.Errorf("key file %s: %w", path, err)
 	}
 	return public, secret, nil
@@ -128,7 +129,7 @@ func readKeyFile(path string) (public, secret string, err error) {
 
 // publicKeyArg reads a PUBLIC_KEY|KEY_FILE argument: a Z85 public key, or a file holding one.
 func publicKeyArg(c *cli.Context, arg string) (string, error) {
-	if lease.ValidPublicKey(arg) == nil {
+	if allowlist.ValidPublicKey(arg) == nil {
 		if _, err := os.Stat(arg); err != nil {
 			return arg, nil
 		}
@@ -195,7 +196,7 @@ func keysAllow(c *cli.Context) error {
 	if err := required(c, "name"); err != nil {
 		return err
 	}
-	if err := lease.ValidKeyName(c.String("name")); err != nil {
+	if err := allowlist.ValidKeyName(c.String("name")); err != nil {
 		return usagef(c, "%v", err)
 	}
 	public, err := publicKeyArg(c, args[0])
@@ -208,7 +209,7 @@ func keysAllow(c *cli.Context) error {
 	}
 	defer done()
 	// The name is the principal results are checked against: changing it must be meant.
-	keys, err := store.WorkerKeys(c.Context)
+	keys, err := allowlist.New(store.Pool()).All(c.Context)
 	if err != nil {
 		return err
 	}
@@ -222,7 +223,7 @@ func keysAllow(c *cli.Context) error {
 		return fmt.Errorf("key %s is allowed as %s: give --rename to name it %s (its workers are then recorded as key:%s/...)",
 			public, was, c.String("name"), c.String("name"))
 	}
-	k, err := store.AllowKey(c.Context, public, c.String("name"))
+	k, err := allowlist.New(store.Pool()).Allow(c.Context, public, c.String("name"))
 	if err != nil {
 		return err
 	}
@@ -255,7 +256,7 @@ func keysRevoke(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	revoked, err := store.RevokeKeys(c.Context, public, name)
+	revoked, err := allowlist.New(store.Pool()).Revoke(c.Context, public, name)
 	if errors.Is(err, queue.ErrNotFound) {
 		return fmt.Errorf("no allowed key %s", public+name)
 	}
@@ -278,7 +279,7 @@ func keysList(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	keys, err := store.WorkerKeys(c.Context)
+	keys, err := allowlist.New(store.Pool()).All(c.Context)
 	if err != nil {
 		return err
 	}

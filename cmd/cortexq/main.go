@@ -61,6 +61,7 @@ func commands() []*cli.Command {
 		resumeCommand(),
 		statusCommand(),
 		taskCommand(),
+		webCommand(),
 		healthcheckCommand(),
 		keysCommand(),
 		sweepCommand(),
@@ -356,7 +357,7 @@ func embedded(c *cli.Context) (*pgembed.Cluster, error) {
 var readOnlyCommands = map[string]bool{
 	"status": true, "task show": true, "service list": true, "keys list": true,
 	"migrate status": true, "migrate down": true, "db url": true, "db psql": true, "db grant-audit": true,
-	"report": true, "runs": true, "diff": true, "sandbox list": true,
+	"report": true, "runs": true, "diff": true, "sandbox list": true, "web": true,
 }
 
 // databaseURL returns --database-url, or the embedded cluster's, starting it (and creating and

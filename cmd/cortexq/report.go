@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -51,27 +50,6 @@ func statusName(s queue.Status) string {
 	return s.String()
 }
 
-// severities maps --severity to the task status it selects and the message severity it filters.
-var severities = map[string]struct {
-	status  queue.Status
-	message queue.Severity
-}{
-	"no_problem": {queue.StatusNoProblem, queue.SeverityInfo},
-	"warning":    {queue.StatusWarning, queue.SeverityWarning},
-	"error":      {queue.StatusError, queue.SeverityError},
-	"fatal":      {queue.StatusFatal, queue.SeverityFatal},
-	"invalid":    {queue.StatusInvalid, queue.SeverityInvalid},
-}
-
-func severityNames() string {
-	names := make([]string, 0, len(severities))
-	for n := range severities {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
-
 // selectionFlags are --severity, --category and --what, which select a slice of a corpus's
 // tasks the same way for report, rerun and sandbox create; env names the command in their
 // environment variables.
@@ -98,29 +76,9 @@ func selectionFlags(env string) []cli.Flag {
 
 // selectionOf reads the selection flags into a rerun scope (without its corpus and service).
 func selectionOf(c *cli.Context) (lease.RerunScope, error) {
-	scope := lease.RerunScope{Category: c.String("category"), What: c.String("what")}
-	sev := strings.ToLower(c.String("severity"))
-	if sev == "" {
-		if scope.Category == lease.NoMessages {
-			return scope, usagef(c, "--category %s needs --severity", lease.NoMessages)
-		}
-		return scope, nil
-	}
-	s, ok := severities[sev]
-	if !ok {
-		return scope, usagef(c, "--severity %q: want one of %s", sev, severityNames())
-	}
-	scope.Statuses = []queue.Status{s.status}
-	if scope.Category == lease.NoMessages {
-		if scope.What != "" && scope.What != lease.NoMessages {
-			return scope, usagef(c, "--category %s has the one what %s", lease.NoMessages, lease.NoMessages)
-		}
-		scope.Category, scope.What, scope.NoMessages = "", "", true
-		scope.Severity = string(s.message)
-		return scope, nil
-	}
-	if scope.Category != "" || scope.What != "" {
-		scope.Severity = string(s.message)
+	scope, err := lease.SelectSlice(c.String("severity"), c.String("category"), c.String("what"))
+	if err != nil {
+		return scope, usagef(c, "--%v", err)
 	}
 	return scope, nil
 }
@@ -304,9 +262,9 @@ func runReport(c *cli.Context) error {
 	case what != "" && category == "":
 		return usagef(c, "--what needs --category")
 	}
-	sev, ok := severities[sevName]
+	sevStatus, sevMessage, ok := lease.ReportSeverity(sevName)
 	if sevName != "" && !ok {
-		return usagef(c, "--severity %q: want one of %s", sevName, severityNames())
+		return usagef(c, "--severity %q: want one of %s", sevName, lease.ReportSeverityNames())
 	}
 	store, done, err := openStore(c, lease.Config{}, lease.TuneReportPool)
 	if err != nil {
@@ -342,15 +300,7 @@ func runReport(c *cli.Context) error {
 		}
 		var rows []row
 		for _, st := range reportStatuses {
-			n := counts[st]
-			if st == queue.StatusBlocked {
-				n = 0
-				for s, k := range counts {
-					if s <= queue.StatusBlocked {
-						n += k
-					}
-				}
-			}
+			n := lease.StatusCount(counts, st)
 			pc := percent(n, total)
 			r := row{Severity: statusName(st), Tasks: n}
 			if st == queue.StatusInvalid {
@@ -371,7 +321,7 @@ func runReport(c *cli.Context) error {
 			"severities": rows, "rerun": rerun}
 		return t.print(c)
 	}
-	slice := lease.ReportSlice{Scope: scope, Status: sev.status, Severity: sev.message,
+	slice := lease.ReportSlice{Scope: scope, Status: sevStatus, Severity: sevMessage,
 		Category: category, What: what, Limit: limit, Offset: offset}
 	if what != "" {
 		msgs, err := store.ReportMessages(c.Context, slice)

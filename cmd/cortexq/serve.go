@@ -17,9 +17,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/migrations"
+	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/dispatch"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reaper"
+	"github.com/cortexq/cortexq/queue/wire"
 )
 
 func serveCommand() *cli.Command {
@@ -49,7 +51,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "db-outage-budget", Usage: "how long database calls may keep failing, from the first failure, before the replica stops and exits non-zero (stopping takes up to ~10 s more; nothing is lost: restart it later); 0: never", Value: dispatch.OutageBudgetDefault, EnvVars: envVars("DB_OUTAGE_BUDGET")},
 			&cli.Int64Flag{Name: "max-result-bytes", Usage: "results larger than this are recorded Invalid (cortex/result_too_large)", Value: dispatch.MaxResultBytesDefault, EnvVars: envVars("MAX_RESULT_BYTES")},
 			&cli.IntFlag{Name: "max-messages", Usage: "log messages of each severity a result keeps (1 to 100000); the rest are counted in one cortex/messages_truncated message of that severity", Value: dispatch.MaxMessagesDefault, EnvVars: envVars("MAX_MESSAGES")},
-			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes; keep 100000 with upstream CorTeX workers, which end a payload at its first frame shorter than 100000 bytes (another size cuts their archives; warned at start)", Value: dispatch.ConfigDefault().MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
+			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes; keep 100000 with upstream CorTeX workers, which end a payload at its first frame shorter than 100000 bytes (another size cuts their archives; warned at start)", Value: wire.MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
 			&cli.IntFlag{Name: "tcp-keepalive-idle", Usage: "TCP keepalive idle seconds on worker sockets (interval 30 s, 4 probes); <= 0 disables", Value: dispatch.TCPKeepaliveIdleDefault, EnvVars: envVars("TCP_KEEPALIVE_IDLE")},
 			&cli.BoolFlag{Name: "sync-archives", Usage: "make result archives durable before their claim commits (one syncfs per claim batch)", Value: true, EnvVars: envVars("SYNC_ARCHIVES")},
 			&cli.IntFlag{Name: "reserve-batch", Usage: "advanced: most tasks one reservation takes; the stock of reserved tasks a replica keeps per service follows its last 100 ms of requests, from 16 up to this", Value: dispatch.ReserveBatchDefault, EnvVars: envVars("RESERVE_BATCH")},
@@ -58,7 +60,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "claim-batch", Usage: "most results one claim transaction records", Value: dispatch.ClaimBatchDefault, EnvVars: envVars("CLAIM_BATCH")},
 			&cli.DurationFlag{Name: "claim-flush", Usage: "how long a claim batch waits for more results after its first (latency against transactions per result)", Value: dispatch.ClaimFlushDefault, EnvVars: envVars("CLAIM_FLUSH")},
 			&cli.BoolFlag{Name: "sweep-at-start", Usage: "at start-up, sweep the corpora for leftover temp and kept-aside archives in the background (false: leave it to `cortexq sweep`)", Value: true, EnvVars: envVars("SWEEP_AT_START")},
-			&cli.DurationFlag{Name: "sweep-orphan-age", Usage: "at start-up, besides this replica's earlier processes' leftover temp and kept-aside archives, remove any replica's older than this, in the background (0: only this replica's)", Value: dispatch.SweepOrphanAgeDefault, EnvVars: envVars("SWEEP_ORPHAN_AGE")},
+			&cli.DurationFlag{Name: "sweep-orphan-age", Usage: "at start-up, besides this replica's earlier processes' leftover temp and kept-aside archives, remove any replica's older than this, in the background (0: only this replica's)", Value: archive.SweepOrphanAgeDefault, EnvVars: envVars("SWEEP_ORPHAN_AGE")},
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica (at least 4)", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
 			clockSkewFlag(),
 			curveSecretKeyFileFlag(),
@@ -158,8 +160,8 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	window := c.Duration("late-result-window")
-	if window == 0 {
-		window = -1 // lease.Config: negative means none
+	if window == 0 { // the flag's 0: none
+		window = lease.LateResultWindowNone
 	}
 	store := lease.New(pool, lease.Config{
 		Replica: c.String("replica"), LeaseTimeout: c.Duration("lease-timeout"),
@@ -201,7 +203,12 @@ func serve(c *cli.Context) error {
 		return fmt.Errorf("start the reaper: %w", err)
 	}
 	// Should the elected leader die, any replica reaps once passes stop being recorded.
-	go reaper.Fallback(runCtx, store, c.Duration("reap-interval"), logger, reaped.observe)
+	fallback := make(chan struct{})
+	go func() {
+		defer close(fallback)
+		reaper.Fallback(runCtx, store, c.Duration("reap-interval"), logger, reaped.observe)
+	}()
+	defer func() { stopRun(); <-fallback }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -226,7 +233,7 @@ func serve(c *cli.Context) error {
 		if !c.Bool("sweep-at-start") {
 			return
 		}
-		cfg := dispatch.SweepConfig{Replica: c.String("replica"), Incarnation: srv.Incarnation(),
+		cfg := archive.SweepConfig{Replica: c.String("replica"), Incarnation: srv.Incarnation(),
 			OrphanAge: c.Duration("sweep-orphan-age")}
 		if err := sweepCorpora(runCtx, lease.NewCatalog(store), cfg, logger, nil); err != nil && runCtx.Err() == nil {
 			logger.Warn("start-up sweep", "error", err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/cortexq/cortexq/queue/dispatch"
+	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -23,7 +23,7 @@ func sweepCommand() *cli.Command {
 			"than serve's --sweep-orphan-age); this command sweeps all corpora now: files older than\n" +
 			"--older-than, and with --replica all the files of that replica, which must not be running.",
 		Flags: []cli.Flag{
-			&cli.DurationFlag{Name: "older-than", Usage: "remove any replica's leftovers last modified longer ago than this (far above any claim's duration)", Value: dispatch.SweepOrphanAgeDefault, EnvVars: envVars("SWEEP_OLDER_THAN")},
+			&cli.DurationFlag{Name: "older-than", Usage: "remove any replica's leftovers last modified longer ago than this (far above any claim's duration)", Value: archive.SweepOrphanAgeDefault, EnvVars: envVars("SWEEP_OLDER_THAN")},
 			&cli.StringFlag{Name: "replica", Usage: "also remove every leftover of this replica, whatever its age: only for a replica that is not running", EnvVars: envVars("SWEEP_REPLICA")},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be removed, remove nothing", EnvVars: envVars("SWEEP_DRY_RUN")},
 		},
@@ -43,7 +43,7 @@ func runSweep(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	cfg := dispatch.SweepConfig{Replica: c.String("replica"), OrphanAge: max(c.Duration("older-than"), 0), DryRun: c.Bool("dry-run")}
+	cfg := archive.SweepConfig{Replica: c.String("replica"), OrphanAge: max(c.Duration("older-than"), 0), DryRun: c.Bool("dry-run")}
 	verb := "removed"
 	if cfg.DryRun {
 		verb = "would remove"
@@ -55,7 +55,7 @@ func runSweep(c *cli.Context) error {
 
 // sweepCorpora runs dispatch.Sweep on the path of every corpus (those beneath another's once),
 // logging what each did, and calls removed, if not nil, for each file removed.
-func sweepCorpora(ctx context.Context, catalog *lease.Catalog, cfg dispatch.SweepConfig, logger *slog.Logger, removed func(base, rel string)) error {
+func sweepCorpora(ctx context.Context, catalog *lease.Catalog, cfg archive.SweepConfig, logger *slog.Logger, removed func(base, rel string)) error {
 	paths, err := catalog.CorpusPaths(ctx)
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
@@ -66,7 +66,7 @@ func sweepCorpora(ctx context.Context, catalog *lease.Catalog, cfg dispatch.Swee
 			continue // swept with the corpus it lies in
 		}
 		start := time.Now()
-		st, err := dispatch.Sweep(ctx, base, cfg)
+		st, err := archive.Sweep(ctx, base, cfg)
 		for _, rel := range st.Removed {
 			if removed != nil {
 				removed(base, rel)

@@ -19,7 +19,7 @@ func workerCommand() *cli.Command {
 		return []cli.Flag{
 			&cli.StringFlag{Name: "ventilator", Usage: "the dispatcher's task endpoint; several replicas: comma-separated", Value: worker.VentilatorDefault, EnvVars: envVars("WORKER_VENTILATOR")},
 			&cli.StringFlag{Name: "sink", Usage: "the dispatcher's result endpoint; several replicas: comma-separated", Value: worker.SinkDefault, EnvVars: envVars("WORKER_SINK")},
-			&cli.BoolFlag{Name: "pair-endpoints", Usage: "take the i-th --ventilator and the i-th --sink as one replica's: a result goes back to the replica that handed its task out (lists of equal length)", EnvVars: envVars("WORKER_PAIR_ENDPOINTS")},
+			&cli.BoolFlag{Name: "pair-endpoints", Usage: "with several replicas, take the i-th --ventilator and the i-th --sink as one replica's, so that a result goes back to the replica that handed its task out (lists of equal length); false: results go to the sinks in turn", Value: true, EnvVars: envVars("WORKER_PAIR_ENDPOINTS")},
 			&cli.StringFlag{Name: "service", Usage: "the service to work (required)", EnvVars: envVars("WORKER_SERVICE")},
 			&cli.IntFlag{Name: "concurrency", Usage: "task loops, each with its own identity (<identity>-NN)", Value: 1, EnvVars: envVars("WORKER_CONCURRENCY")},
 			&cli.IntFlag{Name: "count", Usage: "stop after this many tasks (0: run until stopped)", Value: 0, EnvVars: envVars("WORKER_COUNT")},
@@ -84,7 +84,7 @@ func runWorker(c *cli.Context, h worker.Handler) error {
 		return err
 	}
 	err = worker.Run(c.Context, worker.Config{
-		Ventilator: c.String("ventilator"), Sink: c.String("sink"), PairEndpoints: c.Bool("pair-endpoints"), Service: c.String("service"), Curve: curve,
+		Ventilator: c.String("ventilator"), Sink: c.String("sink"), AnySink: !c.Bool("pair-endpoints"), Service: c.String("service"), Curve: curve,
 		Identity: c.String("identity"), Concurrency: c.Int("concurrency"), Count: c.Int("count"),
 		Throttle: c.Duration("throttle"), IOTimeout: c.Duration("io-timeout"),
 		Logger: slog.Default(), Stats: stats,

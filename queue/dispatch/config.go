@@ -4,6 +4,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -111,98 +112,51 @@ const (
 	HeartbeatTimeoutDefault  = 30 * time.Second
 )
 
-// ConfigDefault returns a Config with every default set.
-func ConfigDefault() Config {
-	return Config{
-		VentilatorAddr:       VentilatorAddrDefault,
-		SinkAddr:             SinkAddrDefault,
-		MaxInFlight:          MaxInFlightDefault,
-		MaxInFlightPerWorker: MaxInFlightPerWorkerDefault,
-		MessageSize:          wire.MessageSize,
-		MaxResultBytes:       MaxResultBytesDefault,
-		MaxMessages:          MaxMessagesDefault,
-		MaxParsedBytes:       MaxParsedBytesDefault,
-		ReserveBatch:         ReserveBatchDefault,
-		Leasers:              LeasersDefault,
-		ClaimBatch:           ClaimBatchDefault,
-		ClaimFlush:           ClaimFlushDefault,
-		Claimers:             ClaimersDefault,
-		Writers:              WritersDefault,
-		SyncArchives:         true,
-		TCPKeepaliveIdle:     TCPKeepaliveIdleDefault,
-		BindRetry:            BindRetryDefault,
-
-		HeartbeatInterval: HeartbeatIntervalDefault,
-		HeartbeatTimeout:  HeartbeatTimeoutDefault,
-	}
-}
-
-func (c *Config) applyDefaults() error {
-	d := ConfigDefault()
-	if c.VentilatorAddr == "" {
-		c.VentilatorAddr = d.VentilatorAddr
-	}
-	if c.SinkAddr == "" {
-		c.SinkAddr = d.SinkAddr
-	}
-	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = d.MaxInFlight
-	}
-	if c.MaxInFlightPerWorker <= 0 {
-		c.MaxInFlightPerWorker = d.MaxInFlightPerWorker
-	}
-	if c.MessageSize <= 0 {
-		c.MessageSize = d.MessageSize
-	}
-	if c.MaxResultBytes <= 0 {
-		c.MaxResultBytes = d.MaxResultBytes
-	}
-	if c.MaxMessages <= 0 {
-		c.MaxMessages = d.MaxMessages
-	}
-	if c.MaxParsedBytes <= 0 {
-		c.MaxParsedBytes = d.MaxParsedBytes
-	}
-	if c.ReserveBatch <= 0 {
-		c.ReserveBatch = d.ReserveBatch
-	}
-	if c.Leasers <= 0 {
-		c.Leasers = d.Leasers
-	}
-	if c.ClaimBatch <= 0 {
-		c.ClaimBatch = d.ClaimBatch
-	}
-	if c.ClaimFlush <= 0 {
-		c.ClaimFlush = d.ClaimFlush
-	}
-	if c.Claimers <= 0 {
-		c.Claimers = d.Claimers
-	}
-	if c.Writers <= 0 {
-		c.Writers = d.Writers
-	}
-	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = d.HeartbeatInterval
-	}
-	if c.HeartbeatTimeout <= 0 {
-		c.HeartbeatTimeout = d.HeartbeatTimeout
-	}
-	if c.BindRetry < 0 {
-		c.BindRetry = 0
-	}
-	if c.MessageSize > 64<<20 {
-		return fmt.Errorf("message size %d is over 64 MiB", c.MessageSize)
-	}
-	if c.OutageBudget == 0 {
-		c.OutageBudget = OutageBudgetDefault
-	}
+// WithDefaults returns a copy of c with every unset field (zero, or a negative count or size)
+// set to its default. TCPKeepaliveIdle and SyncArchives have no unset value: their zero means
+// off. A negative BindRetry means none; a negative OutageBudget, never giving up.
+func (c Config) WithDefaults() Config {
+	c.VentilatorAddr = cmp.Or(c.VentilatorAddr, VentilatorAddrDefault)
+	c.SinkAddr = cmp.Or(c.SinkAddr, SinkAddrDefault)
+	c.MaxInFlight = orDefault(c.MaxInFlight, MaxInFlightDefault)
+	c.MaxInFlightPerWorker = orDefault(c.MaxInFlightPerWorker, MaxInFlightPerWorkerDefault)
+	c.MessageSize = orDefault(c.MessageSize, wire.MessageSize)
+	c.MaxResultBytes = orDefault(c.MaxResultBytes, MaxResultBytesDefault)
+	c.MaxMessages = orDefault(c.MaxMessages, MaxMessagesDefault)
+	c.MaxParsedBytes = orDefault(c.MaxParsedBytes, MaxParsedBytesDefault)
+	c.ReserveBatch = orDefault(c.ReserveBatch, ReserveBatchDefault)
+	c.Leasers = orDefault(c.Leasers, LeasersDefault)
+	c.ClaimBatch = orDefault(c.ClaimBatch, ClaimBatchDefault)
+	c.ClaimFlush = orDefault(c.ClaimFlush, ClaimFlushDefault)
+	c.Claimers = orDefault(c.Claimers, ClaimersDefault)
+	c.Writers = orDefault(c.Writers, WritersDefault)
+	c.HeartbeatInterval = orDefault(c.HeartbeatInterval, HeartbeatIntervalDefault)
+	c.HeartbeatTimeout = orDefault(c.HeartbeatTimeout, HeartbeatTimeoutDefault)
+	c.BindRetry = max(c.BindRetry, 0)
+	c.OutageBudget = cmp.Or(c.OutageBudget, OutageBudgetDefault)
 	if c.OutageBudget < 0 {
-		c.OutageBudget = 0
+		c.OutageBudget = 0 // never give up
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	return c
+}
+
+// validate reports a Config, defaults applied, that a Server cannot run with.
+func (c Config) validate() error {
+	if c.MessageSize > 64<<20 {
+		return fmt.Errorf("message size %d is over 64 MiB", c.MessageSize)
+	}
 	return nil
+}
+
+// orDefault is v, or def when v is not positive.
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // OutageBudgetDefault is how long the database may stay away before a replica gives up.

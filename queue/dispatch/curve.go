@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/puzpuzpuz/xsync/v4"
 
+	"github.com/cortexq/cortexq/queue/allowlist"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
 )
@@ -200,7 +201,7 @@ func (s *Server) secure(ctx context.Context, zctx *zmq.Context, socks ...*zmq.So
 	}
 	err = zap.SetLinger(0)
 	if err == nil {
-		err = zap.SetRcvtimeo(time.Second)
+		err = zap.SetRcvtimeo(pollInterval) // how soon serveZAP notices the stop
 	}
 	if err == nil {
 		err = zap.Bind(zapEndpoint)
@@ -209,9 +210,13 @@ func (s *Server) secure(ctx context.Context, zctx *zmq.Context, socks ...*zmq.So
 		zap.Close()
 		return nil, fmt.Errorf("zap handler: %w", err)
 	}
-	go s.serveZAP(zap)
+	pctx, stopPoll := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stopAll := func() { stopPoll(); wg.Wait() }
+	wg.Go(func() { s.serveZAP(pctx, zap) })
 	for _, sock := range socks {
 		if err := sock.ServerAuthCurve(zapDomain, s.sec.cfg.CurveSecretKey); err != nil {
+			stopAll()
 			return nil, fmt.Errorf("curve server: %w", err)
 		}
 	}
@@ -219,8 +224,6 @@ func (s *Server) secure(ctx context.Context, zctx *zmq.Context, socks ...*zmq.So
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	s.reloadKeys(lctx)
 	cancel()
-	pctx, stopPoll := context.WithCancel(ctx)
-	var wg sync.WaitGroup
 	wg.Go(func() {
 		tick := time.NewTicker(s.sec.cfg.KeysRefresh)
 		defer tick.Stop()
@@ -235,12 +238,12 @@ func (s *Server) secure(ctx context.Context, zctx *zmq.Context, socks ...*zmq.So
 	})
 	s.logger.Info("CURVE on: only allow-listed worker keys get in", "public_key", s.sec.publicKey,
 		"allowed_keys", len(*s.sec.keys.Load()), "keys_refresh", s.sec.cfg.KeysRefresh)
-	return func() { stopPoll(); wg.Wait() }, nil
+	return stopAll, nil
 }
 
 // ReloadKeys reads the allow-list now rather than at the next poll.
 func (s *Server) ReloadKeys(ctx context.Context) error {
-	keys, err := s.store.AllowedKeys(ctx)
+	keys, err := allowlist.New(s.store.Pool()).Allowed(ctx)
 	if err != nil {
 		return err
 	}
@@ -267,12 +270,12 @@ func (sec *security) allowed(publicKey string) (string, bool) {
 	return name, ok
 }
 
-// serveZAP answers libzmq's ZAP requests (RFC 27) for the server's context until the context is
-// terminated: a CURVE client is let in when its public key is on the allow-list, with the key as
-// its User-Id.
-func (s *Server) serveZAP(zap *zmq.Socket) {
+// serveZAP answers libzmq's ZAP requests (RFC 27) until ctx ends (checked at each receive
+// timeout) or the ZeroMQ context is terminated: a CURVE client is let in when its public key is
+// on the allow-list, with the key as its User-Id. It owns the socket and closes it.
+func (s *Server) serveZAP(ctx context.Context, zap *zmq.Socket) {
 	defer zap.Close()
-	for {
+	for ctx.Err() == nil {
 		req, err := zap.RecvMessageBytes(0)
 		if err != nil {
 			if zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/worker"
 )
@@ -400,11 +402,6 @@ func TestUnpublishUndoesLatestFirst(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "echo.zip")
 	require.NoError(t, os.WriteFile(target, []byte("O"), 0o644))
-	mk := func(data string) *item {
-		tmp := filepath.Join(dir, ".echo.zip.tmp-"+data)
-		require.NoError(t, os.WriteFile(tmp, []byte(data), 0o644))
-		return &item{result: lease.Result{TaskID: 1}, tmp: tmp, target: target}
-	}
 	read := func(p string) string {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -412,22 +409,40 @@ func TestUnpublishUndoesLatestFirst(t *testing.T) {
 		}
 		return string(b)
 	}
+	mk := func(data string) *item {
+		it := &item{result: lease.Result{TaskID: 1}, file: archive.Pending{Target: target, TaskID: 1}}
+		require.NoError(t, it.file.Write(dir, [][]byte{[]byte(data)}))
+		return it
+	}
+	// temps reads the temp archives beside the target, sorted.
+	temps := func() []string {
+		names, err := filepath.Glob(filepath.Join(dir, ".echo.zip.tmp-*"))
+		require.NoError(t, err)
+		var out []string
+		for _, n := range names {
+			out = append(out, read(n))
+		}
+		slices.Sort(out)
+		return out
+	}
 	s := &Server{logger: testLogger(t)}
 	rolledBack := &pgconn.PgError{Code: "40P01"}
 
 	a, b := mk("A"), mk("B")
 	pubs := &publishes{}
 	for _, it := range []*item{a, b} {
-		require.NoError(t, it.publish())
+		require.NoError(t, it.file.Publish())
 		pubs.order = append(pubs.order, it)
 	}
 	require.Equal(t, "B", read(target))
+	require.Empty(t, temps())
 	s.unpublishAfter(pubs, rolledBack)
-	require.Equal(t, []string{"O", "A", "B"}, []string{read(target), read(a.tmp), read(b.tmp)})
+	require.Equal(t, "O", read(target))
+	require.Equal(t, []string{"A", "B"}, temps(), "each result back at a temp name")
 
 	// Once a try may have committed (a connection lost), no later failure undoes anything.
 	for _, it := range []*item{a, b} {
-		require.NoError(t, it.publish())
+		require.NoError(t, it.file.Publish())
 		pubs.order = append(pubs.order, it)
 	}
 	s.unpublishAfter(pubs, errors.New("connection reset after COMMIT was sent"))

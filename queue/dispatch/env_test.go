@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
@@ -24,7 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	queuetest.Main(m, func() error { return goleak.Find() })
+	queuetest.Main(m)
 }
 
 // env is one test's replica: a database, a store, a running Server on loopback and a corpus of

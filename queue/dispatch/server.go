@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/hot"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
@@ -30,8 +31,8 @@ type Server struct {
 	logger  *slog.Logger
 	metrics *metrics
 	health  *health
-	sec     *security // CURVE allow-list, bogus-result budgets (curve.go, guard.go)
-	fileTag fileTag   // in the names of this process's temp and backup files (sweep.go)
+	sec     *security   // CURVE allow-list, bogus-result budgets (curve.go, guard.go)
+	fileTag archive.Tag // in the names of this process's temp and backup files
 
 	stopLeasing atomic.Bool
 	// leasing counts the ventilator's reservation jobs (reserve, release, check) not yet
@@ -81,7 +82,8 @@ const (
 
 // New returns a Server on store. OutageBudget of cfg is taken from the store's pool retries.
 func New(store *lease.Store, cfg Config) (*Server, error) {
-	if err := cfg.applyDefaults(); err != nil {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	s := &Server{
@@ -97,7 +99,7 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 		// One resync asked for is enough for every request that asks meanwhile.
 		resyncNow: make(chan struct{}, 1),
 		parsed:    semaphore.NewWeighted(cfg.MaxParsedBytes),
-		fileTag:   newFileTag(store.Config().Replica),
+		fileTag:   archive.NewTag(store.Config().Replica),
 		stocks:    newStockIDs(),
 	}
 	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable, &s.logLimits.fdsLow} {
@@ -466,3 +468,7 @@ func (h *health) lastErr() error {
 	defer h.mu.Unlock()
 	return h.err
 }
+
+// Incarnation reports the random name of this process in its temp and backup files' names,
+// for archive.SweepConfig.
+func (s *Server) Incarnation() string { return s.fileTag.Incarnation() }

@@ -6,16 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
-	"golang.org/x/sys/unix"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/report"
 	"github.com/cortexq/cortexq/queue/wire"
@@ -31,16 +28,11 @@ type inbound struct {
 // item is a result ready to be claimed: its reply for the lease state machine and what
 // publishing it means on disk.
 type item struct {
-	result    lease.Result
-	tmp       string // archive written beside target, renamed into place on Accept
-	target    string
-	removeOld bool   // publish removes target (a result too large to keep)
-	backup    string // the earlier archive, kept aside by publish until the claim is over
-	published bool
-	size      int64
-	from      peer
-	weight    int64   // held against Server.parsed until the item's claim is over
-	tag       fileTag // of the replica's process, in the names of its files (sweep.go)
+	result lease.Result
+	file   archive.Pending // the result's archive, on its way into place
+	size   int64
+	from   peer
+	weight int64 // held against Server.parsed until the item's claim is over
 }
 
 // receiver owns the PULL socket: it parses result messages and hands them to the writers.
@@ -157,7 +149,7 @@ func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 		// The claimer releases the weight and never waits for it, so this wait ends.
 		it.weight = min(parsedWeight(it.result.Messages), s.cfg.MaxParsedBytes)
 		if err := s.parsed.Acquire(ctx, it.weight); err != nil {
-			it.cleanup() // stopped: the task stays in flight for the reaper
+			it.file.Cleanup() // stopped: the task stays in flight for the reaper
 			return
 		}
 		s.parsedBytes.Add(it.weight)
@@ -222,8 +214,8 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 	}
 	it := &item{
 		result: lease.Result{TaskID: res.TaskID, Worker: res.Identity, ServiceID: svc.ID},
+		file:   archive.Pending{TaskID: res.TaskID, Tag: s.fileTag},
 		size:   res.Size,
-		tag:    s.fileTag,
 	}
 	if h, ok := s.hot.Get(res.TaskID); ok && h.Pending && h.Worker == res.Identity {
 		it.result.HandedOut = h.HandedOut // its claim may be the one recording the attempt
@@ -232,8 +224,8 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 	if err != nil {
 		return nil, "db_error", err
 	}
-	it.target = resultPath(base, task.Entry, svc.Name, task.SandboxID)
-	if it.target == "" {
+	it.file.Target = archive.ResultPath(base, task.Entry, svc.Name, task.SandboxID)
+	if it.file.Target == "" {
 		it.result.Kind = lease.KindUnusable
 		s.unusableResult(res, "no_result_path",
 			fmt.Errorf("no result path for the entry %q (no directory, or not beneath its corpus's path %q)", task.Entry, base))
@@ -244,7 +236,7 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		it.result.Status = queue.StatusInvalid
 		it.result.Messages = []queue.Message{{Severity: queue.SeverityInvalid, Category: "cortex", What: "result_too_large",
 			Details: fmt.Sprintf("worker result of %d bytes exceeded the %d-byte cap", res.Size, s.cfg.MaxResultBytes)}}
-		it.removeOld = true
+		it.file.RemoveOld = true
 		return it, "", nil
 	}
 	rep, err := report.FromReaderAt(framesReader(res.Data), res.Size, report.Options{MaxMessages: s.cfg.MaxMessages})
@@ -257,7 +249,7 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		s.unusableResult(res, reason, err)
 		return it, "", nil
 	}
-	if it.tmp, err = s.writeTemp(base, it.target, res.Data); err != nil {
+	if err := it.file.Write(base, res.Data); err != nil {
 		return nil, "write_failed", err
 	}
 	it.result.Status, it.result.Messages = rep.Status, rep.Messages
@@ -313,129 +305,6 @@ func (s *Server) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
 	return s.coldTask(ctx, id) // bounded for bogus ids: guard.go
 }
 
-// resultPath is where a task's result archive goes: <entry dir>/<service>.zip, or
-// <service>.sandbox-<id>.zip for a sandbox corpus. It is "" for an entry without a directory
-// or not beneath base, its corpus's path.
-func resultPath(base, entry, service string, sandbox int32) string {
-	entry = strings.TrimRight(entry, " \t\r\n")
-	dir := filepath.Dir(entry)
-	if entry == "" || dir == "." || dir == "/" || dir == "" {
-		return ""
-	}
-	if _, err := relBeneath(base, entry); err != nil {
-		return ""
-	}
-	name := service + ".zip"
-	if sandbox != 0 {
-		name = fmt.Sprintf("%s.sandbox-%d.zip", service, sandbox)
-	}
-	return filepath.Join(dir, name)
-}
-
-// writeTemp writes data to a new temp file beside target, created beneath base (its corpus's
-// path, openBeneath) and readable by all under the umask (0644): frontends read results as
-// another user.
-func (s *Server) writeTemp(base, target string, data [][]byte) (string, error) {
-	name := filepath.Join(filepath.Dir(target), fmt.Sprintf(".%s.tmp-%s%x", filepath.Base(target), s.fileTag, rand.Uint64()))
-	f, err := openBeneath(base, name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return "", fmt.Errorf("create temp archive: %w", err)
-	}
-	fail := func(err error) (string, error) {
-		f.Close()
-		os.Remove(name)
-		return "", err
-	}
-	for _, frame := range data {
-		if _, err := f.Write(frame); err != nil {
-			return fail(fmt.Errorf("write temp archive: %w", err))
-		}
-	}
-	if err := f.Close(); err != nil {
-		return fail(fmt.Errorf("close temp archive: %w", err))
-	}
-	return name, nil
-}
-
-// publish puts an accepted result's archive in place, inside the claim's transaction. The
-// archive it replaces is kept aside (a hard link, no copy) until the claim's outcome is known,
-// so that a claim that does not commit can put it back (unpublish). The claim's hook calls it
-// only for an item not published yet.
-func (it *item) publish() error {
-	switch {
-	case it.removeOld:
-		it.backup = it.backupName()
-		if err := os.Rename(it.target, it.backup); err != nil {
-			it.backup = ""
-			if !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("remove the earlier archive: %w", err)
-			}
-		}
-	case it.tmp != "":
-		it.backup = it.backupName()
-		if err := os.Link(it.target, it.backup); err != nil {
-			// None to keep, or a file system without hard links: then a claim that fails
-			// leaves the new archive in place, as it would without the backup.
-			it.backup = ""
-		}
-		if err := os.Rename(it.tmp, it.target); err != nil {
-			it.dropBackup()
-			return fmt.Errorf("publish archive: %w", err)
-		}
-	}
-	it.published = true
-	return nil
-}
-
-// backupName is a fresh name beside the target for the archive a publish replaces.
-func (it *item) backupName() string {
-	return filepath.Join(filepath.Dir(it.target),
-		fmt.Sprintf(".%s.prev-%s%d-%x", filepath.Base(it.target), it.tag, it.result.TaskID, rand.Uint64()))
-}
-
-// unpublish undoes publish after a claim that certainly did not commit: the earlier archive
-// is back in place (or none, if there was none), and the result's archive is back at its temp
-// name, for a retry to publish again.
-func (it *item) unpublish() error {
-	if !it.published {
-		return nil
-	}
-	var errs []error
-	if it.tmp != "" {
-		if it.backup == "" {
-			// No earlier archive (or no hard links): the result's leaves the target empty.
-			errs = append(errs, os.Rename(it.target, it.tmp))
-		} else if err := os.Link(it.target, it.tmp); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if it.backup != "" {
-		errs = append(errs, os.Rename(it.backup, it.target))
-	}
-	it.backup, it.published = "", false
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("put the earlier archive of task %d back: %w", it.result.TaskID, err)
-	}
-	return nil
-}
-
-// dropBackup removes the earlier archive kept by publish.
-func (it *item) dropBackup() {
-	if it.backup != "" {
-		os.Remove(it.backup)
-		it.backup = ""
-	}
-}
-
-// cleanup removes an item's temp file unless it was published, and the earlier archive kept
-// aside once the claim is over.
-func (it *item) cleanup() {
-	if it.tmp != "" && !it.published {
-		os.Remove(it.tmp)
-	}
-	it.dropBackup()
-}
-
 // claimer decides batches of items in claim transactions.
 func (s *Server) claimer(ctx context.Context, in <-chan *item) {
 	batch := make([]*item, 0, s.cfg.ClaimBatch)
@@ -489,10 +358,10 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 	pubs := &publishes{}
 	hooks := lease.ClaimHooks{Publish: func(d *lease.Decision) error {
 		it := index[d.Result]
-		if it.published {
+		if it.file.Published() {
 			return nil // published by an earlier try of the same claim
 		}
-		if err := it.publish(); err != nil {
+		if err := it.file.Publish(); err != nil {
 			return err
 		}
 		pubs.order = append(pubs.order, it)
@@ -501,7 +370,11 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 	if s.cfg.SyncArchives {
 		// One syncfs per file system for the whole batch, after the renames and before the
 		// commit: a recorded result's archive is on disk, at a fraction of a fsync per file.
-		hooks.BeforeCommit = func() error { return syncPublished(batch) }
+		files := make([]*archive.Pending, len(batch))
+		for i, it := range batch {
+			files[i] = &it.file
+		}
+		hooks.BeforeCommit = func() error { return archive.SyncPublished(files) }
 	}
 	dbctx := context.WithoutCancel(ctx)
 	var decisions []lease.Decision
@@ -526,7 +399,7 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 		s.logger.Error("claim failed; the tasks stay in flight for the reaper", "results", len(batch), "error", err)
 		s.unpublishAfter(pubs, err)
 		for _, it := range batch {
-			it.cleanup()
+			it.file.Cleanup()
 		}
 		return
 	}
@@ -551,7 +424,7 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 			s.logger.Info("late result recorded", "task_id", d.TaskID, "worker", d.Result.Worker,
 				"attempt", d.Attempt, "late", d.Late)
 		}
-		it.cleanup()
+		it.file.Cleanup()
 	}
 }
 
@@ -575,9 +448,9 @@ func (s *Server) unpublishAfter(pubs *publishes, err error) {
 	}
 	for i := len(pubs.order) - 1; i >= 0; i-- {
 		it := pubs.order[i]
-		if uerr := it.unpublish(); uerr != nil {
+		if uerr := it.file.Unpublish(); uerr != nil {
 			s.logger.Error("claim rolled back, but an archive could not be put back", "task_id", it.result.TaskID,
-				"target", it.target, "error", uerr)
+				"target", it.file.Target, "error", uerr)
 		}
 	}
 	pubs.order = pubs.order[:0]
@@ -602,33 +475,4 @@ func (fr framesReader) ReadAt(p []byte, off int64) (int, error) {
 		}
 	}
 	return n, io.EOF
-}
-
-// syncPublished flushes the file systems holding the batch's published archives to disk.
-func syncPublished(batch []*item) error {
-	synced := map[uint64]bool{}
-	for _, it := range batch {
-		if !it.published || it.target == "" || it.removeOld {
-			continue
-		}
-		dir := filepath.Dir(it.target)
-		var st unix.Stat_t
-		if err := unix.Stat(dir, &st); err != nil {
-			return fmt.Errorf("sync archives: %w", err)
-		}
-		if synced[st.Dev] {
-			continue
-		}
-		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("sync archives: %w", err)
-		}
-		err = unix.Syncfs(fd)
-		unix.Close(fd)
-		if err != nil {
-			return fmt.Errorf("sync archives: %w", err)
-		}
-		synced[st.Dev] = true
-	}
-	return nil
 }

@@ -10,6 +10,7 @@ import (
 	zmq "github.com/pebbe/zmq4"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/hot"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
@@ -491,13 +492,13 @@ func (v *ventilator) sendTask(ctx context.Context, r *request, l lease.Lease) bo
 const sourceBufferKept = 16 << 20
 
 // readSource reads a lease's source archive whole into the ventilator's buffer, opened beneath
-// its corpus's path (readBeneath). The bytes are valid until releaseSource.
+// its corpus's path (archive.ReadSource). The bytes are valid until releaseSource.
 func (v *ventilator) readSource(ctx context.Context, l lease.Lease) ([]byte, error) {
 	base, err := v.s.catalog.CorpusPath(ctx, l.CorpusID)
 	if err != nil {
 		return nil, err
 	}
-	buf, err := readBeneath(base, l.Entry, v.src)
+	buf, err := archive.ReadSource(base, l.Entry, v.src)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -373,6 +374,17 @@ type RunMessage struct {
 // TaskHistory reads a task, its dispatch rows, attempts and messages in one snapshot. An unknown
 // task is queue.ErrNotFound.
 func (s *Store) TaskHistory(ctx context.Context, id int64) (TaskHistory, error) {
+	return s.TaskHistoryMessages(ctx, id, 0)
+}
+
+// TaskHistoryMessages is TaskHistory with at most maxMessages of the task's messages, the
+// earliest (0: all). A task can hold a million messages; a page showing it wants the first few.
+func (s *Store) TaskHistoryMessages(ctx context.Context, id int64, maxMessages int) (TaskHistory, error) {
+	var lim *int32
+	if maxMessages > 0 {
+		n := int32(min(maxMessages, math.MaxInt32))
+		lim = &n
+	}
 	var h TaskHistory
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
@@ -413,7 +425,7 @@ func (s *Store) TaskHistory(ctx context.Context, id int64) (TaskHistory, error) 
 			}
 			h.Attempts = append(h.Attempts, at)
 		}
-		msgs, err := q.MessageListForTask(ctx, id)
+		msgs, err := q.MessageListForTask(ctx, id, lim)
 		if err != nil {
 			return fmt.Errorf("messages: %w", err)
 		}

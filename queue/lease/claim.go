@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,23 +50,6 @@ type Result struct {
 	// its lease that long before the claim's database clock. Zero: the claim's clock.
 	HandedOut time.Time
 }
-
-// Outcome is what became of a Result.
-type Outcome string
-
-// The outcomes of a Result.
-const (
-	OutcomeAccepted     Outcome = "accepted"      // recorded: it is the task's result
-	OutcomeSuperseded   Outcome = "superseded"    // a result that must stand already landed
-	OutcomeStale        Outcome = "stale"         // it belongs to an earlier run
-	OutcomeUnknown      Outcome = "unknown"       // no such task in flight or held
-	OutcomeWrongService Outcome = "wrong_service" // the task belongs to another service
-	OutcomeDeferred     Outcome = "deferred"      // a retryable cause: the next reap requeues it
-	OutcomeFinal        Outcome = "final"         // a retryable cause on the last attempt: its stand-in Fatal
-	OutcomeDropped      Outcome = "dropped"       // a retryable cause with nothing to retry
-	OutcomeUnusable     Outcome = "unusable"      // noted; the reaper moves the task on
-	OutcomePublishFail  Outcome = "publish_failed"
-)
 
 // Decision is what Claim decided for one Result.
 type Decision struct {
@@ -163,7 +145,6 @@ func RolledBack(err error) bool {
 
 // ClaimWithHooks is Claim with a BeforeCommit step.
 func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks ClaimHooks) ([]Decision, error) {
-	publish := hooks.Publish
 	if len(results) == 0 {
 		return nil, nil
 	}
@@ -200,6 +181,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 		}
 		w := newWrites()
 		at = now
+		step := &claimStep{now: now, w: w, hooks: hooks}
 		for i := range results {
 			r := &results[i]
 			d := &decisions[i]
@@ -215,7 +197,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 				d.Outcome, d.Reason = OutcomeWrongService, "the task belongs to another service"
 				continue
 			}
-			s.decide(ct, r, d, now, w, publish, hooks.Stocked)
+			s.decide(step, ct, r, d)
 		}
 		// Each decided reply ends its task's receipt (Receive), whatever was decided.
 		for _, ct := range byTask {
@@ -255,250 +237,4 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 		s.tally.committed(svc, m, nil, at)
 	}
 	return decisions, nil
-}
-
-// decide settles one result against its task's locked rows, updating them in place when the
-// decision stands (and publish succeeded).
-func (s *Store) decide(ct *claimTask, r *Result, d *Decision, now time.Time, w *writes, publish PublishFunc, stocked func(int64) bool) {
-	if i := slices.IndexFunc(ct.rows, func(x *dbsqlc.Dispatch) bool { return x.State == StateReserved }); i >= 0 {
-		if !s.claimReserved(ct.rows[i], ct.task.Run, r, d, now, w, stocked) {
-			return
-		}
-	}
-	row, attempt := locateResult(ct.rows, ct.task.Run, r)
-	if row == nil {
-		d.Outcome, d.Reason = OutcomeUnknown, "the task is not in flight or held"
-		if r.Kind == KindRetryable {
-			d.Outcome = OutcomeDropped
-		}
-		if r.Key != "" && len(ct.rows) > 0 {
-			d.Outcome, d.Reason = OutcomeNotHolder, "key "+r.Key+" held no attempt of the task"
-		}
-		return
-	}
-	d.Run, d.Attempt, d.Attempts = row.Run, attempt, len(row.AttemptWorkers)
-	if row.Run < ct.task.Run {
-		d.Outcome, d.Reason = OutcomeStale, "an earlier run's reply"
-		if r.Kind == KindRetryable {
-			d.Outcome = OutcomeDropped
-		}
-		w.outcome(row.TaskID, row.Run, attempt, "stale", 0)
-		return
-	}
-	if expiredHold(row, now) || (row.State == StateSettling && s.cfg.LateResultWindow == 0) {
-		d.Outcome, d.Reason = OutcomeUnknown, "the late-result window has passed"
-		if r.Kind == KindRetryable {
-			d.Outcome = OutcomeDropped
-		}
-		return
-	}
-	next := cloneRow(row)
-	var msgs []queue.Message
-	status := queue.Status(ct.task.Status)
-	drop := false // the new row state is a delete
-	switch r.Kind {
-	case KindUnusable:
-		d.Outcome = OutcomeUnusable
-		w.outcome(row.TaskID, row.Run, attempt, "unusable", 0)
-		if row.State == StateInFlight && attempt == currentAttempt(row) && !row.Answered {
-			next.Answered = true
-			next.ReceivedAt = nil
-			*row = *next
-			w.put(row)
-		}
-		return
-	case KindRetryable:
-		if !s.decideRetryable(row, next, attempt, r, d, now, &drop) {
-			w.outcome(row.TaskID, row.Run, attempt, "retryable", 0)
-			return
-		}
-		if d.Outcome == OutcomeDeferred {
-			*row = *next
-			w.put(row)
-			w.outcome(row.TaskID, row.Run, attempt, "retryable", 0)
-			return
-		}
-		// A stand-in Fatal: recorded like a result.
-		status, msgs = queue.StatusFatal, r.Messages
-	case KindReport:
-		if !s.decideReport(row, next, attempt, r, d, now, &drop) {
-			w.outcome(row.TaskID, row.Run, attempt, string(d.Outcome), r.Status)
-			return
-		}
-		status, msgs = r.Status, r.Messages
-	}
-	d.Status = status
-	if publish != nil {
-		if err := publish(d); err != nil {
-			d.Outcome, d.Reason, d.Status = OutcomePublishFail, err.Error(), queue.Status(ct.task.Status)
-			s.logger.Warn("result not published; the earlier state stands",
-				"task_id", r.TaskID, "worker", r.Worker, "error", err)
-			return
-		}
-	}
-	if drop {
-		w.del(row)
-		ct.rows = slices.DeleteFunc(ct.rows, func(x *dbsqlc.Dispatch) bool { return x == row })
-	} else {
-		*row = *next
-		w.put(row)
-	}
-	ct.task.Status = int16(status)
-	w.setTask(row.TaskID, status, ct.task.Run)
-	w.messages[rowKey{row.TaskID, row.Run}] = msgs
-	if d.Replaced != nil && d.Replaced.Attempt != attempt {
-		w.outcome(row.TaskID, row.Run, d.Replaced.Attempt, "replaced", 0)
-	}
-	outcome := "accepted"
-	if d.Outcome == OutcomeFinal {
-		outcome = "retryable"
-	}
-	w.outcome(row.TaskID, row.Run, attempt, outcome, status)
-}
-
-// claimReserved readies a reserved row for the decision on a reply, and reports whether to go
-// on deciding. A reply from a worker of an earlier attempt is decided as if the row were still
-// the queued retry it was reserved from (a result after requeue). Any other reply is the
-// hand-out's: unless the task is still in this replica's stock, its attempt is recorded now, to
-// the worker the reply names (under CURVE, a worker of its key), and the row goes in flight, as
-// its attribution would have made it.
-func (s *Store) claimReserved(row *dbsqlc.Dispatch, taskRun int32, r *Result, d *Decision, now time.Time, w *writes, stocked func(int64) bool) bool {
-	if row.Run < taskRun {
-		return true // an earlier run's: decided as stale
-	}
-	if heldEarlier(row, r) {
-		row.State, row.Queued = StateSettling, true
-		row.ForgetAt = ptrTime(now.Add(s.cfg.LateResultWindow))
-		return true
-	}
-	if stocked != nil && stocked(row.TaskID) {
-		d.Outcome, d.Reason = OutcomeUnknown, "the task is reserved by this replica and was not handed out"
-		if r.Kind == KindRetryable {
-			d.Outcome = OutcomeDropped
-		}
-		return false
-	}
-	leasedAt := now
-	if !r.HandedOut.IsZero() {
-		// The hand-out's time by the database clock: now less its age by the replica's
-		// monotonic clock, never before the reservation.
-		leasedAt = maxTime(row.LeasedAt, now.Add(-time.Since(r.HandedOut)))
-	}
-	row.AttemptWorkers = append(row.AttemptWorkers, r.Worker)
-	row.State, row.LeasedAt = StateInFlight, leasedAt
-	row.Deadline = leaseDeadline(row, leasedAt)
-	w.put(row)
-	w.attempts = append(w.attempts, newAttempt{TaskID: row.TaskID, Run: row.Run, Attempt: int32(currentAttempt(row)),
-		Worker: r.Worker, Replica: row.Replica, LeasedAt: leasedAt})
-	d.AttributedAtClaim = true
-	return true
-}
-
-// heldEarlier reports whether r comes from the worker (under CURVE, the key) of an earlier
-// attempt of row.
-func heldEarlier(row *dbsqlc.Dispatch, r *Result) bool {
-	if r.Key == "" {
-		return slices.Contains(row.AttemptWorkers, r.Worker)
-	}
-	prefix := keyPrefix(r.Key)
-	return slices.ContainsFunc(row.AttemptWorkers, func(w string) bool { return strings.HasPrefix(w, prefix) })
-}
-
-// hold puts next out of flight, held for late results with f as the result that stands.
-func (s *Store) hold(next *dbsqlc.Dispatch, f *Finished, now time.Time) {
-	next.State, next.Queued, next.Answered, next.ReceivedAt = StateSettling, false, false, nil
-	setFinished(next, f)
-	next.ForgetAt = ptrTime(now.Add(s.cfg.LateResultWindow))
-}
-
-// decideReport is claim_result: it reports whether the result is accepted, filling d and next.
-func (s *Store) decideReport(row, next *dbsqlc.Dispatch, attempt int, r *Result, d *Decision, now time.Time, drop *bool) bool {
-	failure := r.Status.Failure()
-	if row.State == StateInFlight {
-		attempts := len(row.AttemptWorkers)
-		older := attempt+1 < attempts
-		d.Outcome = OutcomeAccepted
-		if older {
-			d.Late = LateOlderAttempt
-		}
-		// Held when a later result may still replace it: a newer attempt runs, or this is a
-		// failure that any usable result replaces. A single-attempt failure is not held.
-		if (older || (failure && attempts > 1)) && s.cfg.LateResultWindow > 0 {
-			s.hold(next, &Finished{attempt, r.Status}, now)
-			next.DeadLettered = false
-		} else {
-			*drop = true
-		}
-		return true
-	}
-	// Settling: a usable result replaces a failure and a failure never replaces a usable result;
-	// between results of one kind, the newer attempt wins.
-	if f := finishedOf(row); f != nil {
-		var replaces bool
-		switch {
-		case f.Status.Failure() && !failure:
-			replaces = true
-		case !f.Status.Failure() && failure:
-			replaces = false
-		default:
-			replaces = attempt > f.Attempt
-		}
-		if !replaces {
-			d.Outcome, d.Reason = OutcomeSuperseded, fmt.Sprintf("attempt %d's result stands", f.Attempt)
-			return false
-		}
-		d.Late = LateReplacesFailure
-		if attempt > f.Attempt {
-			d.Late = LateNewerAttempt
-		}
-		d.Replaced = f
-	} else if row.DeadLettered {
-		d.Late = LateAfterDeadLetter
-	} else {
-		d.Late = LateAfterRequeue
-	}
-	d.Outcome = OutcomeAccepted
-	s.hold(next, &Finished{attempt, r.Status}, now)
-	return true
-}
-
-// decideRetryable is defer_retryable: it reports whether the cause changes the row (Deferred or
-// Final), filling d and next.
-func (s *Store) decideRetryable(row, next *dbsqlc.Dispatch, attempt int, r *Result, d *Decision, now time.Time, drop *bool) bool {
-	if row.State == StateInFlight {
-		if attempt != currentAttempt(row) {
-			d.Outcome, d.Reason = OutcomeDropped, "an older attempt's cause; a newer attempt is running"
-			return false
-		}
-		if exhausted(row) {
-			// The last attempt: the cause is the task's stand-in Fatal, held for a usable late result.
-			d.Outcome = OutcomeFinal
-			if s.cfg.LateResultWindow > 0 {
-				s.hold(next, &Finished{attempt, queue.StatusFatal}, now)
-				next.DeadLettered = true
-			} else {
-				*drop = true
-			}
-			return true
-		}
-		next.LastCause = encodeCause(r.Messages)
-		next.Deadline = now // due at the next reap
-		next.Answered = true
-		next.ReceivedAt = nil
-		d.Outcome = OutcomeDeferred
-		return true
-	}
-	switch {
-	case finishedOf(row) != nil:
-		d.Outcome, d.Reason = OutcomeDropped, "a result for the task already landed"
-	case row.DeadLettered:
-		d.Outcome, d.Reason = OutcomeDropped, "the task was already dead-lettered"
-	case attempt != currentAttempt(row):
-		d.Outcome, d.Reason = OutcomeDropped, "an older attempt's cause; the newest attempt's stands"
-	default:
-		next.LastCause = encodeCause(r.Messages)
-		d.Outcome = OutcomeDeferred
-		return true
-	}
-	return false
 }

@@ -1,32 +1,17 @@
+// The claim rules: how a reply is decided against its task's dispatch rows (the reference
+// dispatcher's claim_result and defer_retryable), and the vocabulary of the decisions.
+
 package lease
 
 import (
-	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
-
-// Row states of dispatch.state.
-const (
-	// StateReserved: held by a replica for a hand-out until its deadline, no worker yet.
-	StateReserved = "reserved"
-	StateInFlight = "in_flight"
-	StateSettling = "settling"
-)
-
-// leaseDeadline is when a lease of d started at leasedAt expires: its attempt's share of the
-// lease grows with each retry, (retries + 1) × lease. sql/lease.sql's Attribute computes the
-// same in SQL; nothing else does.
-func leaseDeadline(d *dbsqlc.Dispatch, leasedAt time.Time) time.Time {
-	return leasedAt.Add(time.Duration(d.Retries+1) * time.Duration(d.LeaseTimeoutSeconds) * time.Second)
-}
-
-// leaseSeconds is a service's lease as a row captures it at its first reservation: whole seconds,
-// at least one. Both reservation paths store it; leaseDeadline and Attribute multiply it.
-func leaseSeconds(timeout time.Duration) int32 { return int32(max(timeout/time.Second, 1)) }
 
 // Late says why an accepted result came after its lease expired.
 type Late string
@@ -87,12 +72,6 @@ func setFinished(d *dbsqlc.Dispatch, f *Finished) {
 	d.FinishedAttempt, d.FinishedStatus = &a, &st
 }
 
-func cloneRow(d *dbsqlc.Dispatch) *dbsqlc.Dispatch {
-	c := *d
-	c.AttemptWorkers = slices.Clone(d.AttemptWorkers)
-	return &c
-}
-
 // expiredHold reports whether a settling row's late-result window has passed: it no longer takes
 // results. A queued retry is never past it before it is leased.
 func expiredHold(d *dbsqlc.Dispatch, now time.Time) bool {
@@ -133,26 +112,329 @@ func locate(rows []*dbsqlc.Dispatch, taskRun int32, worker string) (*dbsqlc.Disp
 	return current, currentAttempt(current)
 }
 
-func encodeCause(msgs []queue.Message) json.RawMessage {
-	if len(msgs) == 0 {
-		return nil
-	}
-	b, err := json.Marshal(msgs)
-	if err != nil {
-		return nil
-	}
-	return b
+// Outcome is what became of a Result.
+type Outcome string
+
+// The outcomes of a Result.
+const (
+	OutcomeAccepted     Outcome = "accepted"      // recorded: it is the task's result
+	OutcomeSuperseded   Outcome = "superseded"    // a result that must stand already landed
+	OutcomeStale        Outcome = "stale"         // it belongs to an earlier run
+	OutcomeUnknown      Outcome = "unknown"       // no such task in flight or held
+	OutcomeWrongService Outcome = "wrong_service" // the task belongs to another service
+	OutcomeDeferred     Outcome = "deferred"      // a retryable cause: the next reap requeues it
+	OutcomeFinal        Outcome = "final"         // a retryable cause on the last attempt: its stand-in Fatal
+	OutcomeDropped      Outcome = "dropped"       // a retryable cause with nothing to retry
+	OutcomeUnusable     Outcome = "unusable"      // noted; the reaper moves the task on
+	OutcomePublishFail  Outcome = "publish_failed"
+)
+
+// AttemptOutcome is what became of an attempt, as attempts.outcome records it.
+type AttemptOutcome string
+
+// The attempt outcomes.
+const (
+	AttemptAccepted     AttemptOutcome = "accepted"      // its result is (or was) the task's
+	AttemptRetryable    AttemptOutcome = "retryable"     // it answered with a retryable cause
+	AttemptUnusable     AttemptOutcome = "unusable"      // it answered with nothing usable
+	AttemptStale        AttemptOutcome = "stale"         // its result came after a rerun
+	AttemptSuperseded   AttemptOutcome = "superseded"    // its result came after one that stands
+	AttemptReplaced     AttemptOutcome = "replaced"      // its result was replaced by a later one
+	AttemptExpired      AttemptOutcome = "expired"       // its lease ran out unanswered
+	AttemptDeadLettered AttemptOutcome = "dead_lettered" // the last attempt, expired
+)
+
+// claimStep is what every decision of one claim transaction shares: its clock, its writes and
+// the caller's hooks.
+type claimStep struct {
+	now   time.Time
+	w     *writes
+	hooks ClaimHooks
 }
 
-func decodeCause(raw json.RawMessage) []queue.Message {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
+// decide settles one result against its task's locked rows, updating them in place when the
+// decision stands (and publish succeeded).
+func (s *Store) decide(step *claimStep, ct *claimTask, r *Result, d *Decision) {
+	now, w := step.now, step.w
+	if i := slices.IndexFunc(ct.rows, func(x *dbsqlc.Dispatch) bool { return x.State == StateReserved }); i >= 0 {
+		if !s.claimReserved(step, ct.rows[i], ct.task.Run, r, d) {
+			return
+		}
 	}
+	row, attempt := locateResult(ct.rows, ct.task.Run, r)
+	if row == nil {
+		d.Outcome, d.Reason = OutcomeUnknown, "the task is not in flight or held"
+		if r.Kind == KindRetryable {
+			d.Outcome = OutcomeDropped
+		}
+		if r.Key != "" && len(ct.rows) > 0 {
+			d.Outcome, d.Reason = OutcomeNotHolder, "key "+r.Key+" held no attempt of the task"
+		}
+		return
+	}
+	d.Run, d.Attempt, d.Attempts = row.Run, attempt, len(row.AttemptWorkers)
+	if row.Run < ct.task.Run {
+		d.Outcome, d.Reason = OutcomeStale, "an earlier run's reply"
+		if r.Kind == KindRetryable {
+			d.Outcome = OutcomeDropped
+		}
+		w.outcome(row.TaskID, row.Run, attempt, AttemptStale, 0)
+		return
+	}
+	if expiredHold(row, now) || (row.State == StateSettling && s.lateWindow() == 0) {
+		d.Outcome, d.Reason = OutcomeUnknown, "the late-result window has passed"
+		if r.Kind == KindRetryable {
+			d.Outcome = OutcomeDropped
+		}
+		return
+	}
+	next := cloneRow(row)
 	var msgs []queue.Message
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return nil
+	status := queue.Status(ct.task.Status)
+	var drop bool // the new row state is a delete
+	switch r.Kind {
+	case KindUnusable:
+		d.Outcome = OutcomeUnusable
+		w.outcome(row.TaskID, row.Run, attempt, AttemptUnusable, 0)
+		if row.State == StateInFlight && attempt == currentAttempt(row) && !row.Answered {
+			next.Answered = true
+			next.ReceivedAt = nil
+			*row = *next
+			w.put(row)
+		}
+		return
+	case KindRetryable:
+		var changes bool
+		if changes, drop = s.decideRetryable(row, next, attempt, r, d, now); !changes {
+			w.outcome(row.TaskID, row.Run, attempt, AttemptRetryable, 0)
+			return
+		}
+		if d.Outcome == OutcomeDeferred {
+			*row = *next
+			w.put(row)
+			w.outcome(row.TaskID, row.Run, attempt, AttemptRetryable, 0)
+			return
+		}
+		// A stand-in Fatal: recorded like a result.
+		status, msgs = queue.StatusFatal, r.Messages
+	case KindReport:
+		var accepted bool
+		if accepted, drop = s.decideReport(row, next, attempt, r, d, now); !accepted {
+			w.outcome(row.TaskID, row.Run, attempt, AttemptSuperseded, r.Status)
+			return
+		}
+		status, msgs = r.Status, r.Messages
 	}
-	return msgs
+	d.Status = status
+	if step.hooks.Publish != nil {
+		if err := step.hooks.Publish(d); err != nil {
+			d.Outcome, d.Reason, d.Status = OutcomePublishFail, err.Error(), queue.Status(ct.task.Status)
+			s.logger.Warn("result not published; the earlier state stands",
+				"task_id", r.TaskID, "worker", r.Worker, "error", err)
+			return
+		}
+	}
+	if drop {
+		w.del(row)
+		ct.rows = slices.DeleteFunc(ct.rows, func(x *dbsqlc.Dispatch) bool { return x == row })
+	} else {
+		*row = *next
+		w.put(row)
+	}
+	ct.task.Status = int16(status)
+	w.setTask(row.TaskID, status, ct.task.Run)
+	w.messages[rowKey{row.TaskID, row.Run}] = msgs
+	if d.Replaced != nil && d.Replaced.Attempt != attempt {
+		w.outcome(row.TaskID, row.Run, d.Replaced.Attempt, AttemptReplaced, 0)
+	}
+	outcome := AttemptAccepted
+	if d.Outcome == OutcomeFinal {
+		outcome = AttemptRetryable
+	}
+	w.outcome(row.TaskID, row.Run, attempt, outcome, status)
 }
 
-func ptrTime(t time.Time) *time.Time { return &t }
+// claimReserved readies a reserved row for the decision on a reply, and reports whether to go
+// on deciding. A reply from a worker of an earlier attempt is decided as if the row were still
+// the queued retry it was reserved from (a result after requeue). Any other reply is the
+// hand-out's: unless the task is still in this replica's stock, its attempt is recorded now, to
+// the worker the reply names (under CURVE, a worker of its key), and the row goes in flight, as
+// its attribution would have made it.
+func (s *Store) claimReserved(step *claimStep, row *dbsqlc.Dispatch, taskRun int32, r *Result, d *Decision) bool {
+	now, w, stocked := step.now, step.w, step.hooks.Stocked
+	if row.Run < taskRun {
+		return true // an earlier run's: decided as stale
+	}
+	if heldEarlier(row, r) {
+		row.State, row.Queued = StateSettling, true
+		row.ForgetAt = ptrTime(now.Add(s.lateWindow()))
+		return true
+	}
+	if stocked != nil && stocked(row.TaskID) {
+		d.Outcome, d.Reason = OutcomeUnknown, "the task is reserved by this replica and was not handed out"
+		if r.Kind == KindRetryable {
+			d.Outcome = OutcomeDropped
+		}
+		return false
+	}
+	leasedAt := now
+	if !r.HandedOut.IsZero() {
+		// The hand-out's time by the database clock: now less its age by the replica's
+		// monotonic clock, never before the reservation.
+		leasedAt = maxTime(row.LeasedAt, now.Add(-time.Since(r.HandedOut)))
+	}
+	row.AttemptWorkers = append(row.AttemptWorkers, r.Worker)
+	row.State, row.LeasedAt = StateInFlight, leasedAt
+	row.Deadline = leaseDeadline(row, leasedAt)
+	w.put(row)
+	w.attempts = append(w.attempts, newAttempt{TaskID: row.TaskID, Run: row.Run, Attempt: int32(currentAttempt(row)),
+		Worker: r.Worker, Replica: row.Replica, LeasedAt: leasedAt})
+	d.AttributedAtClaim = true
+	return true
+}
+
+// heldEarlier reports whether r comes from the worker (under CURVE, the key) of an earlier
+// attempt of row.
+func heldEarlier(row *dbsqlc.Dispatch, r *Result) bool {
+	if r.Key == "" {
+		return slices.Contains(row.AttemptWorkers, r.Worker)
+	}
+	prefix := keyPrefix(r.Key)
+	return slices.ContainsFunc(row.AttemptWorkers, func(w string) bool { return strings.HasPrefix(w, prefix) })
+}
+
+// hold puts next out of flight, held for late results with f as the result that stands.
+func (s *Store) hold(next *dbsqlc.Dispatch, f *Finished, now time.Time) {
+	next.State, next.Queued, next.Answered, next.ReceivedAt = StateSettling, false, false, nil
+	setFinished(next, f)
+	next.ForgetAt = ptrTime(now.Add(s.lateWindow()))
+}
+
+// decideReport is claim_result: it reports whether the result is accepted, filling d and next,
+// and whether the row goes (drop) rather than becoming next.
+func (s *Store) decideReport(row, next *dbsqlc.Dispatch, attempt int, r *Result, d *Decision, now time.Time) (accepted, drop bool) {
+	failure := r.Status.Failure()
+	if row.State == StateInFlight {
+		attempts := len(row.AttemptWorkers)
+		older := attempt+1 < attempts
+		d.Outcome = OutcomeAccepted
+		if older {
+			d.Late = LateOlderAttempt
+		}
+		// Held when a later result may still replace it: a newer attempt runs, or this is a
+		// failure that any usable result replaces. A single-attempt failure is not held.
+		if (older || (failure && attempts > 1)) && s.lateWindow() > 0 {
+			s.hold(next, &Finished{attempt, r.Status}, now)
+			next.DeadLettered = false
+			return true, false
+		}
+		return true, true
+	}
+	// Settling: a usable result replaces a failure and a failure never replaces a usable result;
+	// between results of one kind, the newer attempt wins.
+	if f := finishedOf(row); f != nil {
+		var replaces bool
+		switch {
+		case f.Status.Failure() && !failure:
+			replaces = true
+		case !f.Status.Failure() && failure:
+			replaces = false
+		default:
+			replaces = attempt > f.Attempt
+		}
+		if !replaces {
+			d.Outcome, d.Reason = OutcomeSuperseded, fmt.Sprintf("attempt %d's result stands", f.Attempt)
+			return false, false
+		}
+		d.Late = LateReplacesFailure
+		if attempt > f.Attempt {
+			d.Late = LateNewerAttempt
+		}
+		d.Replaced = f
+	} else if row.DeadLettered {
+		d.Late = LateAfterDeadLetter
+	} else {
+		d.Late = LateAfterRequeue
+	}
+	d.Outcome = OutcomeAccepted
+	s.hold(next, &Finished{attempt, r.Status}, now)
+	return true, false
+}
+
+// decideRetryable is defer_retryable: it reports whether the cause changes the row (Deferred or
+// Final), filling d and next, and whether the row goes (drop) rather than becoming next.
+func (s *Store) decideRetryable(row, next *dbsqlc.Dispatch, attempt int, r *Result, d *Decision, now time.Time) (changes, drop bool) {
+	if row.State == StateInFlight {
+		if attempt != currentAttempt(row) {
+			d.Outcome, d.Reason = OutcomeDropped, "an older attempt's cause; a newer attempt is running"
+			return false, false
+		}
+		if exhausted(row) {
+			// The last attempt: the cause is the task's stand-in Fatal, held for a usable late result.
+			d.Outcome = OutcomeFinal
+			if s.lateWindow() == 0 {
+				return true, true
+			}
+			s.hold(next, &Finished{attempt, queue.StatusFatal}, now)
+			next.DeadLettered = true
+			return true, false
+		}
+		next.LastCause = encodeCause(r.Messages)
+		next.Deadline = now // due at the next reap
+		next.Answered = true
+		next.ReceivedAt = nil
+		d.Outcome = OutcomeDeferred
+		return true, false
+	}
+	switch {
+	case finishedOf(row) != nil:
+		d.Outcome, d.Reason = OutcomeDropped, "a result for the task already landed"
+	case row.DeadLettered:
+		d.Outcome, d.Reason = OutcomeDropped, "the task was already dead-lettered"
+	case attempt != currentAttempt(row):
+		d.Outcome, d.Reason = OutcomeDropped, "an older attempt's cause; the newest attempt's stands"
+	default:
+		next.LastCause = encodeCause(r.Messages)
+		d.Outcome = OutcomeDeferred
+		return true, false
+	}
+	return false, false
+}
+
+// OutcomeNotHolder is the outcome of a reply that came with an authenticated key (Result.Key)
+// holding no attempt of the task: under CURVE only a key the task was leased to may answer it.
+const OutcomeNotHolder Outcome = "not_holder"
+
+// locateResult is locate for a reply. A reply without a key follows the reference's rule (an
+// unrecorded worker counts as the newest attempt). A reply with a key is attributed only to an
+// attempt of a worker of that key: the worker's own newest attempt, else the key's newest
+// attempt in the newest run it held one; nil when the key held none.
+func locateResult(rows []*dbsqlc.Dispatch, taskRun int32, r *Result) (*dbsqlc.Dispatch, int) {
+	if r.Key == "" {
+		return locate(rows, taskRun, r.Worker)
+	}
+	prefix := keyPrefix(r.Key)
+	exact := strings.HasPrefix(r.Worker, prefix)
+	for _, match := range []func(string) bool{
+		func(w string) bool { return exact && w == r.Worker },
+		func(w string) bool { return strings.HasPrefix(w, prefix) },
+	} {
+		var found *dbsqlc.Dispatch
+		attempt := -1
+		for _, row := range rows {
+			if found != nil && row.Run <= found.Run {
+				continue
+			}
+			for i := len(row.AttemptWorkers) - 1; i >= 0; i-- {
+				if match(row.AttemptWorkers[i]) {
+					found, attempt = row, i
+					break
+				}
+			}
+		}
+		if found != nil {
+			return found, attempt
+		}
+	}
+	return nil, -1
+}

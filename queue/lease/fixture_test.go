@@ -74,7 +74,7 @@ func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 	return f
 }
 
-func noWindow(c *Config) { c.LateResultWindow = -1 }
+func noWindow(c *Config) { c.LateResultWindow = LateResultWindowNone }
 
 func (f *fixture) service(name string, lease time.Duration) int32 {
 	f.t.Helper()

@@ -168,9 +168,6 @@ func newWalk(f *fixture, seed int64, invs []invariant) *walk {
 	w.other = f.service("other", 0)
 	cfg := f.store.Config()
 	cfg.Replica = "r2"
-	if cfg.LateResultWindow == 0 {
-		cfg.LateResultWindow = -1 // none, as New reads it
-	}
 	w.replicas = []*walkReplica{{store: f.store}, {store: New(f.pool, cfg)}}
 	return w
 }

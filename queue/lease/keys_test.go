@@ -103,46 +103,6 @@ func TestKeyedClaim(t *testing.T) {
 	})
 }
 
-func TestWorkerKeys(t *testing.T) {
-	f := newFixture(t)
-	const k1 = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"
-	const k2 = "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID"
-	_, err := f.store.AllowKey(f.ctx, "short", "alice")
-	require.Error(t, err)
-	_, err = f.store.AllowKey(f.ctx, k1, "a/b")
-	require.Error(t, err, "a name with a path character")
-	_, err = f.store.AllowKey(f.ctx, k1, "alice")
-	require.NoError(t, err)
-	_, err = f.store.AllowKey(f.ctx, k2, "alice")
-	require.NoError(t, err, "two keys may share a name during a rotation")
-	allowed, err := f.store.AllowedKeys(f.ctx)
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{k1: "alice", k2: "alice"}, allowed)
-
-	revoked, err := f.store.RevokeKeys(f.ctx, k1, "")
-	require.NoError(t, err)
-	require.Len(t, revoked, 1)
-	allowed, err = f.store.AllowedKeys(f.ctx)
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{k2: "alice"}, allowed)
-	_, err = f.store.RevokeKeys(f.ctx, k1, "")
-	require.ErrorIs(t, err, queue.ErrNotFound, "already revoked")
-
-	// Allowing a revoked key again lets it back in.
-	_, err = f.store.AllowKey(f.ctx, k1, "alice2")
-	require.NoError(t, err)
-	revoked, err = f.store.RevokeKeys(f.ctx, "", "alice")
-	require.NoError(t, err)
-	require.Len(t, revoked, 1)
-	require.Equal(t, k2, revoked[0].PublicKey)
-	allowed, err = f.store.AllowedKeys(f.ctx)
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{k1: "alice2"}, allowed)
-	all, err := f.store.WorkerKeys(f.ctx)
-	require.NoError(t, err)
-	require.Len(t, all, 2)
-}
-
 func TestKeyOfWorker(t *testing.T) {
 	for _, tt := range []struct{ worker, key string }{
 		{KeyedWorker("alice", "w1"), "alice"},

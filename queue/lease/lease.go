@@ -135,7 +135,7 @@ func (s *Store) Return(ctx context.Context, leases []Lease) (int, error) {
 			}
 			d.AttemptWorkers = d.AttemptWorkers[:l.Attempt]
 			d.State, d.Queued = StateSettling, true
-			d.ForgetAt = ptrTime(now.Add(s.cfg.LateResultWindow))
+			d.ForgetAt = ptrTime(now.Add(s.lateWindow()))
 			w.put(d)
 		}
 		return w.flush(ctx, q, now, s.cfg.Replica)

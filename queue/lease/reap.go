@@ -50,7 +50,7 @@ func (s *Store) Reap(ctx context.Context, max int) (ReapSummary, error) {
 			if !d.Answered {
 				// An answered attempt (an unusable reply) keeps that outcome: it did reply, and
 				// the audit trail says how.
-				w.outcome(d.TaskID, d.Run, currentAttempt(d), "expired", 0)
+				w.outcome(d.TaskID, d.Run, currentAttempt(d), AttemptExpired, 0)
 			}
 			if d.Run != rows[i].TaskRun {
 				// A row of an earlier run can only be in flight through a hand edit: hold it.
@@ -66,8 +66,8 @@ func (s *Store) Reap(ctx context.Context, max int) (ReapSummary, error) {
 				}
 				w.setTask(d.TaskID, queue.StatusFatal, d.Run)
 				w.messages[rowKey{d.TaskID, d.Run}] = cause
-				w.outcome(d.TaskID, d.Run, currentAttempt(d), "dead_lettered", 0)
-				if s.cfg.LateResultWindow > 0 {
+				w.outcome(d.TaskID, d.Run, currentAttempt(d), AttemptDeadLettered, 0)
+				if s.lateWindow() > 0 {
 					s.hold(d, nil, now)
 					d.DeadLettered = true
 					w.put(d)

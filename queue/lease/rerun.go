@@ -105,7 +105,7 @@ func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, erro
 			return fmt.Errorf("drop old reservations: %w", err)
 		}
 		sum.Unreserved = int(unreserved)
-		settled, err := q.DispatchSettleEarlierRuns(ctx, now.Add(s.cfg.LateResultWindow), ids, runs)
+		settled, err := q.DispatchSettleEarlierRuns(ctx, now.Add(s.lateWindow()), ids, runs)
 		if err != nil {
 			return fmt.Errorf("settle old runs: %w", err)
 		}

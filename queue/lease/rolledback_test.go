@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,9 +35,25 @@ func TestRolledBackOnlyWhenTheServerSaidSo(t *testing.T) {
 	defer victim.Close(ctx)
 	var pid int
 	require.NoError(t, victim.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+	// The victim waits in a statement when it is terminated, so the FATAL is the answer it
+	// reads (a statement sent after the termination may fail to write instead).
+	done := make(chan error, 1)
+	go func() {
+		_, err := victim.Exec(ctx, "SELECT pg_sleep(60)")
+		done <- err
+	}()
+	for range 600 { // bounded: 60 s
+		var waiting bool
+		require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE pid = $1 AND state = 'active' AND query LIKE '%pg_sleep%')`, pid).Scan(&waiting))
+		if waiting {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	_, err = conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
 	require.NoError(t, err)
-	_, err = victim.Exec(ctx, "SELECT 1")
+	err = <-done
 	require.Error(t, err)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr, "the server ends the session with FATAL")

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +22,8 @@ type Config struct {
 	Replica string
 	// LeaseTimeout is the lease of a service without its own lease_timeout_seconds.
 	LeaseTimeout time.Duration
-	// LateResultWindow is how long a task out of flight is held for a late result (0: none).
+	// LateResultWindow is how long a task out of flight is held for a late result;
+	// LateResultWindowNone (negative): not at all.
 	LateResultWindow time.Duration
 	// ReceiptGrace is how long a result marked received (Receive) holds the reaper off.
 	ReceiptGrace time.Duration
@@ -37,20 +39,33 @@ type Config struct {
 
 // Defaults of Config.
 const (
+	ReplicaDefault          = "replica"
 	LeaseTimeoutDefault     = 240 * time.Second
 	LateResultWindowDefault = time.Hour
 	ReceiptGraceDefault     = 2 * time.Minute
 )
 
-// ConfigDefault returns a Config with every default set.
-func ConfigDefault() Config {
-	return Config{
-		Replica:          "replica",
-		LeaseTimeout:     LeaseTimeoutDefault,
-		LateResultWindow: LateResultWindowDefault,
-		ReceiptGrace:     ReceiptGraceDefault,
-		ReservationTTL:   ReservationTTLDefault,
+// LateResultWindowNone, as Config.LateResultWindow, holds no task for late results.
+const LateResultWindowNone = time.Duration(-1)
+
+// WithDefaults returns a copy of c with every zero field set to its default; a negative
+// duration is taken as zero too, except LateResultWindow, where it means none.
+func (c Config) WithDefaults() Config {
+	orDefault := func(d, def time.Duration) time.Duration {
+		if d <= 0 {
+			return def
+		}
+		return d
 	}
+	c.Replica = cmp.Or(c.Replica, ReplicaDefault)
+	c.LeaseTimeout = orDefault(c.LeaseTimeout, LeaseTimeoutDefault)
+	c.LateResultWindow = cmp.Or(c.LateResultWindow, LateResultWindowDefault)
+	c.ReceiptGrace = orDefault(c.ReceiptGrace, ReceiptGraceDefault)
+	c.ReservationTTL = orDefault(c.ReservationTTL, ReservationTTLDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
 }
 
 // Store runs the lease state machine's transitions against Postgres.
@@ -62,33 +77,14 @@ type Store struct {
 	todo   cursors // where each service's next scan for TODO tasks starts
 }
 
-// New returns a Store on pool. Zero fields of cfg take their defaults, except
-// LateResultWindow, where a negative value means none.
+// New returns a Store on pool, with cfg's defaults applied (Config.WithDefaults).
 func New(pool *pgxpool.Pool, cfg Config) *Store {
-	if cfg.Replica == "" {
-		cfg.Replica = "replica"
-	}
-	if cfg.LeaseTimeout <= 0 {
-		cfg.LeaseTimeout = LeaseTimeoutDefault
-	}
-	if cfg.LateResultWindow == 0 {
-		cfg.LateResultWindow = LateResultWindowDefault
-	}
-	if cfg.LateResultWindow < 0 {
-		cfg.LateResultWindow = 0
-	}
-	if cfg.ReceiptGrace <= 0 {
-		cfg.ReceiptGrace = ReceiptGraceDefault
-	}
-	if cfg.ReservationTTL <= 0 {
-		cfg.ReservationTTL = ReservationTTLDefault
-	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Store{pool: pool, cfg: cfg, logger: logger.With("component", "lease")}
+	cfg = cfg.WithDefaults()
+	return &Store{pool: pool, cfg: cfg, logger: cfg.Logger.With("component", "lease")}
 }
+
+// lateWindow is how long a task out of flight is held for a late result: 0 for none.
+func (s *Store) lateWindow() time.Duration { return max(s.cfg.LateResultWindow, 0) }
 
 // Pool returns the store's pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -58,7 +58,7 @@ type newAttempt struct {
 }
 
 type outcomeWrite struct {
-	outcome string
+	outcome AttemptOutcome
 	status  queue.Status
 }
 
@@ -91,12 +91,12 @@ func (w *writes) setTask(id int64, status queue.Status, run int32) {
 
 // outcome records what became of an attempt; an accepted attempt keeps that outcome against a
 // repeat of its own result.
-func (w *writes) outcome(task int64, run int32, attempt int, outcome string, status queue.Status) {
+func (w *writes) outcome(task int64, run int32, attempt int, outcome AttemptOutcome, status queue.Status) {
 	if attempt < 0 {
 		return
 	}
 	k := attemptKey{task, run, int32(attempt)}
-	if prev, ok := w.outcomes[k]; ok && prev.outcome == "accepted" && (outcome == "superseded" || outcome == "stale") {
+	if prev, ok := w.outcomes[k]; ok && prev.outcome == AttemptAccepted && (outcome == AttemptSuperseded || outcome == AttemptStale) {
 		return
 	}
 	w.outcomes[k] = outcomeWrite{outcome, status}
@@ -149,7 +149,7 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 		p.NewReplicas, p.NewLeasedAts = append(p.NewReplicas, a.Replica), append(p.NewLeasedAts, a.LeasedAt)
 		// Its outcome goes with the insert (the statement's update cannot see the new row).
 		o := w.outcomes[attemptKey{a.TaskID, a.Run, a.Attempt}]
-		p.NewOutcomes, p.NewStatuses = append(p.NewOutcomes, o.outcome), append(p.NewStatuses, int16(o.status))
+		p.NewOutcomes, p.NewStatuses = append(p.NewOutcomes, string(o.outcome)), append(p.NewStatuses, int16(o.status))
 	}
 	added := make(map[attemptKey]bool, len(w.attempts))
 	for _, a := range w.attempts {
@@ -160,7 +160,7 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 			continue
 		}
 		p.OutTaskIds, p.OutRuns, p.OutAttempts = append(p.OutTaskIds, k.task), append(p.OutRuns, k.run), append(p.OutAttempts, k.attempt)
-		p.OutOutcomes, p.OutStatuses = append(p.OutOutcomes, o.outcome), append(p.OutStatuses, int16(o.status))
+		p.OutOutcomes, p.OutStatuses = append(p.OutOutcomes, string(o.outcome)), append(p.OutStatuses, int16(o.status))
 	}
 	for k, msgs := range w.messages {
 		p.MsgRunTaskIds, p.MsgRunRuns = append(p.MsgRunTaskIds, k.task), append(p.MsgRunRuns, k.run)

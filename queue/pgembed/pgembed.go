@@ -52,6 +52,13 @@ type Config struct {
 	SetupFunc func(ctx context.Context, dsn string) error
 	// Logger receives what the cluster does; nil discards it.
 	Logger *slog.Logger
+	// Throwaway gives up durability for speed, for clusters that are deleted after use (the
+	// tests' clusters): initdb without fsync, and fsync, synchronous_commit and
+	// full_page_writes off.
+	Throwaway bool
+	// Settings are further postgresql.conf lines ("max_connections = 300"), written after
+	// cortexq's own at each start, so that they win.
+	Settings []string
 }
 
 // DatabaseDefault is the database of a Config without one.
@@ -127,10 +134,6 @@ func (c *Cluster) Dir() string { return c.dir }
 
 // BinDir is the directory of the PostgreSQL binaries the cluster runs.
 func (c *Cluster) BinDir() string { return c.bin }
-
-// SocketDir is the directory of the cluster's unix socket. With a long path, it is only known
-// once the cluster has been started.
-func (c *Cluster) SocketDir() string { return c.sock }
 
 // DSN is the connection string of the cluster's database.
 func (c *Cluster) DSN() string { return c.dsn(c.cfg.Database) }
@@ -352,8 +355,11 @@ func (c *Cluster) initdb(ctx context.Context) error {
 		return fmt.Errorf("embedded postgres: data directory: %w", err)
 	}
 	// Unix socket only, reachable by the owner alone; trust is safe behind that.
-	if _, err := c.run(ctx, filepath.Join(c.bin, "initdb"), "-D", data, "-U", role, "-A", "trust",
-		"-E", "UTF8", "--locale=C"); err != nil {
+	args := []string{"-D", data, "-U", role, "-A", "trust", "-E", "UTF8", "--locale=C"}
+	if c.cfg.Throwaway {
+		args = append(args, "--no-sync")
+	}
+	if _, err := c.run(ctx, filepath.Join(c.bin, "initdb"), args...); err != nil {
 		os.RemoveAll(data)
 		return fmt.Errorf("embedded postgres: %w", err)
 	}
@@ -380,21 +386,25 @@ func (c *Cluster) start(ctx context.Context) error {
 	if filepath.Dir(c.sock) != c.dir {
 		c.logger.Info("the cluster's path is too long for a unix socket: the socket is elsewhere", "socket_dir", c.sock)
 	}
-	settings := strings.Join([]string{
+	durable := "on"
+	if c.cfg.Throwaway {
+		durable = "off"
+	}
+	lines := []string{
 		"# Written by cortexq at each start: do not edit.",
 		"listen_addresses = ''",
 		"unix_socket_directories = " + quoteConf(c.sock),
 		"unix_socket_permissions = 0700",
-		"fsync = on",
-		"synchronous_commit = on",
-		"full_page_writes = on",
+		"fsync = " + durable,
+		"synchronous_commit = " + durable,
+		"full_page_writes = " + durable,
 		// Room for a corpus's hot rows, and fewer checkpoints (each makes the next writes of
 		// every page log the whole page): durability is unchanged.
 		"shared_buffers = 512MB",
 		"max_wal_size = 4GB",
 		"checkpoint_timeout = 15min",
-		"",
-	}, "\n")
+	}
+	settings := strings.Join(append(append(lines, c.cfg.Settings...), ""), "\n")
 	if err := c.writeOwned(filepath.Join(c.dataDir(), "cortexq.conf"), os.O_TRUNC, settings); err != nil {
 		return fmt.Errorf("embedded postgres: %w", err)
 	}

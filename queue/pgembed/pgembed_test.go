@@ -111,10 +111,10 @@ func TestLongPathPutsTheSocketInTmp(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), strings.Repeat("a-long-directory-name-", 5), "home")
 	c := newCluster(t, dir, nil)
-	t.Cleanup(func() { os.RemoveAll(c.SocketDir()) }) // runs before the stop: the server does not mind
+	t.Cleanup(func() { os.RemoveAll(c.sock) }) // runs before the stop: the server does not mind
 	_, err := c.Start(ctx)
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(c.SocketDir(), "/tmp/cortexq-"), c.SocketDir())
+	require.True(t, strings.HasPrefix(c.sock, "/tmp/cortexq-"), c.sock)
 	require.Equal(t, "cortexq", query(t, c.DSN(), `SELECT current_database()`))
 }
 
@@ -133,15 +133,15 @@ func TestLongPathSocketDirIsPrivate(t *testing.T) {
 	t.Cleanup(func() { os.Remove(guessed) })
 
 	c := newCluster(t, dir, nil)
-	t.Cleanup(func() { os.RemoveAll(c.SocketDir()) }) // runs before the stop: the server does not mind
+	t.Cleanup(func() { os.RemoveAll(c.sock) }) // runs before the stop: the server does not mind
 	_, err := c.Start(ctx)
 	require.NoError(t, err)
 	fi, err := os.Stat(victim)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o755), fi.Mode().Perm(), "the link's target keeps its mode")
 	require.Equal(t, uint32(os.Geteuid()), fi.Sys().(*syscall.Stat_t).Uid, "the link's target keeps its owner")
-	require.NotEqual(t, guessed, c.SocketDir())
-	fi, err = os.Lstat(c.SocketDir())
+	require.NotEqual(t, guessed, c.sock)
+	fi, err = os.Lstat(c.sock)
 	require.NoError(t, err)
 	require.True(t, fi.IsDir(), "a directory, not a link: %s", fi.Mode())
 	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
@@ -150,14 +150,14 @@ func TestLongPathSocketDirIsPrivate(t *testing.T) {
 	// Another process finds the socket; a restart uses the same directory.
 	other, err := New(Config{Dir: dir})
 	require.NoError(t, err)
-	require.Equal(t, c.SocketDir(), other.SocketDir())
+	require.Equal(t, c.sock, other.sock)
 	require.Equal(t, "cortexq", query(t, other.DSN(), `SELECT current_database()`))
-	sock := c.SocketDir()
+	sock := c.sock
 	_, err = c.Stop(ctx)
 	require.NoError(t, err)
 	_, err = c.Start(ctx)
 	require.NoError(t, err)
-	require.Equal(t, sock, c.SocketDir())
+	require.Equal(t, sock, c.sock)
 }
 
 func TestNewNeedsBinaries(t *testing.T) {

@@ -25,10 +25,9 @@ import (
 var errNoPostgres = errors.New("PostgreSQL server binaries not found: run scripts/test (it installs them) " +
 	"or apt-get install postgresql, or set CORTEXQ_TEST_DATABASE_URL")
 
-// serverOptions are the postgres settings of a test cluster: unix socket only, and no durability
-// (tests only; benchmarks keep durable settings).
-const serverOptions = "-c listen_addresses='' -c fsync=off -c synchronous_commit=off " +
-	"-c full_page_writes=off -c max_connections=300 -c shared_buffers=128MB"
+// settings are the test clusters' postgresql.conf lines beyond the embedded cluster's (which
+// runs them throwaway: no durability).
+var settings = []string{"max_connections = 300", "shared_buffers = 128MB"}
 
 // templateName is the migrated database every test database is copied from.
 const templateName = "cortexq_template"
@@ -42,12 +41,10 @@ const templateLockKey = 0x636f727465787100 // "cortexq\x00"
 type Cluster struct {
 	base string // connection string of the server; DSN swaps in the database
 
-	// Local clusters only.
-	bin      string              // directory holding initdb and pg_ctl
-	dir      string              // temp dir: data/, the unix socket, postgres.log
-	cred     *syscall.Credential // set when root: postgres runs as the postgres user
-	watchdog *exec.Cmd           // stops the cluster if this process dies
-	lifeline *os.File            // write end of the watchdog's stdin; EOF means "we are gone"
+	// Local clusters only: the embedded cluster, with test settings.
+	pg       *pgembed.Cluster
+	watchdog *exec.Cmd // stops the cluster if this process dies
+	lifeline *os.File  // write end of the watchdog's stdin; EOF means "we are gone"
 
 	tmplOnce sync.Once
 	tmplErr  error
@@ -142,14 +139,14 @@ func (c *Cluster) NewPool(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
-// Stop stops a local cluster (pg_ctl stop -m fast): clients are disconnected and new connections
+// Stop stops a local cluster (fast shutdown): clients are disconnected and new connections
 // fail until Start.
 func (c *Cluster) Stop(t testing.TB) {
 	t.Helper()
 	c.mustLocal(t)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, err := c.pgctl("stop", "-m", "fast"); err != nil {
+	if _, err := c.pg.Stop(context.Background()); err != nil {
 		t.Fatalf("queuetest: %v", err)
 	}
 	c.running = false
@@ -161,25 +158,28 @@ func (c *Cluster) Start(t testing.TB) {
 	c.mustLocal(t)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, err := c.pgctl("start"); err != nil {
+	if _, err := c.pg.Start(context.Background()); err != nil {
 		t.Fatalf("queuetest: %v", err)
 	}
 	c.running = true
 }
 
-// Restart restarts a local cluster (pg_ctl restart -m fast), dropping every connection.
+// Restart restarts a local cluster (fast shutdown, then a start), dropping every connection.
 func (c *Cluster) Restart(t testing.TB) {
 	t.Helper()
 	c.mustLocal(t)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, err := c.pgctl("restart", "-m", "fast"); err != nil {
+	if _, err := c.pg.Stop(context.Background()); err != nil {
+		t.Fatalf("queuetest: %v", err)
+	}
+	if _, err := c.pg.Start(context.Background()); err != nil {
 		t.Fatalf("queuetest: %v", err)
 	}
 	c.running = true
 }
 
-func (c *Cluster) local() bool { return c.dir != "" }
+func (c *Cluster) local() bool { return c.pg != nil }
 
 func (c *Cluster) mustLocal(t testing.TB) {
 	t.Helper()
@@ -230,91 +230,48 @@ func (c *Cluster) createTemplate() error {
 	})
 }
 
-// startLocal creates and starts an ephemeral cluster in a new temp dir.
+// startLocal creates and starts an ephemeral cluster in a new directory in /tmp (short enough
+// for a unix socket's path, and reachable by the postgres user when we are root).
 func startLocal(t testing.TB) (*Cluster, error) {
 	t.Helper()
 	bin, err := findBin()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{bin: bin}
-	tmp := os.TempDir()
-	if c.cred, err = pgembed.ServerCredential(); err != nil {
-		return nil, err
-	}
-	if c.cred != nil {
-		// Run as the postgres user, in a directory it can reach (a temp dir under /root, mode
-		// 700, is not).
-		if !traversable(tmp) {
-			t.Logf("queuetest: running as root; %s is not reachable by the postgres user, using /tmp", tmp)
-			tmp = "/tmp"
-		}
-	}
-	// A unix socket path is limited to 107 bytes.
-	if len(tmp) > 60 {
-		tmp = "/tmp"
-	}
-	if c.dir, err = os.MkdirTemp(tmp, "cortexq-pg-"); err != nil {
+	dir, err := os.MkdirTemp("/tmp", "cortexq-pg-")
+	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	if c.cred != nil {
-		if err := os.Chown(c.dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
-			os.RemoveAll(c.dir)
-			return nil, fmt.Errorf("chown temp dir: %w", err)
-		}
+	// The server's user owns the directory, so that the watchdog, which runs as that user, can
+	// remove it.
+	cred, err := pgembed.ServerCredential()
+	if err == nil && cred != nil {
+		err = os.Chown(dir, int(cred.Uid), int(cred.Gid))
 	}
-	c.base = "postgres://postgres@/?host=" + url.QueryEscape(c.dir) + "&sslmode=disable"
-
-	if _, err := c.run(filepath.Join(bin, "initdb"), "-D", c.dataDir(), "-A", "trust", "-U", "postgres",
-		"--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
-		os.RemoveAll(c.dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	pg, err := pgembed.New(pgembed.Config{Dir: dir, BinDir: bin, Database: "postgres", Throwaway: true, Settings: settings})
+	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
+	c := &Cluster{pg: pg}
 	if err := c.startWatchdog(); err != nil {
-		os.RemoveAll(c.dir)
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	if _, err := c.pgctl("start"); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := pg.Start(ctx); err != nil {
 		_ = c.close() // the start error is the one to report
 		return nil, err
 	}
 	c.running = true
-	if c.cred != nil {
-		t.Logf("queuetest: started PostgreSQL (%s) as the postgres user in %s", bin, c.dir)
-	} else {
-		t.Logf("queuetest: started PostgreSQL (%s) in %s", bin, c.dir)
-	}
+	c.base = pg.DSN()
+	t.Logf("queuetest: started PostgreSQL (%s) in %s", bin, dir)
 	return c, nil
-}
-
-func (c *Cluster) dataDir() string { return filepath.Join(c.dir, "data") }
-
-// pgctl runs pg_ctl action on the local cluster, waiting for it to finish.
-func (c *Cluster) pgctl(action string, args ...string) (string, error) {
-	argv := []string{action, "-D", c.dataDir(), "-w", "-t", "120"}
-	if action == "start" || action == "restart" {
-		argv = append(argv, "-l", filepath.Join(c.dir, "postgres.log"), "-o", "-k "+c.dir+" "+serverOptions)
-	}
-	out, err := c.run(filepath.Join(c.bin, "pg_ctl"), append(argv, args...)...)
-	if err != nil && action != "stop" {
-		log, _ := os.ReadFile(filepath.Join(c.dir, "postgres.log"))
-		err = fmt.Errorf("%w\npostgres.log:\n%s", err, tail(string(log), 4000))
-	}
-	return out, err
-}
-
-// run runs a PostgreSQL program, as the postgres user when we are root.
-func (c *Cluster) run(name string, args ...string) (string, error) {
-	cmd := exec.Command(name, args...)
-	cmd.Dir = c.dir
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
-	cmd.WaitDelay = 10 * time.Second // pg_ctl start must not hand our pipes to the server
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), args[0], err, out)
-	}
-	return string(out), nil
 }
 
 // startWatchdog starts a shell, in its own session, that blocks reading a pipe only this process
@@ -326,11 +283,18 @@ func (c *Cluster) startWatchdog() error {
 		return fmt.Errorf("watchdog pipe: %w", err)
 	}
 	defer r.Close()
-	const script = `read _ ; "$0" stop -D "$1" -m immediate >/dev/null 2>&1 ; rm -rf "$2"`
-	cmd := exec.Command("/bin/sh", "-c", script, filepath.Join(c.bin, "pg_ctl"), c.dataDir(), c.dir)
+	// The shell runs as the server's user (pg_ctl refuses root), which owns the cluster's
+	// directory; the data directory is data/ in it (pgembed's layout).
+	const script = `read _ ; "$0" stop -D "$1/data" -m immediate >/dev/null 2>&1 ; rm -rf "$1"`
+	cmd := exec.Command("/bin/sh", "-c", script, filepath.Join(c.pg.BinDir(), "pg_ctl"), c.pg.Dir())
 	cmd.Dir = "/"
 	cmd.Stdin = r
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: c.cred}
+	cred, err := pgembed.ServerCredential()
+	if err != nil {
+		r.Close()
+		return err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		return fmt.Errorf("start watchdog: %w", err)
@@ -348,12 +312,12 @@ func (c *Cluster) close() error {
 	defer c.mu.Unlock()
 	var errs []error
 	if c.running {
-		if _, err := c.pgctl("stop", "-m", "immediate"); err != nil {
+		if _, err := c.pg.Stop(context.Background()); err != nil {
 			errs = append(errs, err)
 		}
 		c.running = false
 	}
-	if err := os.RemoveAll(c.dir); err != nil {
+	if err := os.RemoveAll(c.pg.Dir()); err != nil {
 		errs = append(errs, fmt.Errorf("remove cluster dir: %w", err))
 	}
 	if c.lifeline != nil {
@@ -377,24 +341,4 @@ func findBin() (string, error) {
 		return dir, nil
 	}
 	return "", errNoPostgres
-}
-
-// traversable reports whether every directory on the way to dir can be searched by other users.
-func traversable(dir string) bool {
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil || fi.Mode().Perm()&0o001 == 0 {
-			return false
-		}
-		if d == filepath.Dir(d) {
-			return true
-		}
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
 }

@@ -23,6 +23,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 )
 
 // dbSeq numbers the databases this process creates: t_<pid>_<n>.
@@ -70,20 +71,15 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	return Shared(t).NewPool(t)
 }
 
-// AdminDSN returns the connection string of the shared server's maintenance database, for tests
-// that create or inspect databases themselves.
-func AdminDSN(t testing.TB) string {
-	t.Helper()
-	return Shared(t).AdminDSN()
-}
-
 // Main runs the tests, stops the shared cluster and removes its directory, and exits with the
 // tests' code. Call it from TestMain.
 //
-// Each of checks runs after passing tests (goleak.Find, say); an error fails the run.
+// After passing tests it checks that no goroutine is left running (goleak: every goroutine a
+// test started must be joined when the test ends), then runs each of checks; an error fails the
+// run.
 func Main(m *testing.M, checks ...func() error) {
 	code := m.Run()
-	for _, check := range checks {
+	for _, check := range append([]func() error{func() error { return goleak.Find() }}, checks...) {
 		if code != 0 {
 			break
 		}

@@ -1,10 +1,19 @@
 package queuetest_test
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -76,7 +85,13 @@ func TestNewDB(t *testing.T) {
 	t.Run("MigrationsGoDownToZeroAndUpAgain", func(t *testing.T) {
 		dsn := queuetest.NewDB(t)
 		ctx := context.Background()
-		require.NoError(t, migrations.DownTo(ctx, dsn, 0))
+		db, err := migrations.Open(dsn)
+		require.NoError(t, err)
+		defer db.Close()
+		p, err := migrations.NewProvider(db)
+		require.NoError(t, err)
+		_, err = p.DownTo(ctx, 0)
+		require.NoError(t, err)
 		require.Equal(t, allTables(false), tablesPresent(t, dsn))
 		require.NoError(t, migrations.Up(ctx, dsn))
 		require.Equal(t, allTables(true), tablesPresent(t, dsn))
@@ -126,4 +141,48 @@ func TestNewCluster(t *testing.T) {
 		c.NewDB(t)
 		c.Stop(t)
 	})
+}
+
+// TestWatchdogCleansUpAfterKill9: a test process killed with SIGKILL leaves no cluster behind:
+// its watchdog stops the server and removes the directory.
+func TestWatchdogCleansUpAfterKill9(t *testing.T) {
+	if os.Getenv("QUEUETEST_CHILD") == "1" {
+		c := queuetest.NewCluster(t)
+		dsn := c.NewDB(t)
+		conn, err := pgx.Connect(context.Background(), dsn)
+		require.NoError(t, err)
+		var dir string
+		require.NoError(t, conn.QueryRow(context.Background(), "SELECT current_setting('data_directory')").Scan(&dir))
+		fmt.Println("DATADIR", dir)
+		time.Sleep(time.Minute) // killed before this ends
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWatchdogCleansUpAfterKill9$", "-test.v")
+	cmd.Env = append(os.Environ(), "QUEUETEST_CHILD=1")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	var dataDir string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "DATADIR "); ok {
+			dataDir = d
+			break
+		}
+	}
+	require.NotEmpty(t, dataDir, "the child test printed its cluster's data directory")
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait() // killed: its error is the kill
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+
+	// The watchdog notices the closed pipe at once; pg_ctl stop -m immediate takes a moment.
+	// Bounded wait: 600 polls of 100 ms.
+	dir := filepath.Dir(dataDir)
+	for range 600 {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the killed test's cluster directory %s is still there after 60 s", dir)
 }

@@ -10,14 +10,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
 )
 
 func TestMain(m *testing.M) {
-	queuetest.Main(m, func() error { return goleak.Find() })
+	queuetest.Main(m)
 }
 
 // expiredLeases leases n tasks and returns a store whose clock is past their leases.

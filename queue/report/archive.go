@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 
 	"github.com/cortexq/cortexq/queue"
 )
@@ -31,7 +30,7 @@ const (
 // the directory, so the directory's size, not only its declared count, must be bounded.
 const directoryBytesPerMember = 512
 
-// Options bounds what FromArchive and FromReaderAt read; zero fields take their defaults.
+// Options bounds what FromReaderAt and Parse read; zero fields take their defaults.
 type Options struct {
 	// MaxLogBytes bounds the decompressed cortex.log. A longer log is read up to the limit (its
 	// cut last line dropped) and gets a Warning cortex/log_truncated. Default MaxLogBytesDefault.
@@ -56,24 +55,6 @@ func (o Options) withDefaults() Options {
 		o.MaxMessages = MaxMessagesDefault
 	}
 	return o
-}
-
-// FromArchive derives the report of the result archive at path, reading only its cortex.log.
-// Every error wraps ErrUnusable.
-func FromArchive(path string, opts Options) (queue.Report, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return queue.Report{}, fmt.Errorf("%w: %w", ErrUnusable, err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return queue.Report{}, fmt.Errorf("%w: %w", ErrUnusable, err)
-	}
-	if !info.Mode().IsRegular() {
-		return queue.Report{}, fmt.Errorf("%w: %s is not a regular file", ErrUnusable, path)
-	}
-	return FromReaderAt(f, info.Size(), opts)
 }
 
 // FromReaderAt derives the report of the result archive held by r, size bytes long, reading only
@@ -106,7 +87,7 @@ func FromReaderAt(r io.ReaderAt, size int64, opts Options) (queue.Report, error)
 		return queue.Report{}, fmt.Errorf("%w: open %s: %w", ErrUnusable, LogName, err)
 	}
 	defer rc.Close()
-	report, err := readLog(rc, opts)
+	report, err := Parse(rc, opts)
 	if err != nil {
 		return queue.Report{}, fmt.Errorf("%w: %s: %w", ErrUnusable, LogName, err)
 	}

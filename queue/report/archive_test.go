@@ -154,7 +154,7 @@ func TestFromArchive(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := FromArchive(writeFile(t, tt.data), tt.opts)
+			got, err := fromArchive(writeFile(t, tt.data), tt.opts)
 			if tt.unusable != "" {
 				require.ErrorIs(t, err, ErrUnusable)
 				require.ErrorContains(t, err, tt.unusable)
@@ -173,14 +173,14 @@ func TestFromArchive(t *testing.T) {
 
 func TestFromArchiveMissingFileIsUnusable(t *testing.T) {
 	t.Parallel()
-	_, err := FromArchive(filepath.Join(t.TempDir(), "absent.zip"), Options{})
+	_, err := fromArchive(filepath.Join(t.TempDir(), "absent.zip"), Options{})
 	require.ErrorIs(t, err, ErrUnusable)
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
 func TestFromArchiveDirectoryIsUnusable(t *testing.T) {
 	t.Parallel()
-	_, err := FromArchive(t.TempDir(), Options{})
+	_, err := fromArchive(t.TempDir(), Options{})
 	require.ErrorIs(t, err, ErrUnusable)
 	require.ErrorContains(t, err, "not a regular file")
 }
@@ -195,7 +195,7 @@ func TestFromArchiveBombIsReadUpToTheLimit(t *testing.T) {
 	data := zipBytes(t, member{name: "cortex.log", body: body})
 	require.Less(t, len(data), 1<<20, "the archive is small")
 
-	got, err := FromArchive(writeFile(t, data), Options{MaxLogBytes: limit})
+	got, err := fromArchive(writeFile(t, data), Options{MaxLogBytes: limit})
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusFatal, got.Status)
 	require.Greater(t, limit/len(line), MaxMessagesDefault)
@@ -215,7 +215,7 @@ func TestFromArchiveDefaultMemberLimit(t *testing.T) {
 	}
 	t.Parallel()
 	data := zipBytes(t, append(members(MaxMembersDefault), member{name: "cortex.log", body: okLog})...)
-	_, err := FromArchive(writeFile(t, data), Options{})
+	_, err := fromArchive(writeFile(t, data), Options{})
 	require.ErrorIs(t, err, ErrUnusable)
 	require.ErrorContains(t, err, "members declared")
 }

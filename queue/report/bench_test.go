@@ -37,7 +37,7 @@ func BenchmarkParseLog(b *testing.B) {
 	b.SetBytes(int64(len(log)))
 	b.ReportAllocs()
 	for b.Loop() {
-		ParseLog(log)
+		parseLog(log)
 	}
 }
 
@@ -65,7 +65,7 @@ func BenchmarkFromArchive(b *testing.B) {
 	b.SetBytes(info.Size())
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := FromArchive(path, Options{}); err != nil {
+		if _, err := fromArchive(path, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

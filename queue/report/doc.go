@@ -6,7 +6,7 @@
 // extracted to disk. An archive that cannot be read at all is ErrUnusable, which the sink
 // treats as an unusable reply rather than as a verdict.
 //
-// The log is parsed line by line (ParseLog):
+// The log is parsed line by line (Parse):
 //
 //   - A message line is severity:category:what, then optionally one space and details. Severity
 //     and category contain neither a space nor a colon; what runs to the first space and may

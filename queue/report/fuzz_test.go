@@ -17,6 +17,6 @@ func FuzzParseLog(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, log []byte) {
-		requireWellFormed(t, ParseLog(log))
+		requireWellFormed(t, parseLog(log))
 	})
 }

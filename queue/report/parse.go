@@ -34,24 +34,13 @@ var replacement = []byte(string(utf8.RuneError))
 // field of a message is far shorter.
 const maxLineBytes = 64 << 10
 
-// ParseLog derives a report from the text of a cortex.log. It never fails: text that is not a
-// message is skipped, and the status of a log without a status line is Fatal.
-// At most MaxMessagesDefault messages of each severity are kept.
-func ParseLog(data []byte) queue.Report {
-	rep, _ := parse(bytes.NewReader(data), math.MaxInt64, MaxMessagesDefault)
-	return rep
-}
-
-// ReadLog reads at most limit bytes of a cortex.log from r and parses them. A longer log is cut
-// at its last complete line within the limit and gets a Warning cortex/log_truncated. A limit of
-// zero or less means MaxLogBytesDefault. At most MaxMessagesDefault messages of each severity are
-// kept. The error is r's read error, if any.
-func ReadLog(r io.Reader, limit int64) (queue.Report, error) {
-	return readLog(r, Options{MaxLogBytes: limit}.withDefaults())
-}
-
-// readLog is ReadLog within opts (defaults applied).
-func readLog(r io.Reader, opts Options) (queue.Report, error) {
+// Parse reads a cortex.log from r, at most opts.MaxLogBytes of it, and derives its report.
+// Text that is not a message is skipped, and the status of a log without a status line is
+// Fatal. A longer log is cut at its last complete line within the limit and gets a Warning
+// cortex/log_truncated. At most opts.MaxMessages messages of each severity are kept. The error
+// is r's read error, if any.
+func Parse(r io.Reader, opts Options) (queue.Report, error) {
+	opts = opts.withDefaults()
 	rep, err := parse(r, opts.MaxLogBytes, opts.MaxMessages)
 	if err != nil {
 		return queue.Report{}, fmt.Errorf("read log: %w", err)

@@ -328,7 +328,7 @@ func TestParseLog(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := ParseLog([]byte(tt.log))
+			got := parseLog([]byte(tt.log))
 			require.Equal(t, queue.Report{Status: tt.status, Messages: tt.messages, Retryable: tt.retryable}, got)
 			requireWellFormed(t, got)
 		})
@@ -353,7 +353,7 @@ func TestParseLogKeepsAtMostMaxMessagesPerSeverity(t *testing.T) {
 	}
 	log.WriteString("Invalid:tex:late still counts\n")
 	log.WriteString("Status:conversion:1\n")
-	got := ParseLog(log.Bytes())
+	got := parseLog(log.Bytes())
 
 	require.Equal(t, queue.StatusInvalid, got.Status, "messages over the cap still count for the status")
 	bySeverity := map[queue.Severity][]queue.Message{}
@@ -373,30 +373,30 @@ func TestParseLogKeepsAtMostMaxMessagesPerSeverity(t *testing.T) {
 	}, got.Messages[len(got.Messages)-2:], "the summaries come last, in severity order")
 }
 
-// TestReadLogMaxMessages: Options.MaxMessages sets the cap.
-func TestReadLogMaxMessages(t *testing.T) {
+// TestParseMaxMessages: Options.MaxMessages sets the cap.
+func TestParseMaxMessages(t *testing.T) {
 	t.Parallel()
 	log := strings.Repeat("Fatal:x:y\n", 7)
-	got, err := readLog(strings.NewReader(log), Options{MaxMessages: 2}.withDefaults())
+	got, err := Parse(strings.NewReader(log), Options{MaxMessages: 2})
 	require.NoError(t, err)
 	require.Len(t, got.Messages, 3)
 	require.Equal(t, queue.Message{Severity: queue.SeverityFatal, Category: "cortex", What: "messages_truncated",
 		Details: "7 fatal messages in all; the first 2 were kept"}, got.Messages[2])
 }
 
-func TestReadLog(t *testing.T) {
+func TestParse(t *testing.T) {
 	t.Parallel()
 	const log = "Warning:a:b\nStatus:conversion:1\n"
 
 	t.Run("LogWithinTheLimitIsParsedWhole", func(t *testing.T) {
 		t.Parallel()
-		got, err := ReadLog(strings.NewReader(log), int64(len(log)))
+		got, err := Parse(strings.NewReader(log), Options{MaxLogBytes: int64(len(log))})
 		require.NoError(t, err)
 		require.Equal(t, queue.Report{Status: queue.StatusWarning, Messages: []queue.Message{warning("a", "b", "")}}, got)
 	})
 	t.Run("LongerLogIsCutAtItsLastLineAndFlagged", func(t *testing.T) {
 		t.Parallel()
-		got, err := ReadLog(strings.NewReader(log), int64(len(log))-1)
+		got, err := Parse(strings.NewReader(log), Options{MaxLogBytes: int64(len(log)) - 1})
 		require.NoError(t, err)
 		require.Equal(t, queue.StatusFatal, got.Status, "the cut status line is dropped, not read as Status:conversion:")
 		require.Len(t, got.Messages, 2)
@@ -407,20 +407,20 @@ func TestReadLog(t *testing.T) {
 	t.Run("CutDropsThePartialLineAndNeverSplitsARune", func(t *testing.T) {
 		t.Parallel()
 		// 29 bytes; the limit falls inside the second line's é.
-		got, err := ReadLog(strings.NewReader("Warning:a:b é\n"+"Warning:a:c é"), 28)
+		got, err := Parse(strings.NewReader("Warning:a:b é\n"+"Warning:a:c é"), Options{MaxLogBytes: 28})
 		require.NoError(t, err)
 		require.Equal(t, []queue.Message{warning("a", "b", "é"), got.Messages[1]}, got.Messages)
 		require.Equal(t, "log_truncated", got.Messages[1].What)
 	})
 	t.Run("ZeroLimitMeansDefault", func(t *testing.T) {
 		t.Parallel()
-		got, err := ReadLog(strings.NewReader(log), 0)
+		got, err := Parse(strings.NewReader(log), Options{MaxLogBytes: 0})
 		require.NoError(t, err)
 		require.Equal(t, queue.StatusWarning, got.Status)
 	})
 	t.Run("ReadErrorIsReturned", func(t *testing.T) {
 		t.Parallel()
-		_, err := ReadLog(iotest.TimeoutReader(iotest.OneByteReader(strings.NewReader(log))), 1<<10)
+		_, err := Parse(iotest.TimeoutReader(iotest.OneByteReader(strings.NewReader(log))), Options{MaxLogBytes: 1 << 10})
 		require.ErrorIs(t, err, iotest.ErrTimeout)
 	})
 }

@@ -46,7 +46,7 @@ func TestReadLogMemoryIsBoundedByTheKeptMessages(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	got, err := ReadLog(&repeatReader{line: line, n: size}, size)
+	got, err := Parse(&repeatReader{line: line, n: size}, Options{MaxLogBytes: size})
 	runtime.ReadMemStats(&after)
 	require.NoError(t, err)
 	require.Len(t, got.Messages, MaxMessagesDefault+1)
@@ -61,7 +61,7 @@ func TestReadLogMemoryIsBoundedByTheKeptMessages(t *testing.T) {
 func TestParseLogLongLines(t *testing.T) {
 	t.Parallel()
 	long := "Error:tex:long " + strings.Repeat("é", maxLineBytes) + "\xff\n"
-	got := ParseLog([]byte(long + "Warning:tex:next after\n" + strings.Repeat("y", 3*maxLineBytes) + "\nStatus:conversion:2\n"))
+	got := parseLog([]byte(long + "Warning:tex:next after\n" + strings.Repeat("y", 3*maxLineBytes) + "\nStatus:conversion:2\n"))
 	require.Equal(t, queue.StatusError, got.Status)
 	require.Len(t, got.Messages, 3)
 	require.Equal(t, "long", got.Messages[0].What)

@@ -80,9 +80,3 @@ func (c *Chunker) SendChunks(data []byte, send SendFunc) error {
 	}
 	return nil
 }
-
-// WriteChunks sends r's bytes as frames of size bytes (MessageSize if size ≤ 0), as
-// Chunker.WriteChunks does, with a buffer of its own.
-func WriteChunks(r io.Reader, size int, send func(frame []byte, more bool) error) error {
-	return NewChunker(size).WriteChunks(r, send)
-}

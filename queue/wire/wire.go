@@ -77,9 +77,3 @@ func IsMock(taskID []byte) bool {
 	s := string(taskID)
 	return s == MockTaskID || s == LegacyMockTaskID
 }
-
-// MockReply returns the frames of a "no work" reply, ["0", ""], as a fresh slice the caller may
-// keep or modify.
-func MockReply() [][]byte {
-	return [][]byte{[]byte(MockTaskID), {}}
-}

@@ -172,7 +172,7 @@ func TestTaskIDRoundTrip(t *testing.T) {
 
 func TestMock(t *testing.T) {
 	t.Parallel()
-	reply := wire.MockReply()
+	reply := mockReply()
 	require.Equal(t, [][]byte{[]byte("0"), {}}, reply)
 	require.True(t, wire.IsMock(reply[0]))
 	require.True(t, wire.IsMock([]byte("-1")))
@@ -181,7 +181,7 @@ func TestMock(t *testing.T) {
 	require.False(t, wire.IsMock([]byte("00")))
 
 	reply[0][0] = 'x' // a fresh slice each time
-	require.Equal(t, "0", string(wire.MockReply()[0]))
+	require.Equal(t, "0", string(mockReply()[0]))
 }
 
 func TestWorkerName(t *testing.T) {
@@ -196,7 +196,7 @@ func TestWorkerName(t *testing.T) {
 // chunkSizes runs WriteChunks and returns the frame sizes, the more flags and the bytes.
 func chunkSizes(t *testing.T, r io.Reader, size int) (sizes []int, more []bool, data []byte) {
 	t.Helper()
-	err := wire.WriteChunks(r, size, func(frame []byte, m bool) error {
+	err := wire.NewChunker(size).WriteChunks(r, func(frame []byte, m bool) error {
 		sizes = append(sizes, len(frame))
 		more = append(more, m)
 		data = append(data, frame...)
@@ -271,7 +271,7 @@ func TestWriteChunksReadErrorLeavesTheMessageOpen(t *testing.T) {
 	r := io.MultiReader(strings.NewReader("abcdef"), iotest.ErrReader(boom))
 	var sizes []int
 	var more []bool
-	err := wire.WriteChunks(r, 4, func(frame []byte, m bool) error {
+	err := wire.NewChunker(4).WriteChunks(r, func(frame []byte, m bool) error {
 		sizes = append(sizes, len(frame))
 		more = append(more, m)
 		return nil
@@ -310,7 +310,7 @@ func TestWriteChunksSendErrorStops(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("EAGAIN")
 	calls := 0
-	err := wire.WriteChunks(strings.NewReader(strings.Repeat("x", 100)), 10, func([]byte, bool) error {
+	err := wire.NewChunker(10).WriteChunks(strings.NewReader(strings.Repeat("x", 100)), func([]byte, bool) error {
 		calls++
 		if calls == 2 {
 			return boom
@@ -366,3 +366,6 @@ func TestRateLimiterZeroValue(t *testing.T) {
 	require.Equal(t, uint64(1), n)
 	require.Equal(t, time.Minute, wire.NewRateLimiter(time.Minute).Interval)
 }
+
+// mockReply returns the frames of a "no work" reply, ["0", ""].
+func mockReply() [][]byte { return [][]byte{[]byte(wire.MockTaskID), {}} }

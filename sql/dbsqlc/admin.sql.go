@@ -276,11 +276,12 @@ func (q *Queries) DispatchLockReservedOfScope(ctx context.Context, serviceID int
 }
 
 const messageListForTask = `-- name: MessageListForTask :many
-SELECT id, task_id, run, severity, category, what, details FROM task_messages WHERE task_id = $1 ORDER BY run, id
+SELECT id, task_id, run, severity, category, what, details FROM task_messages WHERE task_id = $1 ORDER BY run, id LIMIT $2
 `
 
-func (q *Queries) MessageListForTask(ctx context.Context, taskID int64) ([]TaskMessage, error) {
-	rows, err := q.db.Query(ctx, messageListForTask, taskID)
+// MessageListForTask lists a task's messages, at most lim of them (NULL: all).
+func (q *Queries) MessageListForTask(ctx context.Context, taskID int64, lim *int32) ([]TaskMessage, error) {
+	rows, err := q.db.Query(ctx, messageListForTask, taskID, lim)
 	if err != nil {
 		return nil, err
 	}

@@ -244,7 +244,7 @@ Info:note:something An informational message
 
 	// What the dispatcher makes of it, with the worker's status line: the messages as LaTeXML
 	// named them, details with their location.
-	rep := report.ParseLog(append(out.Bytes(), "Status:conversion:2\n"...))
+	rep := parseLog(append(out.Bytes(), "Status:conversion:2\n"...))
 	require.Equal(t, queue.StatusError, rep.Status)
 	var got []string
 	for _, m := range rep.Messages {
@@ -349,7 +349,7 @@ func TestConvertSamples(t *testing.T) {
 			require.NoError(t, os.WriteFile(src, data, 0o644))
 			log, members, err := convert(t, c, src)
 			require.NoError(t, err)
-			rep := report.ParseLog([]byte(log))
+			rep := parseLog([]byte(log))
 			require.Equal(t, s.Want, rep.Status, log)
 			require.Contains(t, messageKeys(rep), s.WantMessage, log)
 			if s.Want == queue.StatusInvalid {
@@ -399,7 +399,7 @@ wait`)
 		c := New(Config{Latexmlc: prog, Timeout: 500 * time.Millisecond, Logger: discard()})
 		log, _, err := convert(t, c, src)
 		require.NoError(t, err)
-		rep := report.ParseLog([]byte(log))
+		rep := parseLog([]byte(log))
 		require.Equal(t, queue.StatusFatal, rep.Status, log)
 		require.Contains(t, messageKeys(rep), "fatal:timeout:wallclock")
 		require.Contains(t, messageKeys(rep), "warning:slow:thing", "what it logged before is kept")
@@ -428,7 +428,7 @@ wait`)
 echo 'Fatal:perl:die Perl died' > "$log"; exit 1`), Logger: discard()})
 		log, _, err := convert(t, c, src)
 		require.NoError(t, err)
-		require.Equal(t, queue.StatusFatal, report.ParseLog([]byte(log)).Status, log)
+		require.Equal(t, queue.StatusFatal, parseLog([]byte(log)).Status, log)
 	})
 	t.Run("MissingProgramIsACrash", func(t *testing.T) {
 		t.Parallel()
@@ -439,3 +439,12 @@ echo 'Fatal:perl:die Perl died' > "$log"; exit 1`), Logger: discard()})
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// parseLog is what the dispatcher makes of a cortex.log.
+func parseLog(log []byte) queue.Report {
+	rep, err := report.Parse(bytes.NewReader(log), report.Options{})
+	if err != nil {
+		panic(err) // a bytes.Reader does not fail
+	}
+	return rep
+}

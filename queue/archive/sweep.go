@@ -1,62 +1,16 @@
-package dispatch
+package archive
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path"
 	"regexp"
 	"strings"
 	"time"
 )
-
-// A replica names the files it writes beside a result archive with its file tag, its name and
-// an incarnation (random per process):
-//
-//	.<archive>.tmp-<replica>.<incarnation>-<random>              a result not yet published
-//	.<archive>.prev-<replica>.<incarnation>-<task>-<random>      the archive a publish replaced
-//
-// Both live no longer than the claim that made them, unless the process dies: then nothing
-// removes them but Sweep. Names without a tag (.tmp-<random>, .prev-<task>-<random>) are those of
-// replicas from before the tag.
-
-// fileTag is the tag of this process's temp and backup files: replica, a name-safe form of the
-// replica's name, and incarnation, random per process.
-type fileTag struct{ replica, incarnation string }
-
-func (t fileTag) String() string {
-	if t.replica == "" {
-		return ""
-	}
-	return t.replica + "." + t.incarnation + "-"
-}
-
-// newFileTag makes the file tag of a new process of the named replica.
-func newFileTag(replica string) fileTag {
-	return fileTag{replica: tagReplica(replica), incarnation: fmt.Sprintf("%08x", rand.Uint32())}
-}
-
-// tagReplica is the form of a replica's name in file names: letters, digits, '_' and '-' only
-// ('.' ends it), at most 40 bytes; a name that needs changing gets a hash of itself appended,
-// so that two names do not end up with one tag.
-func tagReplica(name string) string {
-	safe := strings.Map(func(r rune) rune {
-		if r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
-			return r
-		}
-		return '_'
-	}, name)
-	if safe == name && len(name) <= 40 && name != "" {
-		return name
-	}
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	return fmt.Sprintf("%s_%08x", safe[:min(len(safe), 31)], h.Sum32())
-}
 
 var (
 	tmpName  = regexp.MustCompile(`^\..+\.tmp-(?:([A-Za-z0-9_-]+)\.([0-9a-f]+)-)?[0-9a-f]+$`)
@@ -65,16 +19,16 @@ var (
 
 // parseLeftover reports whether a file name is that of a temp or backup archive, and its tag
 // (zero for a name without one).
-func parseLeftover(name string) (tag fileTag, ok bool) {
+func parseLeftover(name string) (tag Tag, ok bool) {
 	if !strings.HasPrefix(name, ".") {
-		return fileTag{}, false
+		return Tag{}, false
 	}
 	for _, re := range []*regexp.Regexp{tmpName, prevName} {
 		if m := re.FindStringSubmatch(name); m != nil {
-			return fileTag{replica: m[1], incarnation: m[2]}, true
+			return Tag{replica: m[1], incarnation: m[2]}, true
 		}
 	}
-	return fileTag{}, false
+	return Tag{}, false
 }
 
 // SweepConfig says which leftover temp and backup archives Sweep removes.
@@ -176,7 +130,3 @@ func Sweep(ctx context.Context, base string, cfg SweepConfig) (SweepStats, error
 	}
 	return st, nil
 }
-
-// Incarnation reports the random name of this process in its temp and backup files' names,
-// for SweepConfig.
-func (s *Server) Incarnation() string { return s.fileTag.incarnation }

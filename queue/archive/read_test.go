@@ -1,8 +1,9 @@
-package dispatch
+package archive
 
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -12,11 +13,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readers are the two ways a source archive is read: openat2 beneath the corpus path
-// (readBeneath, the ventilator's) and os.Root (readBeneathRoot, its fallback before openat2).
+// readers are the ways an archive is read: openat2 beneath the corpus path (ReadSource, the
+// ventilator's), os.Root (readBeneathRoot, its fallback before openat2), and Open (the
+// dashboard's downloads).
 var readers = map[string]func(base, path string, buf []byte) ([]byte, error){
-	"openat2": readBeneath,
+	"openat2": ReadSource,
 	"root":    readBeneathRoot,
+	"open": func(base, path string, _ []byte) ([]byte, error) {
+		f, err := Open(base, path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return io.ReadAll(f)
+	},
 }
 
 // TestReadBeneath: both readers read a source whole, follow a symbolic link that stays in the

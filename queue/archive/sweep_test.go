@@ -1,4 +1,4 @@
-package dispatch
+package archive
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/cortexq/cortexq/queue/lease"
 )
 
 // What a crash leaves beside result archives — the temp archives and the earlier archives kept
@@ -32,15 +30,14 @@ func TestSweepRemovesOnlyLeftoversNoLiveClaimNeeds(t *testing.T) {
 	// files writes, as the sink of a process of replica would, a temp archive and a publish's
 	// kept earlier archive, as a crash between publish and the claim's end leaves them.
 	files := func(replica string, task int64) (tmp, prev string) {
-		s := &Server{fileTag: newFileTag(replica)}
-		tmp, err := s.writeTemp(base, target, [][]byte{[]byte("unclaimed")})
-		require.NoError(t, err)
-		pub, err := s.writeTemp(base, target, [][]byte{[]byte("published")})
-		require.NoError(t, err)
-		it := &item{result: lease.Result{TaskID: task}, tmp: pub, target: target, tag: s.fileTag}
-		require.NoError(t, it.publish())
-		require.NotEmpty(t, it.backup)
-		return tmp, it.backup
+		tag := NewTag(replica)
+		unclaimed := &Pending{Target: target, TaskID: task, Tag: tag}
+		require.NoError(t, unclaimed.Write(base, [][]byte{[]byte("unclaimed")}))
+		p := &Pending{Target: target, TaskID: task, Tag: tag}
+		require.NoError(t, p.Write(base, [][]byte{[]byte("published")}))
+		require.NoError(t, p.Publish())
+		require.NotEmpty(t, p.backup)
+		return unclaimed.tmp, p.backup
 	}
 	deadTmp, deadPrev := files("replica-1", 7)     // replica-1's earlier process, killed
 	liveTmp, livePrev := files("replica-2", 8)     // replica-2, alive: its claim may go on
@@ -82,7 +79,7 @@ func TestSweepRemovesOnlyLeftoversNoLiveClaimNeeds(t *testing.T) {
 	}
 
 	// replica-1 starts again: a new incarnation.
-	restarted := newFileTag("replica-1")
+	restarted := NewTag("replica-1")
 	cfg := SweepConfig{Replica: "replica-1", Incarnation: restarted.incarnation,
 		OrphanAge: 24 * time.Hour, NowFunc: func() time.Time { return now }}
 
@@ -108,9 +105,9 @@ func TestSweepRemovesOnlyLeftoversNoLiveClaimNeeds(t *testing.T) {
 
 	// A process sweeping with its own incarnation keeps its own files; without an orphan age,
 	// only the replica's earlier processes' files go.
-	mine := &Server{fileTag: restarted}
-	myTmp, err := mine.writeTemp(base, target, [][]byte{[]byte("mine")})
-	require.NoError(t, err)
+	mine := &Pending{Target: target, Tag: restarted}
+	require.NoError(t, mine.Write(base, [][]byte{[]byte("mine")}))
+	myTmp := mine.tmp
 	require.NoError(t, os.Chtimes(myTmp, old, old))
 	st, err = Sweep(context.Background(), base, SweepConfig{Replica: "replica-1", Incarnation: restarted.incarnation})
 	require.NoError(t, err)
@@ -145,7 +142,7 @@ func TestFileTagNames(t *testing.T) {
 		require.True(t, ok, n)
 	}
 	tag, _ := parseLeftover(".echo.sandbox-3.zip.prev-r-2.0a0b0c0d-17-ff")
-	require.Equal(t, fileTag{replica: "r-2", incarnation: "0a0b0c0d"}, tag)
+	require.Equal(t, Tag{replica: "r-2", incarnation: "0a0b0c0d"}, tag)
 	for _, n := range []string{"echo.zip", ".echo.zip.tmp-", ".echo.zip.prev-ff", "echo.zip.tmp-01"} {
 		_, ok := parseLeftover(n)
 		require.False(t, ok, n)

@@ -1,4 +1,4 @@
-package dispatch
+package archive
 
 import (
 	"errors"
@@ -9,14 +9,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readBeneath reads the regular file at path, which must lie beneath the directory base, whole
+// ReadSource reads the regular file at path, which must lie beneath the directory base, whole
 // into buf (grown as need be) and returns the bytes: one openat2 resolved beneath base
 // (RESOLVE_BENEATH: no step out of it, by "..", an absolute symbolic link or one leading out;
 // no /proc magic links), one fstat, one read and one close, without the Go runtime's file
 // wrapper. Where the kernel has no openat2 (before Linux 5.6) or it is refused, it reads
 // through os.Root (readBeneathRoot). O_NONBLOCK: a FIFO planted as an entry must not hang the caller in open
 // (it is then refused as not regular).
-func readBeneath(base, path string, buf []byte) ([]byte, error) {
+func ReadSource(base, path string, buf []byte) ([]byte, error) {
 	rel, err := relBeneath(base, path)
 	if err != nil {
 		return nil, err
@@ -110,4 +110,25 @@ func readBeneathRoot(base, path string, buf []byte) ([]byte, error) {
 		}
 	}
 	return nil, fmt.Errorf("read %s: still growing after %d reads", path, maxSourceReads)
+}
+
+// Open opens for reading the regular file at path, which must lie beneath base (its corpus's
+// path), without a symbolic link leading out of it: a source or result archive, for readers
+// other than the replica (the web dashboard's downloads). O_NONBLOCK: a FIFO planted as an
+// archive is refused, not waited on.
+func Open(base, path string) (*os.File, error) {
+	f, err := openBeneath(base, path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return f, nil
 }

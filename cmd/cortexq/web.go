@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/web"
+)
+
+func webCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "web",
+		Usage: "serve the web dashboard: progress, reports, runs, tasks and workers in a browser",
+		Description: "Serves server-rendered pages (no JavaScript needed; a small script refreshes the overview's\n" +
+			"figures every 2 s) of what status, report, runs, diff and task show, from the same queries. It\n" +
+			"runs beside any replica or alone: it only needs the database (and, for the archive downloads and\n" +
+			"previews, the corpus directories at the paths the replicas see).\n" +
+			"\n" +
+			"With --admin-token (better: $CORTEXQ_ADMIN_TOKEN) a browser that signs in with the token gets the\n" +
+			"buttons: rerun a slice, pause, resume, make a sandbox of a slice. Without it the dashboard is\n" +
+			"read-only. --read-only refuses every action whatever the token, and opens its database sessions\n" +
+			"read-only: give it the --database-url of an audit role (cortexq db grant-audit --login). See\n" +
+			"docs/web.md for running it behind a reverse proxy.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{
+				Name:    "listen",
+				Usage:   "address to serve HTTP on",
+				Value:   "127.0.0.1:8080",
+				EnvVars: envVars("WEB_LISTEN"),
+			},
+			&cli.StringFlag{
+				Name:    "admin-token",
+				Usage:   "token that signs a browser in for the actions (at least 16 characters); empty: read-only; prefer the environment variable",
+				EnvVars: envVars("ADMIN_TOKEN"),
+			},
+			&cli.BoolFlag{
+				Name:    "read-only",
+				Usage:   "no actions, whatever the token, and read-only database sessions (for an audit role's --database-url)",
+				EnvVars: envVars("WEB_READ_ONLY"),
+			},
+		},
+		Action: runWeb,
+	}
+}
+
+// minAdminToken is the shortest admin token accepted.
+const minAdminToken = 16
+
+func runWeb(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	token, readOnly := c.String("admin-token"), c.Bool("read-only")
+	if token != "" && len(token) < minAdminToken {
+		return usagef(c, "--admin-token: want at least %d characters", minAdminToken)
+	}
+	tune := []func(*pgxpool.Config){lease.TuneReportPool}
+	if readOnly {
+		tune = append(tune, func(cfg *pgxpool.Config) {
+			cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+		})
+	}
+	pool, err := connect(c, tune...)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	// An audit role may not read goose's version table; a writer's dashboard checks the schema.
+	if !readOnly {
+		if err := checkMigrated(c.Context, pool); err != nil {
+			return err
+		}
+	}
+	store := lease.New(pool, lease.Config{Logger: slog.Default()})
+	srv, err := web.New(web.Config{Store: store, AdminToken: token, ReadOnly: readOnly, Logger: slog.Default()})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.String("listen"))
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", c.String("listen"), err)
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		slog.Warn("the dashboard is served beyond loopback over plain HTTP: put it behind a TLS reverse proxy (docs/web.md)",
+			"listen", ln.Addr().String())
+	}
+	mode := "read-only (no admin token)"
+	switch {
+	case readOnly:
+		mode = "read-only (--read-only)"
+	case token != "":
+		mode = "actions for browsers signed in with the admin token"
+	}
+	slog.Info("web dashboard", "url", "http://"+ln.Addr().String()+"/", "mode", mode)
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-c.Context.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}

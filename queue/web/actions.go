@@ -1,0 +1,106 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+// sliceOf reads an action's corpus, service and slice (severity, category, what) into the
+// scope that selects its tasks, as cortexq rerun and sandbox create read their flags.
+func (s *Server) sliceOf(r *http.Request) (string, string, lease.RerunScope, error) {
+	corpus, service, ids, err := s.scopeParams(r)
+	if err != nil {
+		return "", "", lease.RerunScope{}, err
+	}
+	f := r.PostForm
+	scope, err := lease.SelectSlice(f.Get("severity"), f.Get("category"), f.Get("what"))
+	if err != nil {
+		return "", "", scope, badRequest("%v", err)
+	}
+	scope.CorpusID, scope.ServiceID = ids.CorpusID, ids.ServiceID
+	scope.Note = "web: rerun " + sliceText(f.Get("severity"), f.Get("category"), f.Get("what"))
+	return corpus, service, scope, nil
+}
+
+func sliceText(severity, category, what string) string {
+	parts := []string{}
+	for _, p := range []string{severity, category, what} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, "/")
+}
+
+func (s *Server) rerun(r *http.Request) (string, error) {
+	corpus, service, scope, err := s.sliceOf(r)
+	if err != nil {
+		return "", err
+	}
+	f := r.PostForm
+	if f.Get("severity") == "" && f.Get("category") == "" && f.Get("what") == "" && f.Get("confirm") != "all" {
+		return "", badRequest("rerunning every task of corpus %s, service %s needs the box \"every task\" ticked", corpus, service)
+	}
+	sum, err := s.store.Rerun(r.Context(), scope)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("corpus %s, service %s, slice %s: %d tasks back to TODO in a new run; %d leases of old runs settled; %d reservations dropped",
+		corpus, service, sliceText(r.PostForm.Get("severity"), r.PostForm.Get("category"), r.PostForm.Get("what")),
+		sum.Tasks, sum.Settled, sum.Unreserved), nil
+}
+
+func (s *Server) pause(r *http.Request) (string, error) {
+	corpus, service, scope, err := s.scopeParams(r)
+	if err != nil {
+		return "", err
+	}
+	sum, err := s.store.Pause(r.Context(), scope)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("corpus %s, service %s: paused, %d TODO tasks blocked; %d reservations taken back",
+		corpus, service, sum.Blocked, sum.Unreserved+sum.Requeued), nil
+}
+
+func (s *Server) resume(r *http.Request) (string, error) {
+	corpus, service, scope, err := s.scopeParams(r)
+	if err != nil {
+		return "", err
+	}
+	n, err := s.store.Resume(r.Context(), scope)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("corpus %s, service %s: resumed, %d tasks back to TODO", corpus, service, n), nil
+}
+
+func (s *Server) sandbox(r *http.Request) (string, error) {
+	corpus, service, scope, err := s.sliceOf(r)
+	if err != nil {
+		return "", err
+	}
+	name := r.PostForm.Get("name")
+	if err := lease.CheckCorpusName(name); err != nil {
+		return "", badRequest("sandbox name: %v", err)
+	}
+	scope.Note = "sandbox of " + corpus
+	sum, err := s.store.CreateSandbox(r.Context(), name, scope, lease.SandboxPriority)
+	switch {
+	case errors.Is(err, queue.ErrDuplicate):
+		return "", badRequest("sandbox name %q: a corpus of that name exists", name)
+	case errors.Is(err, queue.ErrNotFound):
+		return "", badRequest("the slice holds no task: no sandbox made")
+	case err != nil:
+		return "", err
+	}
+	return fmt.Sprintf("sandbox %s (id %d) of corpus %s, service %s: %d tasks, TODO, priority %d", name, sum.ID, corpus, service, sum.Tasks, lease.SandboxPriority), nil
+}

@@ -1,0 +1,655 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+// scopeParams reads the required corpus and service of a request and looks them up.
+func (s *Server) scopeParams(r *http.Request) (corpus, service string, scope lease.Scope, err error) {
+	q := r.URL.Query()
+	if r.Method == http.MethodPost {
+		q = r.PostForm
+	}
+	corpus, service = q.Get("corpus"), q.Get("service")
+	if corpus == "" || service == "" {
+		return "", "", scope, badRequest("corpus and service are required")
+	}
+	scope, err = s.store.LookupScope(r.Context(), corpus, service)
+	if errors.Is(err, queue.ErrNotFound) {
+		return "", "", scope, httpError{http.StatusNotFound, err.Error()}
+	}
+	return corpus, service, scope, err
+}
+
+// intParam reads an optional integer parameter within [min, max].
+func intParam(q url.Values, name string, def, min, max int) (int, error) {
+	v := q.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min || n > max {
+		return 0, badRequest("%s %q: want a whole number from %d to %d", name, v, min, max)
+	}
+	return n, nil
+}
+
+// pageParams reads limit (default 100) and offset within the report's caps.
+func pageParams(q url.Values) (limit, offset int, err error) {
+	if limit, err = intParam(q, "limit", 100, 1, lease.ReportMaxLimit); err != nil {
+		return 0, 0, err
+	}
+	offset, err = intParam(q, "offset", 0, 0, lease.ReportMaxOffset)
+	return limit, offset, err
+}
+
+// link is a path with a query, its empty values left out.
+func link(path string, pairs ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			v.Set(pairs[i], pairs[i+1])
+		}
+	}
+	if len(v) == 0 {
+		return path
+	}
+	return path + "?" + v.Encode()
+}
+
+// ---- Overview
+
+type overviewRow struct {
+	lease.Progress
+	Sandbox    string // the parent's name, for a sandbox
+	Key        string // the row's key in /live
+	Throughput sparkline
+	PerMinute  int64
+	// Share is the corpus's share of its service's leases over the last minute (its fair share
+	// as served, docs/semantics.md#fair-share).
+	Share string
+}
+
+type liveFigures struct {
+	Rows          map[string]liveRow `json:"rows"`
+	ActiveWorkers int64              `json:"active_workers"`
+	DeadLetters   int64              `json:"dead_letters"`
+	Replicas      []liveReplica      `json:"replicas"`
+	At            string             `json:"at"`
+}
+
+type liveRow struct {
+	Done, Tasks, TODO, InFlight, Reserved, Queued, DeadLetters int64
+	NoProblem, Warning, Error, Fatal, Invalid, Blocked         int64
+	PerMinute                                                  int64
+	Percent, Share                                             string
+	Spark                                                      string // the sparkline's points
+}
+
+// leaseShare writes a corpus's share of its service's leases over the last minute.
+func leaseShare(p lease.Progress) string { return fmt.Sprintf("%.1f%%", 100*p.LeaseShare) }
+
+type liveReplica struct {
+	Replica                             string
+	InFlight, Reserved                  int64
+	LeasesLastMinute, ResultsLastMinute int64
+	LastLeasedAt, LastReaperPass        string
+}
+
+func rowKey(p lease.Progress) string { return fmt.Sprintf("%d-%d", p.CorpusID, p.ServiceID) }
+
+func (s *Server) overview(r *http.Request) (view, error) {
+	ctx := r.Context()
+	progress, err := s.store.Progress(ctx, "", "")
+	if err != nil {
+		return view{}, err
+	}
+	sandboxes, err := s.store.Sandboxes(ctx)
+	if err != nil {
+		return view{}, err
+	}
+	parent := map[string]string{}
+	for _, sb := range sandboxes {
+		parent[sb.Name] = sb.Parent
+	}
+	through, err := s.throughput(r)
+	if err != nil {
+		return view{}, err
+	}
+	replicas, err := s.store.ReplicaLoads(ctx)
+	if err != nil {
+		return view{}, err
+	}
+	active, err := s.store.ActiveWorkers(ctx)
+	if err != nil {
+		return view{}, err
+	}
+	reap, reaped, err := s.store.LastReapAge(ctx)
+	if err != nil {
+		return view{}, err
+	}
+	var rows []overviewRow
+	var dead int64
+	for _, p := range progress {
+		minutes := through[lease.Scope{CorpusID: p.CorpusID, ServiceID: p.ServiceID}]
+		rows = append(rows, overviewRow{Progress: p, Sandbox: parent[p.Corpus], Key: rowKey(p),
+			Throughput: newSparkline(minutes), PerMinute: p.RepliesLastMinute, Share: leaseShare(p)})
+		dead += p.DeadLetters
+	}
+	lastReap := "never"
+	if reaped {
+		lastReap = reap.Round(time.Second).String() + " ago"
+	}
+	return view{Page: "overview", Title: "Overview", Data: struct {
+		Rows          []overviewRow
+		Replicas      []lease.ReplicaLoad
+		ActiveWorkers int64
+		DeadLetters   int64
+		LastReap      string
+	}{rows, replicas, active, dead, lastReap}}, nil
+}
+
+// liveJSON serves the overview's changing figures for static/live.js. They are computed at
+// most once per LiveMaxAge however many browsers poll, and never more often than keeps their
+// queries under LiveBudget of the database's time: figures that took 100 ms to read are read
+// again after 20 s at the earliest (with the default 5 ms a second).
+func (s *Server) liveJSON(w http.ResponseWriter, r *http.Request) {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	if s.live == nil || time.Since(s.liveAt) >= s.liveMaxAge() {
+		start := time.Now()
+		body, err := s.liveFigures(r)
+		if err != nil {
+			s.liveMu.Unlock()
+			s.fail(w, r, err)
+			s.liveMu.Lock()
+			return
+		}
+		s.live, s.liveAt, s.liveCost = body, time.Now(), time.Since(start)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(s.live)
+}
+
+// liveMaxAge is how long the last live figures serve: LiveMaxAge, or longer when reading them
+// cost more than LiveBudget allows.
+func (s *Server) liveMaxAge() time.Duration {
+	return max(s.cfg.LiveMaxAge, time.Duration(float64(s.liveCost)*float64(time.Second)/float64(s.cfg.LiveBudget)))
+}
+
+// throughputMaxAge is how old the sparklines' figures may be: they move by the minute, and
+// counting an hour of attempts is the overview's dearest query.
+const throughputMaxAge = 15 * time.Second
+
+// throughput returns the replies per minute of each corpus and service, read at most once per
+// throughputMaxAge.
+func (s *Server) throughput(r *http.Request) (map[lease.Scope][]int64, error) {
+	s.throughMu.Lock()
+	defer s.throughMu.Unlock()
+	if s.through == nil || time.Since(s.throughAt) >= throughputMaxAge {
+		t, err := s.store.Throughput(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		s.through, s.throughAt = t, time.Now()
+	}
+	return s.through, nil
+}
+
+func (s *Server) liveFigures(r *http.Request) ([]byte, error) {
+	ctx := r.Context()
+	progress, err := s.store.Progress(ctx, "", "")
+	if err != nil {
+		return nil, err
+	}
+	active, err := s.store.ActiveWorkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	replicas, err := s.store.ReplicaLoads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	through, err := s.throughput(r)
+	if err != nil {
+		return nil, err
+	}
+	out := liveFigures{Rows: map[string]liveRow{}, ActiveWorkers: active, Replicas: []liveReplica{},
+		At: time.Now().UTC().Format("15:04:05")}
+	for _, p := range progress {
+		spark := newSparkline(through[lease.Scope{CorpusID: p.CorpusID, ServiceID: p.ServiceID}])
+		out.Rows[rowKey(p)] = liveRow{Done: p.Done(), Tasks: p.Tasks, TODO: p.TODO, InFlight: p.InFlight,
+			Reserved: p.Reserved, Queued: p.Queued, DeadLetters: p.DeadLetters, NoProblem: p.NoProblem,
+			Warning: p.Warning, Error: p.Error, Fatal: p.Fatal, Invalid: p.Invalid, Blocked: p.Blocked,
+			PerMinute: p.RepliesLastMinute, Percent: percent(p.Done(), p.Tasks), Share: leaseShare(p), Spark: spark.Points}
+		out.DeadLetters += p.DeadLetters
+	}
+	for _, rp := range replicas {
+		out.Replicas = append(out.Replicas, liveReplica{Replica: rp.Replica, InFlight: rp.InFlight, Reserved: rp.Reserved,
+			LeasesLastMinute: rp.LeasesLastMinute, ResultsLastMinute: rp.ResultsLastMinute,
+			LastLeasedAt: stamp(rp.LastLeasedAt), LastReaperPass: stamp(rp.LastReaperPass)})
+	}
+	return json.Marshal(out)
+}
+
+// ---- Report
+
+// reportStatuses are the report's rows without a severity, in order (as cortexq report).
+var reportStatuses = []queue.Status{queue.StatusNoProblem, queue.StatusWarning, queue.StatusError,
+	queue.StatusFatal, queue.StatusInvalid, queue.StatusTODO, queue.StatusDispatched, queue.StatusBlocked}
+
+// slice is a report slice as the pages name it, with its links.
+type slice struct {
+	Corpus, Service, Severity, Category, What string
+}
+
+func (sl slice) pairs() []string {
+	return []string{"corpus", sl.Corpus, "service", sl.Service, "severity", sl.Severity, "category", sl.Category, "what", sl.What}
+}
+
+// URL is the report page of the slice.
+func (sl slice) URL() string { return link("/report", sl.pairs()...) }
+
+type reportRow struct {
+	Name    string
+	Tasks   int64
+	Msgs    int64
+	Percent string
+	Slice   slice // the slice the row opens (and its rerun button reruns)
+	Open    bool  // whether the row opens a deeper level
+}
+
+type reportPage struct {
+	slice
+	Level       string // severity, category, what, messages
+	Heading     string
+	All, Total  int64
+	Rows        []reportRow
+	Messages    []lease.ReportMessage
+	Crumbs      []reportRow
+	Limit       int
+	Offset      int
+	Count       int64 // rows in the whole list (categories, whats), for paging
+	Prev, Next  string
+	SliceStatus string
+}
+
+// Here is the slice the page shows.
+func (p reportPage) Here() slice { return p.slice }
+
+func (s *Server) report(r *http.Request) (view, error) {
+	q := r.URL.Query()
+	corpus, service, scope, err := s.scopeParams(r)
+	if err != nil {
+		return view{}, err
+	}
+	limit, offset, err := pageParams(q)
+	if err != nil {
+		return view{}, err
+	}
+	sl := slice{Corpus: corpus, Service: service, Severity: strings.ToLower(q.Get("severity")), Category: q.Get("category"), What: q.Get("what")}
+	switch {
+	case sl.Category != "" && sl.Severity == "":
+		return view{}, badRequest("category needs a severity")
+	case sl.What != "" && sl.Category == "":
+		return view{}, badRequest("what needs a category")
+	}
+	if _, err := lease.SelectSlice(sl.Severity, sl.Category, sl.What); err != nil {
+		return view{}, badRequest("%v", err)
+	}
+	ctx := r.Context()
+	counts, err := s.store.ReportStatuses(ctx, scope)
+	if err != nil {
+		return view{}, err
+	}
+	p := reportPage{slice: sl, Limit: limit, Offset: offset}
+	for _, n := range counts {
+		p.All += n
+	}
+	p.Total = p.All - counts[queue.StatusInvalid]
+	p.Crumbs = []reportRow{{Name: corpus + " / " + service, Slice: slice{Corpus: corpus, Service: service}}}
+	if sl.Severity != "" {
+		p.Crumbs = append(p.Crumbs, reportRow{Name: sl.Severity, Slice: slice{corpus, service, sl.Severity, "", ""}})
+	}
+	if sl.Category != "" {
+		p.Crumbs = append(p.Crumbs, reportRow{Name: sl.Category, Slice: slice{corpus, service, sl.Severity, sl.Category, ""}})
+	}
+	if sl.What != "" {
+		p.Crumbs = append(p.Crumbs, reportRow{Name: sl.What, Slice: sl})
+	}
+	if sl.Severity == "" {
+		p.Level, p.Heading = "severity", "Tasks by status"
+		for _, st := range reportStatuses {
+			n := lease.StatusCount(counts, st)
+			row := reportRow{Name: statusName(st), Tasks: n, Percent: percent(n, p.Total)}
+			if st == queue.StatusInvalid {
+				row.Percent = "-"
+			}
+			if st.Terminal() {
+				row.Slice, row.Open = slice{corpus, service, statusName(st), "", ""}, true
+			}
+			p.Rows = append(p.Rows, row)
+		}
+		return view{Page: "report", Title: "Report " + corpus + " / " + service, Data: p}, nil
+	}
+	status, severity, _ := lease.ReportSeverity(sl.Severity)
+	of := counts[status]
+	p.SliceStatus = fmt.Sprintf("%s tasks %s", commas(of), sl.Severity)
+	rs := lease.ReportSlice{Scope: scope, Status: status, Severity: severity, Category: sl.Category, What: sl.What, Limit: limit, Offset: offset}
+	if sl.What != "" {
+		p.Level, p.Heading = "messages", "Messages and their tasks"
+		if p.Messages, err = s.store.ReportMessages(ctx, rs); err != nil {
+			return view{}, err
+		}
+		if len(p.Messages) == limit && offset+limit <= lease.ReportMaxOffset {
+			p.Next = link("/report", append(sl.pairs(), "offset", strconv.Itoa(offset+limit), "limit", strconv.Itoa(limit))...)
+		}
+	} else {
+		var rows []lease.ReportRow
+		if sl.Category == "" {
+			p.Level, p.Heading = "category", "Categories of "+sl.Severity
+			rows, p.Count, err = s.store.ReportCategories(ctx, rs)
+		} else {
+			p.Level, p.Heading = "what", "Whats of "+sl.Category
+			rows, p.Count, err = s.store.ReportWhats(ctx, rs)
+		}
+		if err != nil {
+			return view{}, err
+		}
+		for _, row := range rows {
+			next := slice{corpus, service, sl.Severity, row.Name, ""}
+			if sl.Category != "" {
+				next = slice{corpus, service, sl.Severity, sl.Category, row.Name}
+			}
+			p.Rows = append(p.Rows, reportRow{Name: row.Name, Tasks: row.Tasks, Msgs: row.Messages,
+				Percent: percent(row.Tasks, of), Slice: next, Open: true})
+		}
+		if int64(offset+limit) < p.Count && offset+limit <= lease.ReportMaxOffset {
+			p.Next = link("/report", append(sl.pairs(), "offset", strconv.Itoa(offset+limit), "limit", strconv.Itoa(limit))...)
+		}
+	}
+	if offset > 0 {
+		p.Prev = link("/report", append(sl.pairs(), "offset", strconv.Itoa(max(0, offset-limit)), "limit", strconv.Itoa(limit))...)
+	}
+	return view{Page: "report", Title: "Report " + corpus + " / " + service, Data: p}, nil
+}
+
+// statusName is a status's name in reports: in_flight for dispatched.
+func statusName(s queue.Status) string {
+	if s == queue.StatusDispatched {
+		return "in_flight"
+	}
+	return s.String()
+}
+
+// ---- Runs and diffs
+
+type runRow struct {
+	lease.Run
+	Bar  []barPart
+	Done int64
+}
+
+type runsPage struct {
+	Corpus, Service string
+	Runs            []runRow
+	Chart           runChart
+	From, To        int64
+	Matrix          *diffMatrix
+}
+
+func (s *Server) runs(r *http.Request) (view, error) {
+	corpus, service, scope, err := s.scopeParams(r)
+	if err != nil {
+		return view{}, err
+	}
+	runs, err := s.store.Runs(r.Context(), scope)
+	if err != nil {
+		return view{}, err
+	}
+	p := runsPage{Corpus: corpus, Service: service, Chart: newRunChart(runs)}
+	for _, run := range runs {
+		p.Runs = append(p.Runs, runRow{Run: run})
+	}
+	q := r.URL.Query()
+	if q.Get("from") != "" || q.Get("to") != "" {
+		d, err := diffParams(q, scope, runs)
+		if err != nil {
+			return view{}, err
+		}
+		cells, err := s.store.DiffMatrix(r.Context(), d)
+		if err != nil {
+			return view{}, err
+		}
+		p.From, p.To = d.From, d.To
+		p.Matrix = newDiffMatrix(corpus, service, d, cells)
+	}
+	return view{Page: "runs", Title: "Runs " + corpus + " / " + service, Data: p}, nil
+}
+
+// diffParams reads from (a closed run of the scope) and to (a later run of it; 0 or "current":
+// the open one).
+func diffParams(q url.Values, scope lease.Scope, runs []lease.Run) (lease.DiffRuns, error) {
+	d := lease.DiffRuns{Scope: scope}
+	known := map[int64]lease.Run{}
+	for _, r := range runs {
+		known[r.ID] = r
+	}
+	from, err := strconv.ParseInt(q.Get("from"), 10, 64)
+	if err != nil {
+		return d, badRequest("from %q: want a run id", q.Get("from"))
+	}
+	if run, ok := known[from]; !ok || run.EndedAt == nil {
+		return d, badRequest("from %d: not a closed run of this corpus and service", from)
+	}
+	d.From = from
+	if to := q.Get("to"); to != "" && to != "current" && to != "0" {
+		n, err := strconv.ParseInt(to, 10, 64)
+		if err != nil {
+			return d, badRequest("to %q: want a run id or current", to)
+		}
+		run, ok := known[n]
+		switch {
+		case !ok:
+			return d, badRequest("to %d: not a run of this corpus and service", n)
+		case n <= from:
+			return d, badRequest("to %d: want a run after from %d", n, from)
+		case run.EndedAt != nil:
+			d.To = n
+		}
+	}
+	return d, nil
+}
+
+// diffStatuses are the matrix's rows and columns.
+var diffStatuses = []queue.Status{queue.StatusNoProblem, queue.StatusWarning, queue.StatusError, queue.StatusFatal,
+	queue.StatusInvalid, queue.StatusTODO, queue.StatusDispatched, queue.StatusBlocked}
+
+type diffMatrix struct {
+	Cols []string
+	Rows []diffMatrixRow
+}
+
+type diffMatrixRow struct {
+	From  string
+	Cells []diffMatrixCell
+}
+
+type diffMatrixCell struct {
+	Tasks int64
+	URL   string
+	Same  bool
+}
+
+func newDiffMatrix(corpus, service string, d lease.DiffRuns, cells []lease.DiffCell) *diffMatrix {
+	m := &diffMatrix{}
+	for _, st := range diffStatuses {
+		m.Cols = append(m.Cols, statusName(st))
+	}
+	to := strconv.FormatInt(d.To, 10)
+	index := func(st queue.Status) int {
+		if st <= queue.StatusBlocked {
+			st = queue.StatusBlocked
+		}
+		for i, x := range diffStatuses {
+			if x == st {
+				return i
+			}
+		}
+		return -1
+	}
+	grid := make([][]int64, len(diffStatuses)+1) // the last row: not a task then
+	for i := range grid {
+		grid[i] = make([]int64, len(diffStatuses))
+	}
+	for _, c := range cells {
+		row := len(diffStatuses)
+		if c.From != nil {
+			row = index(*c.From)
+		}
+		if col := index(c.To); row >= 0 && col >= 0 {
+			grid[row][col] += c.Tasks
+		}
+	}
+	for i, cells := range grid {
+		from, fromName := "new", "(new task)"
+		if i < len(diffStatuses) {
+			from, fromName = strconv.Itoa(int(diffStatuses[i])), statusName(diffStatuses[i])
+		}
+		row := diffMatrixRow{From: fromName}
+		for j, n := range cells {
+			c := diffMatrixCell{Tasks: n, Same: i == j}
+			if n > 0 {
+				c.URL = link("/runs/cell", "corpus", corpus, "service", service, "from", strconv.FormatInt(d.From, 10),
+					"to", to, "fs", from, "ts", strconv.Itoa(int(diffStatuses[j])))
+			}
+			row.Cells = append(row.Cells, c)
+		}
+		m.Rows = append(m.Rows, row)
+	}
+	return m
+}
+
+// statusParam reads a status number of the diff matrix.
+func statusParam(v string) (queue.Status, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, badRequest("status %q: want a status number", v)
+	}
+	for _, st := range diffStatuses {
+		if int(st) == n {
+			return st, nil
+		}
+	}
+	return 0, badRequest("status %d: not a status", n)
+}
+
+func (s *Server) diffCell(r *http.Request) (view, error) {
+	corpus, service, scope, err := s.scopeParams(r)
+	if err != nil {
+		return view{}, err
+	}
+	q := r.URL.Query()
+	runs, err := s.store.Runs(r.Context(), scope)
+	if err != nil {
+		return view{}, err
+	}
+	d, err := diffParams(q, scope, runs)
+	if err != nil {
+		return view{}, err
+	}
+	var from *queue.Status
+	if fs := q.Get("fs"); fs != "new" {
+		st, err := statusParam(fs)
+		if err != nil {
+			return view{}, err
+		}
+		from = &st
+	}
+	to, err := statusParam(q.Get("ts"))
+	if err != nil {
+		return view{}, err
+	}
+	limit, offset, err := pageParams(q)
+	if err != nil {
+		return view{}, err
+	}
+	tasks, err := s.store.DiffCellTasks(r.Context(), d, from, to, limit, offset)
+	if err != nil {
+		return view{}, err
+	}
+	fromName := "(new task)"
+	if from != nil {
+		fromName = statusName(*from)
+	}
+	base := []string{"corpus", corpus, "service", service, "from", q.Get("from"), "to", q.Get("to"), "fs", q.Get("fs"), "ts", q.Get("ts"), "limit", strconv.Itoa(limit)}
+	var prev, next string
+	if offset > 0 {
+		prev = link("/runs/cell", append(base, "offset", strconv.Itoa(max(0, offset-limit)))...)
+	}
+	if len(tasks) == limit && offset+limit <= lease.ReportMaxOffset {
+		next = link("/runs/cell", append(base, "offset", strconv.Itoa(offset+limit))...)
+	}
+	return view{Page: "cell", Title: "Diff cell", Data: struct {
+		Corpus, Service, FromStatus, ToStatus string
+		From, To                              int64
+		Tasks                                 []lease.DiffTask
+		Back, Prev, Next                      string
+	}{corpus, service, fromName, statusName(to), d.From, d.To, tasks,
+		link("/runs", "corpus", corpus, "service", service, "from", q.Get("from"), "to", q.Get("to")), prev, next}}, nil
+}
+
+// ---- Workers
+
+type workerRow struct {
+	lease.WorkerActivity
+	LastSeen *time.Time
+	PerMin   string
+	Leases   []lease.LeaseOut
+}
+
+func (s *Server) workers(r *http.Request) (view, error) {
+	ctx := r.Context()
+	acts, err := s.store.WorkerActivities(ctx, 500)
+	if err != nil {
+		return view{}, err
+	}
+	leases, err := s.store.LeasesOut(ctx, 2000)
+	if err != nil {
+		return view{}, err
+	}
+	held := map[string][]lease.LeaseOut{}
+	for _, l := range leases {
+		k := l.Worker + "\x00" + l.Service
+		held[k] = append(held[k], l)
+	}
+	var rows []workerRow
+	for _, a := range acts {
+		row := workerRow{WorkerActivity: a, Leases: held[a.Worker+"\x00"+a.Service]}
+		row.LastSeen = a.LastRequest
+		if a.LastResult != nil && (row.LastSeen == nil || a.LastResult.After(*row.LastSeen)) {
+			row.LastSeen = a.LastResult
+		}
+		if row.LastSeen != nil {
+			if mins := row.LastSeen.Sub(a.FirstSeen).Minutes(); mins > 0 {
+				row.PerMin = strconv.FormatFloat(float64(a.Results)/mins, 'f', 1, 64)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return view{Page: "workers", Title: "Workers", Data: struct {
+		Workers []workerRow
+		Leases  int
+	}{rows, len(leases)}}, nil
+}

@@ -1,0 +1,370 @@
+package web
+
+import (
+	"archive/zip"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/archive"
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/report"
+)
+
+// previewService is the service whose results hold an HTML page to preview.
+const previewService = "tex_to_html"
+
+// maxTaskMessages is how many messages the task page lists (cortexq task show lists all).
+const maxTaskMessages = 1000
+
+// maxLogView bounds the cortex.log shown on the log page.
+const maxLogView = 4 << 20
+
+// maxPreviewMember bounds a preview member served from a result archive.
+const maxPreviewMember = 64 << 20
+
+func taskID(r *http.Request) (int64, error) {
+	v := r.PathValue("id")
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, badRequest("task id %q: want a positive number", v)
+	}
+	return id, nil
+}
+
+// archives are where a task's source and result archives lie, with its corpus's path.
+type archives struct {
+	base, source, result string
+}
+
+func (s *Server) archivesOf(r *http.Request, h lease.TaskHistory) (archives, error) {
+	base, err := s.catalog.CorpusPath(r.Context(), h.CorpusID)
+	if err != nil {
+		return archives{}, err
+	}
+	sandbox, err := s.catalog.SandboxID(r.Context(), h.CorpusID)
+	if err != nil {
+		return archives{}, err
+	}
+	return archives{base: base, source: h.Entry, result: archive.ResultPath(base, h.Entry, h.Service, sandbox)}, nil
+}
+
+func (s *Server) history(r *http.Request) (lease.TaskHistory, error) {
+	id, err := taskID(r)
+	if err != nil {
+		return lease.TaskHistory{}, err
+	}
+	h, err := s.store.TaskHistoryMessages(r.Context(), id, maxTaskMessages+1)
+	if errors.Is(err, queue.ErrNotFound) {
+		return h, httpError{http.StatusNotFound, "task " + strconv.FormatInt(id, 10) + ": no such task"}
+	}
+	return h, err
+}
+
+type timelineBar struct {
+	X, W, Y       int
+	Label, Class  string
+	Worker, Title string
+}
+
+type taskPage struct {
+	lease.TaskHistory
+	Timeline   []timelineBar
+	TimelineH  int
+	Shown      []lease.RunMessage // the first maxTaskMessages messages
+	More       bool               // there are more
+	Preview    string             // the preview frame's URL, if any
+	HasResult  bool
+	HasSource  bool
+	ReportBack string
+}
+
+func (s *Server) task(r *http.Request) (view, error) {
+	h, err := s.history(r)
+	if err != nil {
+		return view{}, err
+	}
+	p := taskPage{TaskHistory: h, ReportBack: link("/report", "corpus", h.Corpus, "service", h.Service)}
+	p.Shown = h.Messages[:min(len(h.Messages), maxTaskMessages)]
+	p.More = len(h.Messages) > len(p.Shown)
+	p.Timeline, p.TimelineH = timeline(h.Attempts, time.Now())
+	if a, err := s.archivesOf(r, h); err == nil {
+		p.HasSource = regular(a.base, a.source)
+		p.HasResult = a.result != "" && regular(a.base, a.result)
+		if p.HasResult && h.Service == previewService {
+			if m := previewMember(a); m != "" {
+				p.Preview = "/task/" + strconv.FormatInt(h.ID, 10) + "/preview/" + memberURL(m)
+			}
+		}
+	}
+	return view{Page: "task", Title: "Task " + strconv.FormatInt(h.ID, 10), Data: p}, nil
+}
+
+// memberURL escapes an archive member's path for a URL, segment by segment.
+func memberURL(member string) string {
+	parts := strings.Split(member, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}
+
+func regular(base, p string) bool {
+	if p == "" {
+		return false
+	}
+	f, err := archive.Open(base, p)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// timeline lays a task's attempts out as bars: one row each, from leased to answered (or now).
+func timeline(attempts []lease.Attempt, now time.Time) ([]timelineBar, int) {
+	if len(attempts) == 0 {
+		return nil, 0
+	}
+	start, end := attempts[0].LeasedAt, attempts[0].LeasedAt
+	for _, a := range attempts {
+		if a.LeasedAt.Before(start) {
+			start = a.LeasedAt
+		}
+		e := now
+		if a.AnsweredAt != nil {
+			e = *a.AnsweredAt
+		}
+		if e.After(end) {
+			end = e
+		}
+	}
+	span := end.Sub(start)
+	if span <= 0 {
+		span = time.Millisecond
+	}
+	const width = 600
+	var bars []timelineBar
+	for i, a := range attempts {
+		e, class, outcome := now, "running", "running"
+		if a.AnsweredAt != nil {
+			e = *a.AnsweredAt
+		}
+		if a.Outcome != "" {
+			class, outcome = a.Outcome, a.Outcome
+		}
+		x := int(float64(a.LeasedAt.Sub(start)) / float64(span) * width)
+		w := max(int(float64(e.Sub(a.LeasedAt))/float64(span)*width), 2)
+		bars = append(bars, timelineBar{X: x, W: min(w, width-x+2), Y: i * 22, Class: "o-" + cssName(class),
+			Label:  "run " + strconv.Itoa(int(a.Run)) + " attempt " + strconv.Itoa(int(a.Attempt)) + ": " + outcome,
+			Worker: a.Worker, Title: a.Worker + " on " + a.Replica + ", " + e.Sub(a.LeasedAt).Round(time.Millisecond).String()})
+	}
+	return bars, len(attempts) * 22
+}
+
+// cssName keeps the letters of s, for a class name.
+func cssName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r == '_' {
+			return r
+		}
+		return -1
+	}, s)
+}
+
+// download serves a task's source (result false) or result archive as an attachment.
+func (s *Server) download(result bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h, err := s.history(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		a, err := s.archivesOf(r, h)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		p, what := a.source, "source"
+		if result {
+			p, what = a.result, "result"
+		}
+		f, err := archive.Open(a.base, p)
+		if err != nil || p == "" {
+			s.fail(w, r, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": no " + what + " archive readable here"})
+			return
+		}
+		defer f.Close()
+		info, err := f.Stat()
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		name := "task-" + strconv.FormatInt(h.ID, 10) + "-" + what + ".zip"
+		w.Header().Set("Content-Type", "application/zip")
+		w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+		http.ServeContent(w, r, name, info.ModTime(), f)
+	}
+}
+
+// openResult opens a task's result archive as a zip.
+func openResult(a archives) (*zip.Reader, *os.File, error) {
+	if a.result == "" {
+		return nil, nil, os.ErrNotExist
+	}
+	f, err := archive.Open(a.base, a.result)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	zr, err := zip.NewReader(f, info.Size())
+	if err != nil && !(errors.Is(err, zip.ErrInsecurePath) && zr != nil) {
+		f.Close()
+		return nil, nil, err
+	}
+	if len(zr.File) > report.MaxMembersDefault {
+		f.Close()
+		return nil, nil, errors.New("too many members")
+	}
+	return zr, f, nil
+}
+
+func (s *Server) taskLog(r *http.Request) (view, error) {
+	h, err := s.history(r)
+	if err != nil {
+		return view{}, err
+	}
+	a, err := s.archivesOf(r, h)
+	if err != nil {
+		return view{}, err
+	}
+	zr, f, err := openResult(a)
+	if err != nil {
+		return view{}, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": no result archive readable here"}
+	}
+	defer f.Close()
+	var log string
+	var cut bool
+	for _, m := range zr.File {
+		if m.Name != report.LogName {
+			continue
+		}
+		rc, err := m.Open()
+		if err != nil {
+			return view{}, httpError{http.StatusNotFound, "cortex.log: " + err.Error()}
+		}
+		b, err := io.ReadAll(io.LimitReader(rc, maxLogView+1))
+		rc.Close()
+		if err != nil {
+			return view{}, httpError{http.StatusNotFound, "cortex.log: " + err.Error()}
+		}
+		cut = len(b) > maxLogView
+		log = strings.ToValidUTF8(string(b[:min(len(b), maxLogView)]), "\uFFFD")
+		break
+	}
+	return view{Page: "log", Title: "cortex.log of task " + strconv.FormatInt(h.ID, 10), Data: struct {
+		ID  int64
+		Log string
+		Cut bool
+	}{h.ID, log, cut}}, nil
+}
+
+// previewMember picks the HTML page of a result archive: index.html, else the shortest *.html.
+func previewMember(a archives) string {
+	zr, f, err := openResult(a)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var pages []string
+	for _, m := range zr.File {
+		if strings.HasSuffix(strings.ToLower(m.Name), ".html") && validMember(m.Name) {
+			pages = append(pages, m.Name)
+		}
+	}
+	sort.Slice(pages, func(i, j int) bool {
+		if (path.Base(pages[i]) == "index.html") != (path.Base(pages[j]) == "index.html") {
+			return path.Base(pages[i]) == "index.html"
+		}
+		if len(pages[i]) != len(pages[j]) {
+			return len(pages[i]) < len(pages[j])
+		}
+		return pages[i] < pages[j]
+	})
+	if len(pages) == 0 {
+		return ""
+	}
+	return pages[0]
+}
+
+func validMember(name string) bool {
+	return name != "" && !strings.HasPrefix(name, "/") && !strings.Contains(name, "\\") &&
+		path.Clean(name) == name && !strings.HasPrefix(name, "../") && name != ".."
+}
+
+// preview serves a member of a tex_to_html result archive, sandboxed: CSP sandbox without
+// allow-same-origin gives the document an opaque origin, whatever frame or tab it is opened in.
+func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", previewCSP)
+	h.Set("X-Frame-Options", "SAMEORIGIN")
+	hist, err := s.history(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if hist.Service != previewService {
+		s.fail(w, r, httpError{http.StatusNotFound, "only " + previewService + " results have a preview"})
+		return
+	}
+	member := r.PathValue("member")
+	if !validMember(member) {
+		s.fail(w, r, badRequest("member %q: not a member path", member))
+		return
+	}
+	a, err := s.archivesOf(r, hist)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	zr, f, err := openResult(a)
+	if err != nil {
+		s.fail(w, r, httpError{http.StatusNotFound, "no result archive readable here"})
+		return
+	}
+	defer f.Close()
+	for _, m := range zr.File {
+		if m.Name != member || m.UncompressedSize64 > maxPreviewMember {
+			continue
+		}
+		rc, err := m.Open()
+		if err != nil {
+			s.fail(w, r, httpError{http.StatusNotFound, member + ": " + err.Error()})
+			return
+		}
+		defer rc.Close()
+		ct := mime.TypeByExtension(filepath.Ext(member))
+		if ct == "" {
+			ct = "application/octet-stream"
+		}
+		h.Set("Content-Type", ct)
+		h.Set("Cache-Control", "no-store")
+		_, _ = io.Copy(w, io.LimitReader(rc, maxPreviewMember))
+		return
+	}
+	s.fail(w, r, httpError{http.StatusNotFound, member + ": not in the result archive"})
+}

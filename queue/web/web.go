@@ -1,0 +1,423 @@
+// Package web is cortexq's web dashboard: server-rendered pages of progress, reports, runs,
+// tasks and workers, read through the same queue/lease calls as the CLI, and the operator's
+// actions (rerun, pause, resume, sandbox) behind an admin token. Templates, CSS and the one
+// small script (live figures on the overview) are embedded; every page works without it.
+//
+// Safety: every value from the database or from workers reaches the page through html/template
+// (never template.HTML); pages carry a strict Content-Security-Policy (no inline script or
+// style); actions are POSTs that need the admin session (a token compared in constant time) and
+// a CSRF token bound to it; a result's HTML preview is served with CSP sandbox, in an opaque
+// origin, so its scripts never run with the dashboard's origin.
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Config configures a dashboard.
+type Config struct {
+	Store *lease.Store
+	// AdminToken enables the actions for a browser that signs in with it; empty: none.
+	AdminToken string
+	// ReadOnly refuses every action, whatever the token.
+	ReadOnly bool
+	// Logger receives request errors; nil discards them.
+	Logger *slog.Logger
+	// LiveMaxAge is how long the overview's live figures are shared between browsers
+	// (default 1 s).
+	LiveMaxAge time.Duration
+	// LiveBudget is the database time a second the live figures may cost, all browsers
+	// together (default 5 ms): on a corpus where reading them is slow they refresh less often.
+	LiveBudget time.Duration
+}
+
+// Server is the dashboard's http.Handler.
+type Server struct {
+	cfg     Config
+	store   *lease.Store
+	catalog *lease.Catalog
+	logger  *slog.Logger
+	key     []byte // signs sessions and CSRF tokens; new at each start
+	pages   map[string]*template.Template
+	mux     *http.ServeMux
+
+	liveMu   sync.Mutex
+	liveAt   time.Time
+	liveCost time.Duration
+	live     []byte
+
+	throughMu sync.Mutex
+	throughAt time.Time
+	through   map[lease.Scope][]int64
+}
+
+// SessionCookie names the admin session's cookie.
+const SessionCookie = "cortexq_admin"
+
+// sessionMaxAge is how long an admin session lasts.
+const sessionMaxAge = 12 * time.Hour
+
+// New returns a dashboard on cfg.Store.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("web: no store")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.LiveMaxAge <= 0 {
+		cfg.LiveMaxAge = time.Second
+	}
+	if cfg.LiveBudget <= 0 {
+		cfg.LiveBudget = 5 * time.Millisecond
+	}
+	s := &Server{cfg: cfg, store: cfg.Store, catalog: lease.NewCatalog(cfg.Store), logger: cfg.Logger,
+		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux()}
+	if _, err := rand.Read(s.key); err != nil {
+		return nil, err
+	}
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return nil, err
+	}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if n == "templates/layout.html" {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, n)
+		if err != nil {
+			return nil, err
+		}
+		s.pages[strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")] = t
+	}
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /{$}", s.page(s.overview))
+	m.HandleFunc("GET /live", s.liveJSON)
+	m.HandleFunc("GET /report", s.page(s.report))
+	m.HandleFunc("GET /task/{id}", s.page(s.task))
+	m.HandleFunc("GET /task/{id}/source", s.download(false))
+	m.HandleFunc("GET /task/{id}/result", s.download(true))
+	m.HandleFunc("GET /task/{id}/log", s.page(s.taskLog))
+	m.HandleFunc("GET /task/{id}/preview/{member...}", s.preview)
+	m.HandleFunc("GET /runs", s.page(s.runs))
+	m.HandleFunc("GET /runs/cell", s.page(s.diffCell))
+	m.HandleFunc("GET /workers", s.page(s.workers))
+	m.HandleFunc("GET /login", s.page(s.loginPage))
+	m.HandleFunc("POST /login", s.login)
+	m.HandleFunc("POST /logout", s.logout)
+	m.HandleFunc("POST /rerun", s.action(s.rerun))
+	m.HandleFunc("POST /pause", s.action(s.pause))
+	m.HandleFunc("POST /resume", s.action(s.resume))
+	m.HandleFunc("POST /sandbox", s.action(s.sandbox))
+	static, _ := fs.Sub(staticFS, "static")
+	files := http.FileServerFS(static)
+	m.Handle("GET /static/", http.StripPrefix("/static/", files))
+	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, static, "favicon.svg")
+	})
+}
+
+// pageCSP is every page's Content-Security-Policy: nothing inline, nothing from elsewhere, and
+// no framing but the task page's own preview frame.
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// previewCSP is the preview's: a sandbox without allow-same-origin (an opaque origin: no
+// cookie, no storage, no access to the dashboard), scripts allowed only inside that sandbox.
+const previewCSP = "sandbox allow-scripts; default-src 'self' data: 'unsafe-inline'; frame-ancestors 'self'"
+
+// ServeHTTP serves the dashboard.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", pageCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+	s.mux.ServeHTTP(w, r)
+}
+
+// httpError is an error with its HTTP status: bad input (400), not found (404), refused (403).
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+func forbidden(format string, args ...any) error {
+	return httpError{http.StatusForbidden, fmt.Sprintf(format, args...)}
+}
+
+// view is what a page handler returns: the template to render and its data.
+type view struct {
+	Page  string
+	Title string
+	Data  any
+}
+
+// pageData is what every page's template gets.
+type pageData struct {
+	Title    string
+	Nav      string
+	Admin    bool   // the browser holds an admin session: show the buttons
+	CanAdmin bool   // a token is set and actions are allowed: show the sign-in link
+	CSRF     string // the hidden field of every form
+	Data     any
+}
+
+// page wraps a handler that renders a page.
+func (s *Server) page(fn func(*http.Request) (view, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := fn(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.render(w, r, http.StatusOK, v)
+	}
+}
+
+func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, v view) {
+	t := s.pages[v.Page]
+	if t == nil {
+		s.fail(w, r, fmt.Errorf("no template %s", v.Page))
+		return
+	}
+	d := pageData{Title: v.Title, Nav: v.Page, CanAdmin: s.actionsAllowed(), Data: v.Data}
+	if sess, ok := s.session(r); ok {
+		d.Admin, d.CSRF = true, s.csrfToken(sess)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout.html", d); err != nil {
+		s.logger.Error("render", "page", v.Page, "error", err)
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail answers err: its status and message for an httpError, 404 for queue.ErrNotFound, else 500.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code, msg := http.StatusInternalServerError, "internal error: see the dashboard's log"
+	var he httpError
+	switch {
+	case errors.As(err, &he):
+		code, msg = he.code, he.msg
+	case errors.Is(err, queue.ErrNotFound):
+		code, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, context.Canceled):
+		return
+	default:
+		s.logger.Error("request", "method", r.Method, "path", r.URL.Path, "error", err)
+	}
+	s.render(w, r, code, view{Page: "error", Title: http.StatusText(code), Data: struct {
+		Code int
+		Msg  string
+	}{code, msg}})
+}
+
+// actionsAllowed reports whether any browser may act: a token is set and not --read-only.
+func (s *Server) actionsAllowed() bool { return s.cfg.AdminToken != "" && !s.cfg.ReadOnly }
+
+// tokenOK compares a token with the admin token in constant time (hashes first, so neither
+// length shows).
+func (s *Server) tokenOK(given string) bool {
+	if !s.actionsAllowed() || given == "" {
+		return false
+	}
+	a, b := sha256.Sum256([]byte(given)), sha256.Sum256([]byte(s.cfg.AdminToken))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+func (s *Server) mac(parts ...string) []byte {
+	h := hmac.New(sha256.New, s.key)
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return h.Sum(nil)
+}
+
+// newSession returns a session cookie's value: its expiry and a MAC of it.
+func (s *Server) newSession(now time.Time) string {
+	var exp [8]byte
+	binary.BigEndian.PutUint64(exp[:], uint64(now.Add(sessionMaxAge).Unix()))
+	return base64.RawURLEncoding.EncodeToString(append(exp[:], s.mac("session", string(exp[:]))...))
+}
+
+// session returns the request's admin session, if it holds a valid one.
+func (s *Server) session(r *http.Request) (string, bool) {
+	if !s.actionsAllowed() {
+		return "", false
+	}
+	c, err := r.Cookie(SessionCookie)
+	if err != nil {
+		return "", false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil || len(raw) != 8+sha256.Size {
+		return "", false
+	}
+	if !hmac.Equal(raw[8:], s.mac("session", string(raw[:8]))) {
+		return "", false
+	}
+	if time.Now().Unix() > int64(binary.BigEndian.Uint64(raw[:8])) {
+		return "", false
+	}
+	return c.Value, true
+}
+
+// csrfToken is the hidden field of a session's forms.
+func (s *Server) csrfToken(session string) string {
+	return base64.RawURLEncoding.EncodeToString(s.mac("csrf", session))
+}
+
+// sameOrigin refuses a request whose Origin (or, without one, Referer) names another host.
+func sameOrigin(r *http.Request) bool {
+	src := r.Header.Get("Origin")
+	if src == "" {
+		src = r.Header.Get("Referer")
+	}
+	if src == "" {
+		return true // not a browser's cross-site form: the CSRF token still has to match
+	}
+	u, err := url.Parse(src)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := r.Host
+	if fwd := r.Header.Get("X-Forwarded-Host"); fwd != "" {
+		host = fwd
+	}
+	return strings.EqualFold(u.Host, host)
+}
+
+// action wraps an action: POST, allowed, an admin session, a matching CSRF token, the same
+// origin. The handler's message is shown on a result page.
+func (s *Server) action(fn func(*http.Request) (string, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if !s.actionsAllowed() {
+			s.fail(w, r, forbidden("this dashboard is read-only: start it with --admin-token (and without --read-only) to act"))
+			return
+		}
+		sess, ok := s.session(r)
+		if !ok {
+			s.fail(w, r, forbidden("sign in with the admin token first (/login)"))
+			return
+		}
+		if err := r.ParseForm(); err != nil {
+			s.fail(w, r, badRequest("bad form: %v", err))
+			return
+		}
+		given := r.PostForm.Get("csrf")
+		if given == "" || !hmac.Equal([]byte(given), []byte(s.csrfToken(sess))) {
+			s.fail(w, r, forbidden("missing or wrong CSRF token: reload the page and try again"))
+			return
+		}
+		if !sameOrigin(r) {
+			s.fail(w, r, forbidden("cross-origin request refused"))
+			return
+		}
+		msg, err := fn(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.logger.Info("web action", "path", r.URL.Path, "result", msg)
+		back := r.PostForm.Get("back")
+		if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.HasPrefix(back, "/\\") {
+			back = "/"
+		}
+		s.render(w, r, http.StatusOK, view{Page: "done", Title: "Done", Data: struct{ Msg, Back string }{msg, back}})
+	}
+}
+
+func (s *Server) loginPage(r *http.Request) (view, error) {
+	return view{Page: "login", Title: "Sign in", Data: struct{ Allowed, ReadOnly bool }{s.actionsAllowed(), s.cfg.ReadOnly}}, nil
+}
+
+// login checks the admin token and sets the session cookie (HttpOnly, SameSite=Strict).
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if !s.actionsAllowed() {
+		s.fail(w, r, forbidden("this dashboard is read-only: there is nothing to sign in to"))
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		s.fail(w, r, badRequest("bad form: %v", err))
+		return
+	}
+	if !sameOrigin(r) {
+		s.fail(w, r, forbidden("cross-origin request refused"))
+		return
+	}
+	token := r.PostForm.Get("token")
+	if token == "" {
+		s.fail(w, r, badRequest("give the admin token"))
+		return
+	}
+	if !s.tokenOK(token) {
+		s.logger.Warn("web sign-in refused: wrong token", "remote", r.RemoteAddr)
+		s.fail(w, r, forbidden("wrong admin token"))
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.newSession(time.Now()), Path: "/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r), MaxAge: int(sessionMaxAge / time.Second)})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: secure(r), MaxAge: -1})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// secure reports whether the browser reached us over HTTPS (directly or through a proxy that
+// says so), so the cookie is marked Secure.
+func secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
