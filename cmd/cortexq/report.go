@@ -109,6 +109,18 @@ func formatFlags(env string) []cli.Flag {
 	}
 }
 
+// openListStore checks the arguments of a list command taking formatFlags (none, and not both
+// --json and --csv) and opens the store.
+func openListStore(c *cli.Context) (*lease.Store, func(), error) {
+	if err := noArgs(c); err != nil {
+		return nil, nil, err
+	}
+	if c.Bool("json") && c.Bool("csv") {
+		return nil, nil, usagef(c, "give --json or --csv, not both")
+	}
+	return openStore(c, lease.Config{})
+}
+
 // pageOf checks --limit, --offset and the output format.
 func pageOf(c *cli.Context) (limit, offset int, err error) {
 	limit, offset = c.Int("limit"), c.Int("offset")

@@ -130,13 +130,7 @@ func runSandboxCreate(c *cli.Context) error {
 }
 
 func runSandboxList(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	if c.Bool("json") && c.Bool("csv") {
-		return usagef(c, "give --json or --csv, not both")
-	}
-	store, done, err := openStore(c, lease.Config{})
+	store, done, err := openListStore(c)
 	if err != nil {
 		return err
 	}
