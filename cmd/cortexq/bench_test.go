@@ -41,3 +41,37 @@ func TestBenchReportsItsOwnClusterAndBatches(t *testing.T) {
 	require.Contains(t, text, "average batch: reserve ", text)
 	require.Contains(t, text, "PostgreSQL CPU: the --database-url server's processes only", text)
 }
+
+// TestBenchCorpora: --corpora makes a backlog per corpus (the big one's tail in the database
+// alone), stops once --tasks results are recorded, finishes the small corpus beside the big
+// one's backlog and says when; what is left of the backlogs is deleted afterwards.
+func TestBenchCorpora(t *testing.T) {
+	d := newTestDB(t)
+	out := d.ok("bench", "--corpora", "5000,20", "--tasks", "200", "--workers", "2", "--payload-kb", "1",
+		"--max-in-flight", "100", "--json", "--dir", t.TempDir())
+	var rep benchReport
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &rep), out)
+	require.True(t, rep.GatesOK, out)
+	require.Len(t, rep.Corpora, 2, out)
+	big, small := rep.Corpora[0], rep.Corpora[1]
+	require.Equal(t, 5000, big.Tasks)
+	require.Nil(t, big.FinishedSeconds, "the backlog is not drained")
+	require.GreaterOrEqual(t, big.NoProblem+small.NoProblem, int64(200), "at least --tasks converted")
+	require.Equal(t, int64(20), small.NoProblem)
+	require.NotNil(t, small.FinishedSeconds, out)
+	require.Positive(t, *small.FinishedSeconds)
+	require.Zero(t, d.count(`SELECT count(*) FROM tasks WHERE status >= 0`), "the backlogs' rest is deleted")
+
+	for _, bad := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--corpora", "10,x"}, `--corpora "10,x": want TODO tasks per corpus`},
+		{[]string{"--corpora", "0"}, `--corpora "0": want`},
+		{[]string{"--corpora", "10", "--tasks", "11"}, "--tasks 11: more than the 10 tasks of --corpora"},
+	} {
+		r := cortexq(t, d.env, append([]string{"bench", "--dir", t.TempDir()}, bad.args...)...)
+		require.Equal(t, 2, r.code, "%v: %s", bad.args, r.stderr)
+		require.Contains(t, r.stderr, bad.says, "%v", bad.args)
+	}
+}
