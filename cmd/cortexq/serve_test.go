@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,14 +22,12 @@ import (
 	"github.com/cortexq/cortexq/queue/queuetest"
 )
 
-// loopbackPort returns a loopback TCP port that was free a moment ago.
+// loopbackPort returns a loopback TCP port that was free a moment ago, never the same one twice
+// in this process (two ports asked for in a row from the kernel's ephemeral range can be one and
+// the same: a replica's ventilator and sink then collide): faultPort.
 func loopbackPort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
-	return port
+	return faultPort(t)
 }
 
 // process is a cortexq subprocess that runs until stopped, with its output collected.
