@@ -1,8 +1,9 @@
 -- name: Apply :exec
 -- Apply writes one transaction's decided changes in a single statement: dispatch rows deleted
 -- and upserted (a JSON array of whole rows), task statuses, attempts dropped, added and
--- finished, and a run's messages replaced. Each part is a no-op when its arrays
--- are empty. The parts touch distinct rows (queue/lease guarantees it), as one statement must.
+-- finished, a run's messages replaced, and the tasks changed noted for the report's fold. Each
+-- part is a no-op when its arrays are empty. The parts touch distinct rows (queue/lease
+-- guarantees it), as one statement must.
 --
 -- Each part that joins a table to its keys also restricts the table by `= ANY` of the key ids,
 -- an index condition any plan applies: the claim runs this statement with a generic plan that
@@ -69,6 +70,15 @@ WITH dispatch_deleted AS (
     INSERT INTO task_messages (task_id, run, severity, category, what, details)
     SELECT unnest(@msg_task_ids::bigint[]), unnest(@msg_runs::int[]), unnest(@msg_severities::text[]),
            unnest(@msg_categories::text[]), unnest(@msg_whats::text[]), unnest(@msg_details::text[])
+), report_noted AS (
+    -- The tasks given a final status or new messages, for the report's next fold
+    -- (migrations/00011_report_rollups.sql): one row each in an append-only table.
+    INSERT INTO report_changes (task_id)
+    SELECT k.id
+    FROM (SELECT unnest(@task_ids::bigint[]) AS id, unnest(@task_statuses::smallint[]) AS status) AS k
+    WHERE k.status BETWEEN -5 AND -1
+    UNION
+    SELECT unnest(@msg_run_task_ids::bigint[])
 )
 SELECT 1;
 

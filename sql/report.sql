@@ -9,43 +9,141 @@ WHERE corpus_id = @corpus_id AND service_id = @service_id
 GROUP BY status;
 
 -- name: ReportCategories :many
--- ReportCategories lists the categories of the messages of a severity in the current runs of
--- the tasks with a status, with the tasks having one and the messages; with no_messages, the
--- tasks with no such message are a category no_messages of their own. Page of a sorted list
--- (most tasks first), with the list's length.
+-- ReportCategories lists the categories of the messages of a status's severity in the current
+-- runs of the tasks with that status, with the tasks having one and the messages, as of the last
+-- fold (report_rollup); with no_messages, the tasks with no such message are a category
+-- no_messages of their own (kept for Fatal). Page of a sorted list (most tasks first), with the
+-- list's length.
 WITH cats AS (
-    SELECT m.category::text AS category, count(DISTINCT m.task_id)::bigint AS tasks,
-           count(*)::bigint AS messages
-    FROM tasks t
-    JOIN task_messages m ON m.task_id = t.id AND m.run = t.run
-    WHERE t.corpus_id = @corpus_id AND t.service_id = @service_id AND t.status = @status
-      AND m.severity = @severity
-    GROUP BY m.category
+    SELECT r.category, r.tasks, r.messages
+    FROM report_rollup r
+    WHERE r.corpus_id = @corpus_id AND r.service_id = @service_id AND r.status = @status
+      AND r.level = 1 AND r.tasks > 0
     UNION ALL
-    SELECT 'no_messages', count(*)::bigint, 0::bigint
-    FROM tasks t
-    WHERE @no_messages::bool AND t.corpus_id = @corpus_id AND t.service_id = @service_id
-      AND t.status = @status
-      AND NOT EXISTS (SELECT 1 FROM task_messages m
-                      WHERE m.task_id = t.id AND m.run = t.run AND m.severity = @severity)
-    HAVING count(*) > 0
+    SELECT 'no_messages', s.tasks - coalesce(a.tasks, 0), 0::bigint
+    FROM report_rollup s
+    LEFT JOIN report_rollup a ON a.corpus_id = s.corpus_id AND a.service_id = s.service_id
+         AND a.status = s.status AND a.level = 0 AND a.category = '' AND a.what = ''
+    WHERE @no_messages::bool AND s.corpus_id = @corpus_id AND s.service_id = @service_id
+      AND s.status = @status AND s.level = 3 AND s.category = '' AND s.what = ''
+      AND s.tasks - coalesce(a.tasks, 0) > 0
 )
-SELECT category, tasks, messages, count(*) OVER ()::bigint AS total
+SELECT category::text AS category, tasks::bigint AS tasks, messages::bigint AS messages,
+       count(*) OVER ()::bigint AS total
 FROM cats
 ORDER BY tasks DESC, messages DESC, category
 LIMIT @lim OFFSET @off;
 
 -- name: ReportWhats :many
 -- ReportWhats lists the whats of one category, as ReportCategories lists categories.
-SELECT m.what::text AS what, count(DISTINCT m.task_id)::bigint AS tasks,
-       count(*)::bigint AS messages, count(*) OVER ()::bigint AS total
-FROM tasks t
-JOIN task_messages m ON m.task_id = t.id AND m.run = t.run
-WHERE t.corpus_id = @corpus_id AND t.service_id = @service_id AND t.status = @status
-  AND m.severity = @severity AND m.category = @category
-GROUP BY m.what
-ORDER BY tasks DESC, messages DESC, what
+SELECT r.what, r.tasks, r.messages, count(*) OVER ()::bigint AS total
+FROM report_rollup r
+WHERE r.corpus_id = @corpus_id AND r.service_id = @service_id AND r.status = @status
+  AND r.level = 2 AND r.category = @category AND r.tasks > 0
+ORDER BY r.tasks DESC, r.messages DESC, r.what
 LIMIT @lim OFFSET @off;
+
+-- name: ReportFold :one
+-- ReportFold folds a batch of the noted changes into the rollups: it takes up to @batch task
+-- ids from report_changes (every note of each), subtracts what each task contributed when last
+-- folded (report_folded) and adds what it contributes now: for a task with a final status, one
+-- entry per distinct (category, what) of its messages of the status's severity in its current
+-- run. One statement, one snapshot: a change committed after it began is folded next time. The
+-- caller holds the fold's advisory lock (ReportFoldLock): two folds at once would subtract a
+-- task's contribution twice.
+WITH ids AS (
+    SELECT DISTINCT c.task_id AS id
+    FROM (SELECT task_id FROM report_changes LIMIT @batch::int) AS c
+), changed AS (
+    DELETE FROM report_changes c WHERE c.task_id IN (SELECT id FROM ids) RETURNING c.task_id
+), old AS (
+    SELECT f.task_id, f.corpus_id, f.service_id, f.status, f.categories, f.whats, f.messages
+    FROM report_folded f
+    WHERE f.task_id IN (SELECT id FROM ids)
+), cur AS (
+    SELECT t.id, t.corpus_id, t.service_id, t.status, t.run,
+           CASE t.status WHEN -1 THEN 'info' WHEN -2 THEN 'warning' WHEN -3 THEN 'error'
+                         WHEN -4 THEN 'fatal' ELSE 'invalid' END AS severity
+    FROM tasks t
+    WHERE t.id IN (SELECT id FROM ids) AND t.status BETWEEN -5 AND -1
+), items AS (
+    SELECT c.id, m.category::text AS category, m.what::text AS what, count(*)::int AS n
+    FROM cur c
+    JOIN task_messages m ON m.task_id = c.id AND m.run = c.run AND m.severity = c.severity
+    GROUP BY c.id, m.category, m.what
+), new AS (
+    SELECT c.id AS task_id, c.corpus_id, c.service_id, c.status,
+           coalesce(array_agg(i.category ORDER BY i.category, i.what) FILTER (WHERE i.id IS NOT NULL), '{}')::text[] AS categories,
+           coalesce(array_agg(i.what ORDER BY i.category, i.what) FILTER (WHERE i.id IS NOT NULL), '{}')::text[] AS whats,
+           coalesce(array_agg(i.n ORDER BY i.category, i.what) FILTER (WHERE i.id IS NOT NULL), '{}')::int[] AS messages
+    FROM cur c
+    LEFT JOIN items i ON i.id = c.id
+    GROUP BY c.id, c.corpus_id, c.service_id, c.status
+    HAVING count(i.id) > 0 OR c.status = -4
+), gone AS (
+    DELETE FROM report_folded f
+    WHERE f.task_id IN (SELECT id FROM ids) AND f.task_id NOT IN (SELECT task_id FROM new)
+), put AS (
+    INSERT INTO report_folded (task_id, corpus_id, service_id, status, categories, whats, messages)
+    SELECT task_id, corpus_id, service_id, status, categories, whats, messages FROM new
+    ON CONFLICT (task_id) DO UPDATE
+    SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, status = excluded.status,
+        categories = excluded.categories, whats = excluded.whats, messages = excluded.messages
+), contrib AS (
+    SELECT -1 AS sign, task_id, corpus_id, service_id, status, categories, whats, messages FROM old
+    UNION ALL
+    SELECT 1, task_id, corpus_id, service_id, status, categories, whats, messages FROM new
+), entries AS (
+    SELECT c.sign, c.task_id, c.corpus_id, c.service_id, c.status, c.categories[i] AS category,
+           c.whats[i] AS what, c.messages[i] AS n
+    FROM contrib c, generate_subscripts(c.categories, 1) AS i
+), delta AS (
+    SELECT corpus_id, service_id, status, 2 AS level, category, what, sign AS tasks, sign * n AS messages
+    FROM entries
+    UNION ALL
+    SELECT corpus_id, service_id, status, 1, category, '', sign, sign * sum(n)
+    FROM entries
+    GROUP BY sign, task_id, corpus_id, service_id, status, category
+    UNION ALL
+    SELECT corpus_id, service_id, status, 0, '', '', sign, sign * sum(n)
+    FROM entries
+    GROUP BY sign, task_id, corpus_id, service_id, status
+    UNION ALL
+    SELECT corpus_id, service_id, status, 3, '', '', sign, 0
+    FROM contrib
+    WHERE status = -4
+), rolled AS (
+    INSERT INTO report_rollup AS r (corpus_id, service_id, status, level, category, what, tasks, messages)
+    SELECT corpus_id, service_id, status, level, category, what, sum(tasks), sum(messages)
+    FROM delta
+    GROUP BY corpus_id, service_id, status, level, category, what
+    HAVING sum(tasks) <> 0 OR sum(messages) <> 0
+    ORDER BY corpus_id, service_id, status, level, category, what
+    ON CONFLICT (corpus_id, service_id, status, level, category, what) DO UPDATE
+    SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages
+)
+SELECT (SELECT count(*) FROM changed)::bigint AS changes, (SELECT count(*) FROM ids)::bigint AS tasks;
+
+-- name: ReportFoldLock :one
+-- ReportFoldLock takes the fold's lock for the transaction, if no other fold holds it.
+SELECT pg_try_advisory_xact_lock(hashtext('cortexq report fold'))::bool AS locked;
+
+-- name: ReportFoldDone :exec
+-- ReportFoldDone drops the rollup rows that count nothing and records the fold's time.
+WITH dropped AS (
+    DELETE FROM report_rollup WHERE tasks = 0 AND messages = 0
+)
+UPDATE report_fold_state SET folded_at = now();
+
+-- name: ReportFoldState :one
+-- ReportFoldState says when the rollups were last folded (NULL: never) and how many changes
+-- wait for the next fold.
+SELECT s.folded_at, (SELECT count(*) FROM report_changes)::bigint AS pending
+FROM report_fold_state s;
+
+-- name: ReportChangesAdd :exec
+-- ReportChangesAdd notes tasks whose status, run or messages changed, for the next fold.
+INSERT INTO report_changes (task_id) SELECT unnest(@task_ids::bigint[]);
 
 -- name: ReportMessages :many
 -- ReportMessages lists the messages of one what, with their tasks, by task id.

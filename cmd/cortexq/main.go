@@ -53,6 +53,7 @@ func commands() []*cli.Command {
 		importCommand(),
 		rerunCommand(),
 		reportCommand(),
+		foldCommand(),
 		runsCommand(),
 		diffCommand(),
 		sandboxCommand(),

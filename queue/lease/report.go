@@ -38,6 +38,15 @@ type ReportSlice struct {
 	Offset   int
 }
 
+// check says whether the rollups hold a slice: they count, for a final status, the messages of
+// its severity (StatusSeverity).
+func (sl ReportSlice) check() error {
+	if sev, ok := StatusSeverity(sl.Status); !ok || sev != sl.Severity {
+		return fmt.Errorf("report: the tasks of status %d are reported with the messages of their own severity, not %q", sl.Status, sl.Severity)
+	}
+	return nil
+}
+
 // ReportRow is one category or what of a report level: the tasks with a message of it in their
 // current run, and those messages.
 type ReportRow struct {
@@ -67,11 +76,16 @@ func (s *Store) ReportStatuses(ctx context.Context, scope Scope) (map[queue.Stat
 }
 
 // ReportCategories lists a page of the categories of a slice's status, most tasks first, with
-// the number of categories in all. A Fatal task with no fatal message counts under NoMessages.
+// the number of categories in all, as of the last fold (FoldReports): the messages counted are
+// those of the status's severity (StatusSeverity). A Fatal task with no fatal message counts
+// under NoMessages.
 func (s *Store) ReportCategories(ctx context.Context, sl ReportSlice) ([]ReportRow, int64, error) {
+	if err := sl.check(); err != nil {
+		return nil, 0, err
+	}
 	rows, err := dbsqlc.New(s.pool).ReportCategories(ctx, dbsqlc.ReportCategoriesParams{
 		CorpusID: sl.CorpusID, ServiceID: sl.ServiceID, Status: int16(sl.Status),
-		Severity: string(sl.Severity), NoMessages: sl.Status == queue.StatusFatal,
+		NoMessages: sl.Status == queue.StatusFatal,
 		Lim: int32(sl.Limit), Off: int32(sl.Offset),
 	})
 	if err != nil {
@@ -87,6 +101,9 @@ func (s *Store) ReportCategories(ctx context.Context, sl ReportSlice) ([]ReportR
 // ReportWhats lists a page of the whats of a slice's category, as ReportCategories does. The
 // category NoMessages has one what, NoMessages.
 func (s *Store) ReportWhats(ctx context.Context, sl ReportSlice) ([]ReportRow, int64, error) {
+	if err := sl.check(); err != nil {
+		return nil, 0, err
+	}
 	if sl.Category == NoMessages && sl.Status == queue.StatusFatal {
 		cats, _, err := s.ReportCategories(ctx, ReportSlice{Scope: sl.Scope, Status: sl.Status, Severity: sl.Severity, Limit: ReportMaxLimit})
 		if err != nil {
@@ -102,8 +119,7 @@ func (s *Store) ReportWhats(ctx context.Context, sl ReportSlice) ([]ReportRow, i
 		return nil, 0, nil
 	}
 	rows, err := dbsqlc.New(s.pool).ReportWhats(ctx, dbsqlc.ReportWhatsParams{
-		CorpusID: sl.CorpusID, ServiceID: sl.ServiceID, Status: int16(sl.Status),
-		Severity: string(sl.Severity), Category: sl.Category,
+		CorpusID: sl.CorpusID, ServiceID: sl.ServiceID, Status: int16(sl.Status), Category: sl.Category,
 		Lim: int32(sl.Limit), Off: int32(sl.Offset),
 	})
 	if err != nil {

@@ -36,16 +36,18 @@ func TestReportsHoldNoLockClaimsOrRerunsWaitOn(t *testing.T) {
 	_, err = q.ReportStatuses(f.ctx, f.corpus, f.svc)
 	require.NoError(t, err)
 	_, err = q.ReportCategories(f.ctx, dbsqlc.ReportCategoriesParams{CorpusID: f.corpus, ServiceID: f.svc,
-		Status: -4, Severity: "fatal", NoMessages: true, Lim: 10})
+		Status: -4, NoMessages: true, Lim: 10})
 	require.NoError(t, err)
 	_, err = q.ReportWhats(f.ctx, dbsqlc.ReportWhatsParams{CorpusID: f.corpus, ServiceID: f.svc, Status: -1,
-		Severity: "info", Category: "test", Lim: 10})
+		Category: "test", Lim: 10})
 	require.NoError(t, err)
 	_, err = q.ReportMessages(f.ctx, dbsqlc.ReportMessagesParams{CorpusID: f.corpus, ServiceID: f.svc, Status: -1,
 		Severity: "info", Category: "test", What: "w2", Lim: 10})
 	require.NoError(t, err)
 	_, err = q.ReportNoMessages(f.ctx, dbsqlc.ReportNoMessagesParams{CorpusID: f.corpus, ServiceID: f.svc, Status: -4,
 		Severity: "fatal", Lim: 10})
+	require.NoError(t, err)
+	_, err = q.ReportFoldState(f.ctx)
 	require.NoError(t, err)
 	_, err = q.RunList(f.ctx, f.corpus, f.svc)
 	require.NoError(t, err)

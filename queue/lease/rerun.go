@@ -64,7 +64,8 @@ func (scope RerunScope) selection() (statuses []int16, severity, category, what 
 // `cortexq diff`), the selected tasks' messages go, fresh reservations of their old runs are
 // deleted (nothing happened in them), the other open rows of the old runs settle so late
 // results of those runs are stale, and the runs table closes the old run with its tallies and
-// opens a new one. A scope that selects no task changes nothing.
+// opens a new one; the tasks moved are noted for the report's next fold. A scope that selects no
+// task changes nothing.
 func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, error) {
 	var sum RerunSummary
 	err := s.inTx(ctx, "rerun", true, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
@@ -105,6 +106,9 @@ func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, erro
 			return fmt.Errorf("drop old reservations: %w", err)
 		}
 		sum.Unreserved = int(unreserved)
+		if err := q.ReportChangesAdd(ctx, ids); err != nil {
+			return fmt.Errorf("note the changes for the report: %w", err)
+		}
 		settled, err := q.DispatchSettleEarlierRuns(ctx, now.Add(s.lateWindow()), ids, runs)
 		if err != nil {
 			return fmt.Errorf("settle old runs: %w", err)

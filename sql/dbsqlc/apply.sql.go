@@ -74,6 +74,15 @@ WITH dispatch_deleted AS (
     INSERT INTO task_messages (task_id, run, severity, category, what, details)
     SELECT unnest($27::bigint[]), unnest($28::int[]), unnest($29::text[]),
            unnest($30::text[]), unnest($31::text[]), unnest($32::text[])
+), report_noted AS (
+    -- The tasks given a final status or new messages, for the report's next fold
+    -- (migrations/00011_report_rollups.sql): one row each in an append-only table.
+    INSERT INTO report_changes (task_id)
+    SELECT k.id
+    FROM (SELECT unnest($4::bigint[]) AS id, unnest($5::smallint[]) AS status) AS k
+    WHERE k.status BETWEEN -5 AND -1
+    UNION
+    SELECT unnest($25::bigint[])
 )
 SELECT 1
 `
@@ -115,8 +124,9 @@ type ApplyParams struct {
 
 // Apply writes one transaction's decided changes in a single statement: dispatch rows deleted
 // and upserted (a JSON array of whole rows), task statuses, attempts dropped, added and
-// finished, and a run's messages replaced. Each part is a no-op when its arrays
-// are empty. The parts touch distinct rows (queue/lease guarantees it), as one statement must.
+// finished, a run's messages replaced, and the tasks changed noted for the report's fold. Each
+// part is a no-op when its arrays are empty. The parts touch distinct rows (queue/lease
+// guarantees it), as one statement must.
 //
 // Each part that joins a table to its keys also restricts the table by `= ANY` of the key ids,
 // an index condition any plan applies: the claim runs this statement with a generic plan that

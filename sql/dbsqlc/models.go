@@ -189,6 +189,40 @@ type ReaperPass struct {
 	Released int32 `json:"released"`
 }
 
+// Tasks whose status, run or messages changed since the last report fold.
+type ReportChange struct {
+	TaskID int64 `json:"task_id"`
+}
+
+// When the report rollups were last folded.
+type ReportFoldState struct {
+	One      bool       `json:"one"`
+	FoldedAt *time.Time `json:"folded_at"`
+}
+
+// What each task contributed to report_rollup when it was last folded.
+type ReportFolded struct {
+	TaskID     int64    `json:"task_id"`
+	CorpusID   int32    `json:"corpus_id"`
+	ServiceID  int32    `json:"service_id"`
+	Status     int16    `json:"status"`
+	Categories []string `json:"categories"`
+	Whats      []string `json:"whats"`
+	Messages   []int32  `json:"messages"`
+}
+
+// Task and message counts of the report's levels, as of the last fold.
+type ReportRollup struct {
+	CorpusID  int32  `json:"corpus_id"`
+	ServiceID int32  `json:"service_id"`
+	Status    int16  `json:"status"`
+	Level     int16  `json:"level"`
+	Category  string `json:"category"`
+	What      string `json:"what"`
+	Tasks     int64  `json:"tasks"`
+	Messages  int64  `json:"messages"`
+}
+
 // Run history per corpus and service: each rerun closes a row with the tallies it replaced.
 type Run struct {
 	ID        int64           `json:"id"`

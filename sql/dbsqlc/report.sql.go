@@ -194,36 +194,33 @@ func (q *Queries) DiffMatrixCurrent(ctx context.Context, fromRun int64, corpusID
 
 const reportCategories = `-- name: ReportCategories :many
 WITH cats AS (
-    SELECT m.category::text AS category, count(DISTINCT m.task_id)::bigint AS tasks,
-           count(*)::bigint AS messages
-    FROM tasks t
-    JOIN task_messages m ON m.task_id = t.id AND m.run = t.run
-    WHERE t.corpus_id = $3 AND t.service_id = $4 AND t.status = $5
-      AND m.severity = $6
-    GROUP BY m.category
+    SELECT r.category, r.tasks, r.messages
+    FROM report_rollup r
+    WHERE r.corpus_id = $3 AND r.service_id = $4 AND r.status = $5
+      AND r.level = 1 AND r.tasks > 0
     UNION ALL
-    SELECT 'no_messages', count(*)::bigint, 0::bigint
-    FROM tasks t
-    WHERE $7::bool AND t.corpus_id = $3 AND t.service_id = $4
-      AND t.status = $5
-      AND NOT EXISTS (SELECT 1 FROM task_messages m
-                      WHERE m.task_id = t.id AND m.run = t.run AND m.severity = $6)
-    HAVING count(*) > 0
+    SELECT 'no_messages', s.tasks - coalesce(a.tasks, 0), 0::bigint
+    FROM report_rollup s
+    LEFT JOIN report_rollup a ON a.corpus_id = s.corpus_id AND a.service_id = s.service_id
+         AND a.status = s.status AND a.level = 0 AND a.category = '' AND a.what = ''
+    WHERE $6::bool AND s.corpus_id = $3 AND s.service_id = $4
+      AND s.status = $5 AND s.level = 3 AND s.category = '' AND s.what = ''
+      AND s.tasks - coalesce(a.tasks, 0) > 0
 )
-SELECT category, tasks, messages, count(*) OVER ()::bigint AS total
+SELECT category::text AS category, tasks::bigint AS tasks, messages::bigint AS messages,
+       count(*) OVER ()::bigint AS total
 FROM cats
 ORDER BY tasks DESC, messages DESC, category
 LIMIT $2 OFFSET $1
 `
 
 type ReportCategoriesParams struct {
-	Off        int32  `json:"off"`
-	Lim        int32  `json:"lim"`
-	CorpusID   int32  `json:"corpus_id"`
-	ServiceID  int32  `json:"service_id"`
-	Status     int16  `json:"status"`
-	Severity   string `json:"severity"`
-	NoMessages bool   `json:"no_messages"`
+	Off        int32 `json:"off"`
+	Lim        int32 `json:"lim"`
+	CorpusID   int32 `json:"corpus_id"`
+	ServiceID  int32 `json:"service_id"`
+	Status     int16 `json:"status"`
+	NoMessages bool  `json:"no_messages"`
 }
 
 type ReportCategoriesRow struct {
@@ -233,10 +230,11 @@ type ReportCategoriesRow struct {
 	Total    int64  `json:"total"`
 }
 
-// ReportCategories lists the categories of the messages of a severity in the current runs of
-// the tasks with a status, with the tasks having one and the messages; with no_messages, the
-// tasks with no such message are a category no_messages of their own. Page of a sorted list
-// (most tasks first), with the list's length.
+// ReportCategories lists the categories of the messages of a status's severity in the current
+// runs of the tasks with that status, with the tasks having one and the messages, as of the last
+// fold (report_rollup); with no_messages, the tasks with no such message are a category
+// no_messages of their own (kept for Fatal). Page of a sorted list (most tasks first), with the
+// list's length.
 func (q *Queries) ReportCategories(ctx context.Context, arg ReportCategoriesParams) ([]ReportCategoriesRow, error) {
 	rows, err := q.db.Query(ctx, reportCategories,
 		arg.Off,
@@ -244,7 +242,6 @@ func (q *Queries) ReportCategories(ctx context.Context, arg ReportCategoriesPara
 		arg.CorpusID,
 		arg.ServiceID,
 		arg.Status,
-		arg.Severity,
 		arg.NoMessages,
 	)
 	if err != nil {
@@ -268,6 +265,154 @@ func (q *Queries) ReportCategories(ctx context.Context, arg ReportCategoriesPara
 		return nil, err
 	}
 	return items, nil
+}
+
+const reportChangesAdd = `-- name: ReportChangesAdd :exec
+INSERT INTO report_changes (task_id) SELECT unnest($1::bigint[])
+`
+
+// ReportChangesAdd notes tasks whose status, run or messages changed, for the next fold.
+func (q *Queries) ReportChangesAdd(ctx context.Context, taskIds []int64) error {
+	_, err := q.db.Exec(ctx, reportChangesAdd, taskIds)
+	return err
+}
+
+const reportFold = `-- name: ReportFold :one
+WITH ids AS (
+    SELECT DISTINCT c.task_id AS id
+    FROM (SELECT task_id FROM report_changes LIMIT $1::int) AS c
+), changed AS (
+    DELETE FROM report_changes c WHERE c.task_id IN (SELECT id FROM ids) RETURNING c.task_id
+), old AS (
+    SELECT f.task_id, f.corpus_id, f.service_id, f.status, f.categories, f.whats, f.messages
+    FROM report_folded f
+    WHERE f.task_id IN (SELECT id FROM ids)
+), cur AS (
+    SELECT t.id, t.corpus_id, t.service_id, t.status, t.run,
+           CASE t.status WHEN -1 THEN 'info' WHEN -2 THEN 'warning' WHEN -3 THEN 'error'
+                         WHEN -4 THEN 'fatal' ELSE 'invalid' END AS severity
+    FROM tasks t
+    WHERE t.id IN (SELECT id FROM ids) AND t.status BETWEEN -5 AND -1
+), items AS (
+    SELECT c.id, m.category::text AS category, m.what::text AS what, count(*)::int AS n
+    FROM cur c
+    JOIN task_messages m ON m.task_id = c.id AND m.run = c.run AND m.severity = c.severity
+    GROUP BY c.id, m.category, m.what
+), new AS (
+    SELECT c.id AS task_id, c.corpus_id, c.service_id, c.status,
+           coalesce(array_agg(i.category ORDER BY i.category, i.what) FILTER (WHERE i.id IS NOT NULL), '{}')::text[] AS categories,
+           coalesce(array_agg(i.what ORDER BY i.category, i.what) FILTER (WHERE i.id IS NOT NULL), '{}')::text[] AS whats,
+           coalesce(array_agg(i.n ORDER BY i.category, i.what) FILTER (WHERE i.id IS NOT NULL), '{}')::int[] AS messages
+    FROM cur c
+    LEFT JOIN items i ON i.id = c.id
+    GROUP BY c.id, c.corpus_id, c.service_id, c.status
+    HAVING count(i.id) > 0 OR c.status = -4
+), gone AS (
+    DELETE FROM report_folded f
+    WHERE f.task_id IN (SELECT id FROM ids) AND f.task_id NOT IN (SELECT task_id FROM new)
+), put AS (
+    INSERT INTO report_folded (task_id, corpus_id, service_id, status, categories, whats, messages)
+    SELECT task_id, corpus_id, service_id, status, categories, whats, messages FROM new
+    ON CONFLICT (task_id) DO UPDATE
+    SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, status = excluded.status,
+        categories = excluded.categories, whats = excluded.whats, messages = excluded.messages
+), contrib AS (
+    SELECT -1 AS sign, task_id, corpus_id, service_id, status, categories, whats, messages FROM old
+    UNION ALL
+    SELECT 1, task_id, corpus_id, service_id, status, categories, whats, messages FROM new
+), entries AS (
+    SELECT c.sign, c.task_id, c.corpus_id, c.service_id, c.status, c.categories[i] AS category,
+           c.whats[i] AS what, c.messages[i] AS n
+    FROM contrib c, generate_subscripts(c.categories, 1) AS i
+), delta AS (
+    SELECT corpus_id, service_id, status, 2 AS level, category, what, sign AS tasks, sign * n AS messages
+    FROM entries
+    UNION ALL
+    SELECT corpus_id, service_id, status, 1, category, '', sign, sign * sum(n)
+    FROM entries
+    GROUP BY sign, task_id, corpus_id, service_id, status, category
+    UNION ALL
+    SELECT corpus_id, service_id, status, 0, '', '', sign, sign * sum(n)
+    FROM entries
+    GROUP BY sign, task_id, corpus_id, service_id, status
+    UNION ALL
+    SELECT corpus_id, service_id, status, 3, '', '', sign, 0
+    FROM contrib
+    WHERE status = -4
+), rolled AS (
+    INSERT INTO report_rollup AS r (corpus_id, service_id, status, level, category, what, tasks, messages)
+    SELECT corpus_id, service_id, status, level, category, what, sum(tasks), sum(messages)
+    FROM delta
+    GROUP BY corpus_id, service_id, status, level, category, what
+    HAVING sum(tasks) <> 0 OR sum(messages) <> 0
+    ORDER BY corpus_id, service_id, status, level, category, what
+    ON CONFLICT (corpus_id, service_id, status, level, category, what) DO UPDATE
+    SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages
+)
+SELECT (SELECT count(*) FROM changed)::bigint AS changes, (SELECT count(*) FROM ids)::bigint AS tasks
+`
+
+type ReportFoldRow struct {
+	Changes int64 `json:"changes"`
+	Tasks   int64 `json:"tasks"`
+}
+
+// ReportFold folds a batch of the noted changes into the rollups: it takes up to @batch task
+// ids from report_changes (every note of each), subtracts what each task contributed when last
+// folded (report_folded) and adds what it contributes now: for a task with a final status, one
+// entry per distinct (category, what) of its messages of the status's severity in its current
+// run. One statement, one snapshot: a change committed after it began is folded next time. The
+// caller holds the fold's advisory lock (ReportFoldLock): two folds at once would subtract a
+// task's contribution twice.
+func (q *Queries) ReportFold(ctx context.Context, batch int32) (ReportFoldRow, error) {
+	row := q.db.QueryRow(ctx, reportFold, batch)
+	var i ReportFoldRow
+	err := row.Scan(&i.Changes, &i.Tasks)
+	return i, err
+}
+
+const reportFoldDone = `-- name: ReportFoldDone :exec
+WITH dropped AS (
+    DELETE FROM report_rollup WHERE tasks = 0 AND messages = 0
+)
+UPDATE report_fold_state SET folded_at = now()
+`
+
+// ReportFoldDone drops the rollup rows that count nothing and records the fold's time.
+func (q *Queries) ReportFoldDone(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, reportFoldDone)
+	return err
+}
+
+const reportFoldLock = `-- name: ReportFoldLock :one
+SELECT pg_try_advisory_xact_lock(hashtext('cortexq report fold'))::bool AS locked
+`
+
+// ReportFoldLock takes the fold's lock for the transaction, if no other fold holds it.
+func (q *Queries) ReportFoldLock(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, reportFoldLock)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}
+
+const reportFoldState = `-- name: ReportFoldState :one
+SELECT s.folded_at, (SELECT count(*) FROM report_changes)::bigint AS pending
+FROM report_fold_state s
+`
+
+type ReportFoldStateRow struct {
+	FoldedAt *time.Time `json:"folded_at"`
+	Pending  int64      `json:"pending"`
+}
+
+// ReportFoldState says when the rollups were last folded (NULL: never) and how many changes
+// wait for the next fold.
+func (q *Queries) ReportFoldState(ctx context.Context) (ReportFoldStateRow, error) {
+	row := q.db.QueryRow(ctx, reportFoldState)
+	var i ReportFoldStateRow
+	err := row.Scan(&i.FoldedAt, &i.Pending)
+	return i, err
 }
 
 const reportMessages = `-- name: ReportMessages :many
@@ -417,22 +562,18 @@ func (q *Queries) ReportStatuses(ctx context.Context, corpusID int32, serviceID 
 }
 
 const reportWhats = `-- name: ReportWhats :many
-SELECT m.what::text AS what, count(DISTINCT m.task_id)::bigint AS tasks,
-       count(*)::bigint AS messages, count(*) OVER ()::bigint AS total
-FROM tasks t
-JOIN task_messages m ON m.task_id = t.id AND m.run = t.run
-WHERE t.corpus_id = $1 AND t.service_id = $2 AND t.status = $3
-  AND m.severity = $4 AND m.category = $5
-GROUP BY m.what
-ORDER BY tasks DESC, messages DESC, what
-LIMIT $7 OFFSET $6
+SELECT r.what, r.tasks, r.messages, count(*) OVER ()::bigint AS total
+FROM report_rollup r
+WHERE r.corpus_id = $1 AND r.service_id = $2 AND r.status = $3
+  AND r.level = 2 AND r.category = $4 AND r.tasks > 0
+ORDER BY r.tasks DESC, r.messages DESC, r.what
+LIMIT $6 OFFSET $5
 `
 
 type ReportWhatsParams struct {
 	CorpusID  int32  `json:"corpus_id"`
 	ServiceID int32  `json:"service_id"`
 	Status    int16  `json:"status"`
-	Severity  string `json:"severity"`
 	Category  string `json:"category"`
 	Off       int32  `json:"off"`
 	Lim       int32  `json:"lim"`
@@ -451,7 +592,6 @@ func (q *Queries) ReportWhats(ctx context.Context, arg ReportWhatsParams) ([]Rep
 		arg.CorpusID,
 		arg.ServiceID,
 		arg.Status,
-		arg.Severity,
 		arg.Category,
 		arg.Off,
 		arg.Lim,
