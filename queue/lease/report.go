@@ -85,8 +85,7 @@ func (s *Store) ReportCategories(ctx context.Context, sl ReportSlice) ([]ReportR
 	}
 	rows, err := dbsqlc.New(s.pool).ReportCategories(ctx, dbsqlc.ReportCategoriesParams{
 		CorpusID: sl.CorpusID, ServiceID: sl.ServiceID, Status: int16(sl.Status),
-		NoMessages: sl.Status == queue.StatusFatal,
-		Lim: int32(sl.Limit), Off: int32(sl.Offset),
+		NoMessages: sl.Status == queue.StatusFatal, Lim: int32(sl.Limit), Off: int32(sl.Offset),
 	})
 	if err != nil {
 		return nil, 0, translate("report categories", err)
