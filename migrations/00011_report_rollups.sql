@@ -73,7 +73,14 @@ INSERT INTO report_changes (task_id) SELECT id FROM tasks WHERE status BETWEEN -
 CREATE INDEX task_messages_what_task ON task_messages (severity, category, what, task_id, id);
 DROP INDEX task_messages_what;
 
+-- The diff reads a run's statuses from the primary key alone (an index-only scan): 0.5 s instead
+-- of 1.4-2 s for a million-task run.
+ALTER TABLE run_statuses DROP CONSTRAINT run_statuses_pkey,
+    ADD CONSTRAINT run_statuses_pkey PRIMARY KEY (run_id, task_id) INCLUDE (status);
+
 -- +goose Down
+ALTER TABLE run_statuses DROP CONSTRAINT run_statuses_pkey,
+    ADD CONSTRAINT run_statuses_pkey PRIMARY KEY (run_id, task_id);
 CREATE INDEX task_messages_what ON task_messages (severity, category, what);
 DROP INDEX task_messages_what_task;
 -- +goose StatementBegin

@@ -14,9 +14,9 @@ func foldCommand() *cli.Command {
 		Name:  "fold",
 		Usage: "fold the changes noted since the last fold into the report rollups now",
 		Description: "The category and what levels of cortexq report read rollups that a periodic job of cortexq\n" +
-			"serve folds (--fold-interval). fold does the same at once, for every corpus and service: after\n" +
-			"a migration that noted every task, say, or in a test. It waits for no fold running elsewhere\n" +
-			"(it says so and exits). docs/reports.md#rollups describes them.",
+			"serve folds (--fold-interval). fold does the same at once, for every corpus and service (after\n" +
+			"a migration that noted every task, say), waiting for a fold running elsewhere to end first.\n" +
+			"docs/reports.md#rollups describes them.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "batch", Usage: "changes folded per transaction", Value: lease.FoldBatchDefault},
 		},
@@ -33,23 +33,26 @@ func runFold(c *cli.Context) error {
 		return err
 	}
 	defer done()
+	return foldAll(c, store)
+}
+
+// foldAll folds every noted change, waiting for a fold running elsewhere, and says what it did
+// (on stderr when another command folds first).
+func foldAll(c *cli.Context, store *lease.Store) error {
+	batch := lease.FoldBatchDefault
+	if c.IsSet("batch") {
+		batch = c.Int("batch")
+	}
 	start := time.Now()
-	var sum lease.FoldSummary
-	for {
-		s, err := store.FoldReports(c.Context, c.Int("batch"))
-		if err != nil {
-			return err
-		}
-		sum.Changes, sum.Tasks, sum.Batches, sum.Busy = sum.Changes+s.Changes, sum.Tasks+s.Tasks, sum.Batches+s.Batches, s.Busy
-		if s.Busy || s.Tasks == 0 {
-			break
-		}
+	sum, err := store.FoldAll(c.Context, batch)
+	if err != nil {
+		return err
 	}
-	if sum.Busy {
-		fmt.Fprintf(c.App.Writer, "another fold is running; folded %d changes (%d tasks) before it\n", sum.Changes, sum.Tasks)
-		return nil
+	out := c.App.Writer
+	if c.Command.Name != "fold" {
+		out = c.App.ErrWriter
 	}
-	fmt.Fprintf(c.App.Writer, "folded %d changes (%d tasks) in %d transactions, %s\n", sum.Changes, sum.Tasks, sum.Batches,
+	fmt.Fprintf(out, "folded %d changes (%d tasks) in %d transactions, %s\n", sum.Changes, sum.Tasks, sum.Batches,
 		time.Since(start).Round(time.Millisecond))
 	return nil
 }

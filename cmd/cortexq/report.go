@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -33,6 +34,7 @@ func reportCommand() *cli.Command {
 		Flags: append(append([]cli.Flag{
 			corpusFlag("corpus (or sandbox) to report on"),
 			serviceFlag("service to report on"),
+			&cli.BoolFlag{Name: "fold", Usage: "fold the changes noted since the last fold into the rollups first (as cortexq fold; needs write access)", EnvVars: envVars("REPORT_FOLD")},
 		}, selectionFlags("report")...), pageFlags("report")...),
 		Action: runReport,
 	}
@@ -153,7 +155,9 @@ type table struct {
 	// Total counts the rows of the whole list when it is paged.
 	Total *int64 `json:"total,omitempty"`
 	// JSON, if set, is printed by --json instead of the table.
-	JSON any    `json:"-"`
+	JSON any `json:"-"`
+	// Note, if set, is a line printed after the rows (how fresh they are).
+	Note string `json:"-"`
 	Next string `json:"next,omitempty"`
 }
 
@@ -192,6 +196,9 @@ func (t table) print(c *cli.Context) error {
 	}
 	if t.Total != nil && int64(len(t.Rows)) < *t.Total {
 		fmt.Fprintf(out, "(%d of %s rows shown: --offset %d --limit %d)\n", len(t.Rows), commas(*t.Total), c.Int("offset"), c.Int("limit"))
+	}
+	if t.Note != "" {
+		fmt.Fprintln(out, printable(t.Note))
 	}
 	if t.Next != "" {
 		fmt.Fprintln(out, printable(t.Next))
@@ -355,6 +362,15 @@ func runReport(c *cli.Context) error {
 			"what": what, "offset": offset, "limit": limit, "messages": msgs, "rerun": rerun}
 		return t.print(c)
 	}
+	if c.Bool("fold") {
+		if err := foldAll(c, store); err != nil {
+			return err
+		}
+	}
+	fold, err := store.ReportFoldState(c.Context)
+	if err != nil {
+		return err
+	}
 	var rows []lease.ReportRow
 	var total int64
 	level, title := "category", fmt.Sprintf("%s: severity %s, by category", where, sevName)
@@ -368,7 +384,7 @@ func runReport(c *cli.Context) error {
 		return err
 	}
 	t := table{Title: title, Header: []string{level, "tasks", "messages"}, Total: &total,
-		Next: "rerun this slice: " + rerun}
+		Note: foldAge(fold), Next: "rerun this slice: " + rerun}
 	for _, r := range rows {
 		if c.Bool("csv") {
 			t.Rows = append(t.Rows, []string{r.Name, strconv.FormatInt(r.Tasks, 10), strconv.FormatInt(r.Messages, 10)})
@@ -380,6 +396,16 @@ func runReport(c *cli.Context) error {
 		rows = []lease.ReportRow{}
 	}
 	t.JSON = map[string]any{"corpus": corpus, "service": service, "severity": sevName, "category": category,
-		"level": level, "offset": offset, "limit": limit, "total": total, "rows": rows, "rerun": rerun}
+		"level": level, "offset": offset, "limit": limit, "total": total, "rows": rows, "rerun": rerun,
+		"folded_at": fold.FoldedAt, "fold_age_seconds": fold.Age.Seconds(), "fold_pending": fold.Pending}
 	return t.print(c)
+}
+
+// foldAge says how fresh the rollups a category or what level reads are.
+func foldAge(f lease.FoldState) string {
+	if f.FoldedAt == nil {
+		return fmt.Sprintf("counts as of no fold yet (%s changes wait for one: cortexq fold, or a replica's periodic fold)", commas(f.Pending))
+	}
+	return fmt.Sprintf("counts as of the fold %s ago (%s; %s changes wait for the next)",
+		f.Age.Round(time.Second), f.FoldedAt.UTC().Format("2006-01-02 15:04:05 UTC"), commas(f.Pending))
 }

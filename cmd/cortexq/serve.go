@@ -46,6 +46,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "reservation-ttl", Usage: "how long a task this replica reserved ahead of demand stays its own: if the replica dies (or freezes) holding it, the reaper gives it back after this, with no attempt counted; the replica hands out only reservations younger than a third of it", Value: lease.ReservationTTLDefault, EnvVars: envVars("RESERVATION_TTL")},
 			&cli.DurationFlag{Name: "lease-timeout", Usage: "lease of a service without its own lease_timeout_seconds; a retry gets (retries+1) times it", Value: lease.LeaseTimeoutDefault, EnvVars: envVars("LEASE_TIMEOUT")},
 			&cli.DurationFlag{Name: "late-result-window", Usage: "how long a task out of flight still takes a late result (0: none)", Value: lease.LateResultWindowDefault, EnvVars: envVars("LATE_RESULT_WINDOW")},
+			&cli.DurationFlag{Name: "fold-interval", Usage: "time between folds of the report rollups (run by the elected leader); reports are as fresh as the last fold", Value: reaper.FoldIntervalDefault, EnvVars: envVars("FOLD_INTERVAL")},
 			&cli.DurationFlag{Name: "reap-interval", Usage: "time between reaper passes (run by the elected leader)", Value: reaper.IntervalDefault, EnvVars: envVars("REAP_INTERVAL")},
 			&cli.DurationFlag{Name: "drain-timeout", Usage: "on SIGTERM, how long to wait for the results of this replica's leases", Value: 60 * time.Second, EnvVars: envVars("DRAIN_TIMEOUT")},
 			&cli.DurationFlag{Name: "db-outage-budget", Usage: "how long database calls may keep failing, from the first failure, before the replica stops and exits non-zero (stopping takes up to ~10 s more; nothing is lost: restart it later); 0: never", Value: dispatch.OutageBudgetDefault, EnvVars: envVars("DB_OUTAGE_BUDGET")},
@@ -192,7 +193,7 @@ func serve(c *cli.Context) error {
 		return usagef(c, "%v", err)
 	}
 	reaped := newReapMetrics(reg, store)
-	river, err := reaper.New(pool, store, reaper.Config{Interval: c.Duration("reap-interval"), Logger: logger, OnPass: reaped.observe, NowFunc: skewedClock(skew)})
+	river, err := reaper.New(pool, store, reaper.Config{Interval: c.Duration("reap-interval"), FoldInterval: c.Duration("fold-interval"), Logger: logger, OnPass: reaped.observe, NowFunc: skewedClock(skew)})
 	if err != nil {
 		return err
 	}

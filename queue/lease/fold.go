@@ -114,3 +114,24 @@ func StatusSeverity(st queue.Status) (queue.Severity, bool) {
 	}
 	return "", false
 }
+
+// FoldAll folds every noted change as FoldReports does, waiting its turn while another fold
+// runs (the periodic one, say): when it returns without error, every change committed before
+// it was called is folded.
+func (s *Store) FoldAll(ctx context.Context, batch int) (FoldSummary, error) {
+	var sum FoldSummary
+	for {
+		f, err := s.FoldReports(ctx, batch)
+		sum.Changes, sum.Tasks, sum.Batches = sum.Changes+f.Changes, sum.Tasks+f.Tasks, sum.Batches+f.Batches
+		if err != nil || !f.Busy && f.Batches < foldMaxBatches {
+			return sum, err
+		}
+		if f.Busy {
+			select {
+			case <-ctx.Done():
+				return sum, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Package reaper runs the lease reaper as a River periodic job: River elects one leader among
 // the replicas sharing a database, the leader enqueues a reap every interval, and a replica works
-// it by calling lease.Store.ReapAll. Two passes at once stay correct (rows are taken with SKIP
+// it by calling lease.Store.ReapAll. The fold of the report rollups (lease.Store.FoldReports) is
+// a periodic job of the same client, in a queue of its own. Two passes at once stay correct (rows are taken with SKIP
 // LOCKED), so a leadership change never needs care.
 package reaper
 
@@ -28,6 +29,47 @@ func (Args) Kind() string { return "cortexq_reap" }
 // InsertOpts runs a pass once: the next period brings the next one.
 func (Args) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1} }
 
+// FoldArgs is the periodic fold of the report rollups (lease.Store.FoldReports), in a queue of
+// its own so that a long fold (the first one after migration 00011, say) never holds up a reap.
+type FoldArgs struct{}
+
+// Kind names the job in river_job.
+func (FoldArgs) Kind() string { return "cortexq_report_fold" }
+
+// InsertOpts runs a fold once, in the fold queue: the next period brings the next one.
+func (FoldArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 1, Queue: FoldQueue}
+}
+
+// FoldQueue is the River queue of the report folds.
+const FoldQueue = "cortexq_report"
+
+// FoldIntervalDefault is the default time between report folds.
+const FoldIntervalDefault = 10 * time.Second
+
+type foldWorker struct {
+	river.WorkerDefaults[FoldArgs]
+	store  *lease.Store
+	logger *slog.Logger
+}
+
+// Work folds the changes noted since the last fold.
+func (w *foldWorker) Work(ctx context.Context, _ *river.Job[FoldArgs]) error {
+	start := time.Now()
+	sum, err := w.store.FoldReports(ctx, 0)
+	if err != nil {
+		return fmt.Errorf("report fold: %w", err)
+	}
+	if sum.Tasks >= lease.FoldBatchDefault {
+		w.logger.Info("report rollups folded", "changes", sum.Changes, "tasks", sum.Tasks,
+			"took", time.Since(start).Round(time.Millisecond))
+	}
+	return river.RecordOutput(ctx, sum)
+}
+
+// Timeout bounds one fold (FoldReports goes on where one stopped).
+func (w *foldWorker) Timeout(*river.Job[FoldArgs]) time.Duration { return 10 * time.Minute }
+
 // Config configures the reaper.
 type Config struct {
 	// Interval between reap passes.
@@ -36,6 +78,8 @@ type Config struct {
 	Logger *slog.Logger
 	// OnPass, if set, is called with what each pass did (for metrics).
 	OnPass func(lease.ReapSummary)
+	// FoldInterval is the time between folds of the report rollups (FoldIntervalDefault if 0).
+	FoldInterval time.Duration
 	// NowFunc, if set, replaces the local clock (time.Now) River reads; tests inject a skewed
 	// clock with it. Either way River's readings are corrected to the database clock.
 	NowFunc func() time.Time
@@ -74,10 +118,14 @@ func (w *reapWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 // Timeout bounds one pass.
 func (w *reapWorker) Timeout(*river.Job[Args]) time.Duration { return 5 * time.Minute }
 
-// New returns a River client on pool that reaps for store every cfg.Interval once started.
+// New returns a River client on pool that reaps for store every cfg.Interval, and folds the
+// report rollups every cfg.FoldInterval, once started.
 func New(pool *pgxpool.Pool, store *lease.Store, cfg Config) (*river.Client[pgx.Tx], error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = IntervalDefault
+	}
+	if cfg.FoldInterval <= 0 {
+		cfg.FoldInterval = FoldIntervalDefault
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -94,12 +142,18 @@ func New(pool *pgxpool.Pool, store *lease.Store, cfg Config) (*river.Client[pgx.
 	if err := river.AddWorkerSafely(workers, &reapWorker{store: store, clock: clock, logger: logger.With("component", "reaper"), onPass: cfg.OnPass}); err != nil {
 		return nil, fmt.Errorf("reaper worker: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &foldWorker{store: store, logger: logger.With("component", "report_fold")}); err != nil {
+		return nil, fmt.Errorf("fold worker: %w", err)
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}},
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}, FoldQueue: {MaxWorkers: 1}},
 		Workers: workers,
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.Interval),
 				func() (river.JobArgs, *river.InsertOpts) { return Args{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.FoldInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return FoldArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true}),
 		},
 		Logger:        slog.New(routineDebug{logger.Handler()}).With("component", "river"),
