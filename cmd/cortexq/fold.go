@@ -18,7 +18,7 @@ func foldCommand() *cli.Command {
 			"a migration that noted every task, say), waiting for a fold running elsewhere to end first.\n" +
 			"docs/reports.md#rollups describes them.",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "batch", Usage: "changes folded per transaction", Value: lease.FoldBatchDefault},
+			&cli.IntFlag{Name: "batch", Usage: "changes folded per transaction", Value: lease.FoldBatchDefault, EnvVars: envVars("FOLD_BATCH")},
 		},
 		Action: runFold,
 	}
