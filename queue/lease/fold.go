@@ -47,6 +47,9 @@ func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error)
 				busy = !locked
 				return err
 			}
+			if err := q.ReportFoldNoJIT(ctx); err != nil {
+				return err
+			}
 			if done, err = q.ReportFold(ctx, int32(batch)); err != nil {
 				return err
 			}
