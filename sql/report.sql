@@ -67,19 +67,20 @@ WITH ids AS (
     FROM tasks t
     WHERE t.id IN (SELECT id FROM ids) AND t.status BETWEEN -5 AND -1
 ), items AS (
-    SELECT c.id, m.category::text AS category, m.what::text AS what, count(*)::int AS n
+    -- Per task and distinct (category, what): its messages (a task with none: one row, n 0).
+    SELECT c.id, c.corpus_id, c.service_id, c.status, m.category::text AS category,
+           m.what::text AS what, count(m.task_id)::int AS n
     FROM cur c
-    JOIN task_messages m ON m.task_id = c.id AND m.run = c.run AND m.severity = c.severity
-    GROUP BY c.id, m.category, m.what
+    LEFT JOIN task_messages m ON m.task_id = c.id AND m.run = c.run AND m.severity = c.severity
+    GROUP BY c.id, c.corpus_id, c.service_id, c.status, m.category, m.what
 ), new AS (
-    SELECT c.id AS task_id, c.corpus_id, c.service_id, c.status,
-           coalesce(array_agg(i.category ORDER BY i.category, i.what) FILTER (WHERE i.id IS NOT NULL), '{}')::text[] AS categories,
-           coalesce(array_agg(i.what ORDER BY i.category, i.what) FILTER (WHERE i.id IS NOT NULL), '{}')::text[] AS whats,
-           coalesce(array_agg(i.n ORDER BY i.category, i.what) FILTER (WHERE i.id IS NOT NULL), '{}')::int[] AS messages
-    FROM cur c
-    LEFT JOIN items i ON i.id = c.id
-    GROUP BY c.id, c.corpus_id, c.service_id, c.status
-    HAVING count(i.id) > 0 OR c.status = -4
+    SELECT i.id AS task_id, i.corpus_id, i.service_id, i.status,
+           coalesce(array_agg(i.category ORDER BY i.category, i.what) FILTER (WHERE i.n > 0), '{}')::text[] AS categories,
+           coalesce(array_agg(i.what ORDER BY i.category, i.what) FILTER (WHERE i.n > 0), '{}')::text[] AS whats,
+           coalesce(array_agg(i.n ORDER BY i.category, i.what) FILTER (WHERE i.n > 0), '{}')::int[] AS messages
+    FROM items i
+    GROUP BY i.id, i.corpus_id, i.service_id, i.status
+    HAVING sum(i.n) > 0 OR i.status = -4
 ), gone AS (
     DELETE FROM report_folded f
     WHERE f.task_id IN (SELECT id FROM ids) AND f.task_id NOT IN (SELECT task_id FROM new)
@@ -124,11 +125,12 @@ WITH ids AS (
 )
 SELECT (SELECT count(*) FROM changed)::bigint AS changes, (SELECT count(*) FROM ids)::bigint AS tasks;
 
--- name: ReportFoldNoJIT :exec
--- ReportFoldNoJIT turns JIT off for the fold's transaction: the planner's estimates of the
+-- name: ReportFoldSettings :exec
+-- ReportFoldSettings sets the fold's transaction up: JIT off (the planner's estimates of the
 -- fold's unnested arrays are far too high, and compiling the plan took 1.6 s of a 2 s fold of
--- 5,000 tasks.
-SELECT set_config('jit', 'off', true);
+-- 5,000 tasks) and sequential scans on (a replica's sessions turn them off, and report_changes
+-- has no index: the planner, pricing every plan as one, chose a nested loop that took 3.7 s).
+SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'on', true);
 
 -- name: ReportFoldLock :one
 -- ReportFoldLock takes the fold's lock for the transaction, if no other fold holds it.

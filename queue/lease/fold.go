@@ -47,7 +47,7 @@ func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error)
 				busy = !locked
 				return err
 			}
-			if err := q.ReportFoldNoJIT(ctx); err != nil {
+			if err := q.ReportFoldSettings(ctx); err != nil {
 				return err
 			}
 			if done, err = q.ReportFold(ctx, int32(batch)); err != nil {
