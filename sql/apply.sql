@@ -71,14 +71,13 @@ WITH dispatch_deleted AS (
     SELECT unnest(@msg_task_ids::bigint[]), unnest(@msg_runs::int[]), unnest(@msg_severities::text[]),
            unnest(@msg_categories::text[]), unnest(@msg_whats::text[]), unnest(@msg_details::text[])
 ), report_noted AS (
-    -- The tasks given a final status or new messages, for the report's next fold
-    -- (migrations/00011_report_rollups.sql): one row each in an append-only table.
+    -- The tasks given a final status (and with it their messages: a claim or a dead letter),
+    -- for the report's next fold (migrations/00011_report_rollups.sql): one row each in an
+    -- append-only table.
     INSERT INTO report_changes (task_id)
     SELECT k.id
     FROM (SELECT unnest(@task_ids::bigint[]) AS id, unnest(@task_statuses::smallint[]) AS status) AS k
     WHERE k.status BETWEEN -5 AND -1
-    UNION
-    SELECT unnest(@msg_run_task_ids::bigint[])
 )
 SELECT 1;
 

@@ -75,14 +75,13 @@ WITH dispatch_deleted AS (
     SELECT unnest($27::bigint[]), unnest($28::int[]), unnest($29::text[]),
            unnest($30::text[]), unnest($31::text[]), unnest($32::text[])
 ), report_noted AS (
-    -- The tasks given a final status or new messages, for the report's next fold
-    -- (migrations/00011_report_rollups.sql): one row each in an append-only table.
+    -- The tasks given a final status (and with it their messages: a claim or a dead letter),
+    -- for the report's next fold (migrations/00011_report_rollups.sql): one row each in an
+    -- append-only table.
     INSERT INTO report_changes (task_id)
     SELECT k.id
     FROM (SELECT unnest($4::bigint[]) AS id, unnest($5::smallint[]) AS status) AS k
     WHERE k.status BETWEEN -5 AND -1
-    UNION
-    SELECT unnest($25::bigint[])
 )
 SELECT 1
 `
