@@ -30,6 +30,10 @@ func reportCommand() *cli.Command {
 			"Every level ends with the cortexq rerun line that reruns exactly the slice shown (and a sandbox\n" +
 			"create takes the same flags). Lists are sorted by tasks, then messages, and paged with --limit\n" +
 			"(at most 1000) and --offset (at most 100000). A sandbox is a corpus: give its name as --corpus.\n" +
+			"\n" +
+			"The category and what levels read rollups that the replicas fold every --fold-interval (cortexq\n" +
+			"serve): the line under their rows says how old the last fold is and how many changes wait for\n" +
+			"the next; --fold folds those first.\n" +
 			"docs/reports.md shows the psql query behind each level.",
 		Flags: append(append([]cli.Flag{
 			corpusFlag("corpus (or sandbox) to report on"),
