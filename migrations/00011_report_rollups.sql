@@ -45,6 +45,8 @@ CREATE TABLE report_rollup (
     PRIMARY KEY (corpus_id, service_id, status, level, category, what)
 );
 COMMENT ON TABLE report_rollup IS 'Task and message counts of the report''s levels, as of the last fold.';
+-- The rows a fold brought to zero, which it then deletes.
+CREATE INDEX report_rollup_zero ON report_rollup (corpus_id) WHERE tasks = 0 AND messages = 0;
 
 CREATE TABLE report_fold_state (
     one       boolean PRIMARY KEY DEFAULT true CHECK (one),
