@@ -101,19 +101,12 @@ func (s *Store) ReportFoldState(ctx context.Context) (FoldState, error) {
 }
 
 // StatusSeverity is the severity of the messages the report counts for tasks of a final status
-// (info for NoProblem), and false for a status that is not final.
+// (info for NoProblem; ReportSeverity's), and false for a status that is not final.
 func StatusSeverity(st queue.Status) (queue.Severity, bool) {
-	switch st {
-	case queue.StatusNoProblem:
-		return queue.SeverityInfo, true
-	case queue.StatusWarning:
-		return queue.SeverityWarning, true
-	case queue.StatusError:
-		return queue.SeverityError, true
-	case queue.StatusFatal:
-		return queue.SeverityFatal, true
-	case queue.StatusInvalid:
-		return queue.SeverityInvalid, true
+	for _, s := range reportSeverities {
+		if s.status == st {
+			return s.message, true
+		}
 	}
 	return "", false
 }

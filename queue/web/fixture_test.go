@@ -74,6 +74,10 @@ func newFixture(t *testing.T, cfg web.Config) *fixture {
 	f.exec(`INSERT INTO task_messages (task_id, run, severity, category, what, details) VALUES
 		($1, 1, 'fatal', 'latex', $2, $3), ($4, 1, 'warning', 'undefined', 'cite', 'no \cite target')`,
 		f.bad, "what"+xssScript, xssAttr+" "+xssScript, f.warn)
+	// Written behind the write paths' backs: noted and folded for the report's rollups.
+	f.exec(`INSERT INTO report_changes (task_id) SELECT id FROM tasks`)
+	_, err = f.store.FoldAll(ctx, 0)
+	require.NoError(t, err)
 	f.exec(`INSERT INTO workers (name, service_id, last_request, last_result, dispatched, results) VALUES ($1, $2, now(), now(), 2, 2)`,
 		"worker"+xssAttr, svc.ID)
 	f.exec(`INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, answered_at, outcome, status) VALUES

@@ -283,6 +283,8 @@ type reportPage struct {
 	Count       int64 // rows in the whole list (categories, whats), for paging
 	Prev, Next  string
 	SliceStatus string
+	// Fold says how fresh the category and what levels' counts (the report rollups) are.
+	Fold string
 }
 
 // Here is the slice the page shows.
@@ -367,6 +369,11 @@ func (s *Server) report(r *http.Request) (view, error) {
 		if err != nil {
 			return view{}, err
 		}
+		fold, err := s.store.ReportFoldState(ctx)
+		if err != nil {
+			return view{}, err
+		}
+		p.Fold = foldAge(fold)
 		for _, row := range rows {
 			next := slice{corpus, service, sl.Severity, row.Name, ""}
 			if sl.Category != "" {
@@ -383,6 +390,14 @@ func (s *Server) report(r *http.Request) (view, error) {
 		p.Prev = link("/report", append(sl.pairs(), "offset", strconv.Itoa(max(0, offset-limit)), "limit", strconv.Itoa(limit))...)
 	}
 	return view{Page: "report", Title: "Report " + corpus + " / " + service, Data: p}, nil
+}
+
+// foldAge says how fresh the report rollups are, as cortexq report says it.
+func foldAge(f lease.FoldState) string {
+	if f.FoldedAt == nil {
+		return fmt.Sprintf("Counts as of no fold yet (%s changes wait for one).", commas(f.Pending))
+	}
+	return fmt.Sprintf("Counts as of the fold %s ago (%s changes wait for the next).", f.Age.Round(time.Second), commas(f.Pending))
 }
 
 // statusName is a status's name in reports: in_flight for dispatched.
