@@ -20,7 +20,8 @@ import (
 // auditTables are the tables an audit role may read, besides the audit_* views.
 var auditTables = []string{
 	"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "runs", "run_statuses",
-	"workers", "reaper_passes", "worker_keys", "corpus_shares",
+	"workers", "reaper_passes", "worker_keys", "corpus_shares", "report_rollup", "report_fold_state",
+	"report_changes", "report_folded",
 }
 
 func grantAuditCommand() *cli.Command {
