@@ -188,7 +188,7 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 
 			// A sandbox: converted, folded, deleted, folded: nothing of it is left in the
 			// rollups, and the parent's counts are untouched.
-			sb, err := f.store.CreateSandbox(f.ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc})
+			sb, err := f.store.CreateSandbox(f.ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, SandboxPriority)
 			require.NoError(t, err)
 			convert()
 			fold()
