@@ -25,10 +25,7 @@ func foldCommand() *cli.Command {
 }
 
 func runFold(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	store, done, err := openStore(c, lease.Config{})
+	store, done, err := openStoreNoArgs(c)
 	if err != nil {
 		return err
 	}

@@ -271,10 +271,7 @@ func keysRevoke(c *cli.Context) error {
 }
 
 func keysList(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	store, done, err := openStore(c, lease.Config{})
+	store, done, err := openStoreNoArgs(c)
 	if err != nil {
 		return err
 	}

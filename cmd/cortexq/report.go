@@ -115,6 +115,15 @@ func formatFlags(env string) []cli.Flag {
 	}
 }
 
+// openStoreNoArgs opens the store for a command that takes no arguments, after checking it got
+// none.
+func openStoreNoArgs(c *cli.Context) (*lease.Store, func(), error) {
+	if err := noArgs(c); err != nil {
+		return nil, nil, err
+	}
+	return openStore(c, lease.Config{})
+}
+
 // openListStore checks the arguments of a list command taking formatFlags (none, and not both
 // --json and --csv) and opens the store.
 func openListStore(c *cli.Context) (*lease.Store, func(), error) {

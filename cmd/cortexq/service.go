@@ -82,10 +82,7 @@ func leaseText(svc lease.Service) string {
 }
 
 func serviceList(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	store, done, err := openStore(c, lease.Config{})
+	store, done, err := openStoreNoArgs(c)
 	if err != nil {
 		return err
 	}
