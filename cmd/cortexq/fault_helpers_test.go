@@ -84,17 +84,18 @@ func (r *faultRig) stage(name, dir string, n, size int) []string {
 	return entries
 }
 
-// faultPortsTaken are the ports handed out in this process, so no two replicas share one.
-var faultPortsTaken sync.Map
+// loopbackPortsTaken are the ports handed out in this process, so no two replicas share one.
+var loopbackPortsTaken sync.Map
 
-// faultPort returns a loopback port that is free now, from a range below the kernel's ephemeral
-// ports: a replica keeps its ports across restarts, and an ephemeral port could be taken by some
-// outgoing connection meanwhile.
-func faultPort(t *testing.T) int {
+// loopbackPort returns a loopback port that is free now, from a range below the kernel's
+// ephemeral ports, and never the same one twice in this process: a replica keeps its ports
+// across restarts, an ephemeral port could be taken by some outgoing connection meanwhile, and
+// two ports asked for in a row from the kernel can be one and the same.
+func loopbackPort(t *testing.T) int {
 	t.Helper()
 	for range 1000 {
 		p := 20000 + rand.IntN(10000)
-		if _, taken := faultPortsTaken.LoadOrStore(p, true); taken {
+		if _, taken := loopbackPortsTaken.LoadOrStore(p, true); taken {
 			continue
 		}
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
@@ -114,9 +115,9 @@ func (r *faultRig) addReplica(name string, extra ...string) *replicaProc {
 	r.t.Helper()
 	rp := &replicaProc{
 		name:       name,
-		ventilator: fmt.Sprintf("tcp://127.0.0.1:%d", faultPort(r.t)),
-		sink:       fmt.Sprintf("tcp://127.0.0.1:%d", faultPort(r.t)),
-		http:       fmt.Sprintf("127.0.0.1:%d", faultPort(r.t)),
+		ventilator: fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(r.t)),
+		sink:       fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(r.t)),
+		http:       fmt.Sprintf("127.0.0.1:%d", loopbackPort(r.t)),
 	}
 	args := []string{"--database-url", r.dsn, "serve",
 		"--replica", name, "--ventilator", rp.ventilator, "--sink", rp.sink, "--http", rp.http,

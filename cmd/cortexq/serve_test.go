@@ -22,14 +22,6 @@ import (
 	"github.com/cortexq/cortexq/queue/queuetest"
 )
 
-// loopbackPort returns a loopback TCP port that was free a moment ago, never the same one twice
-// in this process (two ports asked for in a row from the kernel's ephemeral range can be one and
-// the same: a replica's ventilator and sink then collide): faultPort.
-func loopbackPort(t *testing.T) int {
-	t.Helper()
-	return faultPort(t)
-}
-
 // process is a cortexq subprocess that runs until stopped, with its output collected.
 type process struct {
 	t      *testing.T
