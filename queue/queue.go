@@ -148,3 +148,10 @@ const MaxDispatchRetries = 1
 // Saturated reports whether a replica with inFlight leases must hold back (mock replies) under a
 // maximum of max: saturation is inclusive, so the count never passes max.
 func Saturated(inFlight, max int) bool { return inFlight >= max }
+
+// Scope names one corpus and one service by id: the unit that is imported, paused, rerun and
+// reported on.
+type Scope struct {
+	CorpusID  int32
+	ServiceID int32
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/procstat"
 	"github.com/cortexq/cortexq/worker"
@@ -197,7 +198,7 @@ func runBench(c *cli.Context) error {
 	name := "bench-" + time.Now().Format("20060102-150405.000")
 	dir = filepath.Join(dir, name)
 	var entries []string
-	var imp lease.ImportSummary
+	var imp catalog.ImportSummary
 	var corpora []benchCorpus
 	if counts != nil {
 		// The tasks a run can reach: those it converts, and what the replicas may hold besides.
@@ -224,7 +225,7 @@ func runBench(c *cli.Context) error {
 		}
 		// The staged archives go to disk now, not in the first claims' syncfs: staging is setup.
 		syscall.Sync()
-		imp, err = store.Import(ctx, lease.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+		imp, err = catalogOf(store).Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -51,7 +52,7 @@ func parseCorpora(s string) ([]int, error) {
 // stageCorpora makes the corpora of a --corpora run, in order (the first gets the lowest task
 // ids): for each, the first reach archives are staged and imported, and the rest of its tasks
 // generated in the database. It returns the corpora and every staged entry.
-func stageCorpora(ctx context.Context, store *lease.Store, svc lease.Service, dir, name string, counts []int, reach, size int,
+func stageCorpora(ctx context.Context, store *lease.Store, svc catalog.Service, dir, name string, counts []int, reach, size int,
 	logf func(string, ...any)) ([]benchCorpus, []string, error) {
 	var out []benchCorpus
 	var all []string
@@ -64,7 +65,7 @@ func stageCorpora(ctx context.Context, store *lease.Store, svc lease.Service, di
 		if err != nil {
 			return nil, nil, err
 		}
-		imp, err := store.Import(ctx, lease.ImportRequest{Corpus: bc.name, CorpusPath: cdir, ServiceID: svc.ID, Entries: entries})
+		imp, err := catalogOf(store).Import(ctx, catalog.ImportRequest{Corpus: bc.name, CorpusPath: cdir, ServiceID: svc.ID, Entries: entries})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -81,7 +82,7 @@ func stageCorpora(ctx context.Context, store *lease.Store, svc lease.Service, di
 }
 
 // corporaDone sums the NoProblem tasks of the corpora.
-func corporaDone(ctx context.Context, store *lease.Store, svc lease.Service, corpora []benchCorpus, since time.Time) (int64, error) {
+func corporaDone(ctx context.Context, store *lease.Store, svc catalog.Service, corpora []benchCorpus, since time.Time) (int64, error) {
 	var done int64
 	for _, bc := range corpora {
 		n, _, err := store.CorpusDone(ctx, bc.id, svc.ID, since)
@@ -94,7 +95,7 @@ func corporaDone(ctx context.Context, store *lease.Store, svc lease.Service, cor
 }
 
 // reportCorpora tells, for each corpus, its NoProblem tasks and when it finished.
-func reportCorpora(ctx context.Context, store *lease.Store, svc lease.Service, corpora []benchCorpus, since time.Time) ([]benchCorpusReport, error) {
+func reportCorpora(ctx context.Context, store *lease.Store, svc catalog.Service, corpora []benchCorpus, since time.Time) ([]benchCorpusReport, error) {
 	var out []benchCorpusReport
 	for _, bc := range corpora {
 		n, last, err := store.CorpusDone(ctx, bc.id, svc.ID, since)

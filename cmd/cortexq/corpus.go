@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -30,9 +31,9 @@ func corpusCommand() *cli.Command {
 				Flags: []cli.Flag{
 					serviceFlag("service of the corpus's tasks"),
 					&cli.IntFlag{Name: "weight", Usage: fmt.Sprintf("share within its priority, relative to the other corpora's (%d to %d; a corpus starts at 1)",
-						lease.WeightMin, lease.WeightMax), DefaultText: "unchanged", EnvVars: envVars("CORPUS_WEIGHT")},
+						catalog.WeightMin, catalog.WeightMax), DefaultText: "unchanged", EnvVars: envVars("CORPUS_WEIGHT")},
 					&cli.IntFlag{Name: "priority", Usage: fmt.Sprintf("served strictly before every corpus of a lower one (%d to %d; a corpus starts at 0, a sandbox at %d)",
-						lease.PriorityMin, lease.PriorityMax, lease.SandboxPriority), DefaultText: "unchanged", EnvVars: envVars("CORPUS_PRIORITY")},
+						catalog.PriorityMin, catalog.PriorityMax, catalog.SandboxPriority), DefaultText: "unchanged", EnvVars: envVars("CORPUS_PRIORITY")},
 				},
 				Action: runCorpusSet,
 			},
@@ -54,7 +55,7 @@ func shareFlags(c *cli.Context) (weight, priority *int32, err error) {
 		name     string
 		min, max int
 		to       **int32
-	}{{"weight", lease.WeightMin, lease.WeightMax, &weight}, {"priority", lease.PriorityMin, lease.PriorityMax, &priority}} {
+	}{{"weight", catalog.WeightMin, catalog.WeightMax, &weight}, {"priority", catalog.PriorityMin, catalog.PriorityMax, &priority}} {
 		if !c.IsSet(f.name) {
 			continue
 		}
@@ -91,14 +92,14 @@ func runCorpusSet(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	scope, err := store.LookupScope(c.Context, args[0], c.String(flagService))
+	scope, err := catalogOf(store).LookupScope(c.Context, args[0], c.String(flagService))
 	if errors.Is(err, queue.ErrNotFound) {
 		return usagef(c, "%v", err)
 	}
 	if err != nil {
 		return err
 	}
-	w, p, err := store.SetShare(c.Context, scope, weight, priority)
+	w, p, err := catalogOf(store).SetShare(c.Context, scope, weight, priority)
 	if err != nil {
 		return err
 	}
@@ -112,17 +113,17 @@ func runCorpusList(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	if err := store.CheckNames(c.Context, "", c.String(flagService)); errors.Is(err, queue.ErrNotFound) {
+	if err := catalogOf(store).CheckNames(c.Context, "", c.String(flagService)); errors.Is(err, queue.ErrNotFound) {
 		return usagef(c, "%v", err)
 	} else if err != nil {
 		return err
 	}
-	shares, err := store.Shares(c.Context, c.String(flagService))
+	shares, err := catalogOf(store).Shares(c.Context, c.String(flagService))
 	if err != nil {
 		return err
 	}
 	if shares == nil {
-		shares = []lease.Share{}
+		shares = []catalog.Share{}
 	}
 	t := table{Title: fmt.Sprintf("%d corpora and services", len(shares)),
 		Header: []string{"corpus", "service", "sandbox", "weight", "priority", "todo", "leases/min", "share"}, JSON: shares}

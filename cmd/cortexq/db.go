@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/urfave/cli/v2"
 )
 
@@ -209,3 +212,6 @@ func isExecutable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
+
+// catalogOf is the catalog (corpora, services, shares, imports) on a store's database.
+func catalogOf(s *lease.Store) *catalog.Catalog { return catalog.New(s.Pool(), slog.Default()) }

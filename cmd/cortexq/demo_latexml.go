@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/worker"
 	"github.com/cortexq/cortexq/worker/latexml"
@@ -81,7 +82,7 @@ func runLatexmlDemo(c *cli.Context) error {
 			return err
 		}
 	}
-	sum, err := store.Import(ctx, lease.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+	sum, err := catalogOf(store).Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	if err != nil {
 		return err
 	}
@@ -168,12 +169,12 @@ func runLatexmlDemo(c *cli.Context) error {
 // latexmlDemoService returns the service tex_to_html, adding it with leaseTimeout if it is new.
 // An existing service whose lease is shorter than the conversion timeout is refused: a
 // conversion running to its timeout would be retried while it runs.
-func latexmlDemoService(ctx context.Context, store *lease.Store, timeout, leaseTimeout time.Duration) (lease.Service, error) {
-	svc, err := lease.NewCatalog(store).Service(ctx, latexmlService)
+func latexmlDemoService(ctx context.Context, store *lease.Store, timeout, leaseTimeout time.Duration) (catalog.Service, error) {
+	svc, err := catalogOf(store).Service(ctx, latexmlService)
 	if errors.Is(err, queue.ErrNotFound) {
-		svc, err = store.AddService(ctx, latexmlService, leaseTimeout)
+		svc, err = catalogOf(store).AddService(ctx, latexmlService, leaseTimeout)
 		if errors.Is(err, queue.ErrDuplicate) {
-			svc, err = lease.NewCatalog(store).Service(ctx, latexmlService)
+			svc, err = catalogOf(store).Service(ctx, latexmlService)
 		}
 	}
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	zmq "github.com/pebbe/zmq4"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -77,7 +78,7 @@ func (r *faultRig) stage(name, dir string, n, size int) []string {
 	require.NoError(r.t, err)
 	svc, err := ensureService(r.ctx, r.store, faultService)
 	require.NoError(r.t, err)
-	sum, err := r.store.Import(r.ctx, lease.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+	sum, err := catalogOf(r.store).Import(r.ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	require.NoError(r.t, err)
 	require.Equal(r.t, n, int(sum.Added))
 	r.corpusID, r.entries = sum.CorpusID, entries

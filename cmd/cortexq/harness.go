@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -79,12 +80,12 @@ func stageCorpus(ctx context.Context, dir string, n, size int) ([]string, error)
 }
 
 // ensureService returns the service named name, adding it if missing.
-func ensureService(ctx context.Context, store *lease.Store, name string) (lease.Service, error) {
-	svc, err := lease.NewCatalog(store).Service(ctx, name)
+func ensureService(ctx context.Context, store *lease.Store, name string) (catalog.Service, error) {
+	svc, err := catalogOf(store).Service(ctx, name)
 	if errors.Is(err, queue.ErrNotFound) {
-		svc, err = store.AddService(ctx, name, 0)
+		svc, err = catalogOf(store).AddService(ctx, name, 0)
 		if errors.Is(err, queue.ErrDuplicate) { // added meanwhile by another process
-			svc, err = lease.NewCatalog(store).Service(ctx, name)
+			svc, err = catalogOf(store).Service(ctx, name)
 		}
 	}
 	return svc, err

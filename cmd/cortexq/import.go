@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue/archive"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -95,7 +96,7 @@ func runImport(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	services, err := store.Services(c.Context)
+	services, err := catalogOf(store).Services(c.Context)
 	if err != nil {
 		return err
 	}
@@ -188,7 +189,7 @@ func runImport(c *cli.Context) error {
 			dirs = append(dirs, filepath.Dir(e))
 		}
 	}
-	sum, err := store.Import(c.Context, lease.ImportRequest{
+	sum, err := catalogOf(store).Import(c.Context, catalog.ImportRequest{
 		Corpus: c.String(flagCorpus), CorpusPath: commonDir(dirs), ServiceID: serviceID, Entries: entries,
 		CheckFunc: func(corpusPath string) error { return checkBeneath(c.String(flagCorpus), corpusPath, entries, links) },
 	})
@@ -269,7 +270,7 @@ func checkBeneath(corpus, corpusPath string, entries []string, links map[string]
 
 // checkCorpusName refuses corpus names that would garble status lines and logs: empty, over
 // 200 bytes, not UTF-8, with a control character, or with blanks at either end.
-func checkCorpusName(name string) error { return lease.CheckCorpusName(name) }
+func checkCorpusName(name string) error { return catalog.CheckCorpusName(name) }
 
 // isFile reports whether a walked entry is a regular file, or a symbolic link to one.
 func isFile(path string, d fs.DirEntry) bool {

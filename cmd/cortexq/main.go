@@ -22,6 +22,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/migrations"
+	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/pgembed"
 )
@@ -436,7 +437,7 @@ func openStore(c *cli.Context, cfg lease.Config, tune ...func(*pgxpool.Config)) 
 
 // onScope runs fn for the corpus and service named by the required --corpus and --service, on
 // a store of the database the commands use.
-func onScope(c *cli.Context, fn func(*lease.Store, lease.Scope) error) error {
+func onScope(c *cli.Context, fn func(*lease.Store, queue.Scope) error) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
@@ -456,8 +457,8 @@ func onScope(c *cli.Context, fn func(*lease.Store, lease.Scope) error) error {
 }
 
 // scopeOf looks up the corpus and service named by --corpus and --service.
-func scopeOf(c *cli.Context, store *lease.Store) (lease.Scope, error) {
-	return store.LookupScope(c.Context, c.String(flagCorpus), c.String(flagService))
+func scopeOf(c *cli.Context, store *lease.Store) (queue.Scope, error) {
+	return catalogOf(store).LookupScope(c.Context, c.String(flagCorpus), c.String(flagService))
 }
 
 // Flags shared by commands.

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
 )
@@ -139,9 +140,9 @@ func entries(prefix string, n int) []string {
 	return out
 }
 
-func (d *testDB) scope(corpus, service string) lease.Scope {
+func (d *testDB) scope(corpus, service string) queue.Scope {
 	d.t.Helper()
-	s, err := d.store.LookupScope(d.ctx, corpus, service)
+	s, err := catalogOf(d.store).LookupScope(d.ctx, corpus, service)
 	require.NoError(d.t, err)
 	return s
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -25,7 +26,7 @@ func pauseCommand() *cli.Command {
 }
 
 func runPause(c *cli.Context) error {
-	return onScope(c, func(store *lease.Store, scope lease.Scope) error {
+	return onScope(c, func(store *lease.Store, scope queue.Scope) error {
 		sum, err := store.Pause(c.Context, scope)
 		if err != nil {
 			return err

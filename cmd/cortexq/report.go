@@ -151,7 +151,7 @@ func pageOf(c *cli.Context) (limit, offset int, err error) {
 }
 
 // scopeOfNamed looks up --corpus and --service; a name that does not exist is a usage error.
-func scopeOfNamed(c *cli.Context, store *lease.Store) (lease.Scope, error) {
+func scopeOfNamed(c *cli.Context, store *lease.Store) (queue.Scope, error) {
 	scope, err := scopeOf(c, store)
 	if errors.Is(err, queue.ErrNotFound) {
 		return scope, usagef(c, "%v", err)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -22,7 +23,7 @@ func resumeCommand() *cli.Command {
 }
 
 func runResume(c *cli.Context) error {
-	return onScope(c, func(store *lease.Store, scope lease.Scope) error {
+	return onScope(c, func(store *lease.Store, scope queue.Scope) error {
 		n, err := store.Resume(c.Context, scope)
 		if err != nil {
 			return err

@@ -44,7 +44,7 @@ func (r diffJSON) matrix() map[string]int64 {
 
 // finish leases every TODO task of the scope and records status for it, or the status byTask
 // gives it.
-func (d *testDB) finish(sc lease.Scope, status queue.Status, byTask map[int64]queue.Status) {
+func (d *testDB) finish(sc queue.Scope, status queue.Status, byTask map[int64]queue.Status) {
 	d.t.Helper()
 	todo := d.count(`SELECT count(*) FROM tasks WHERE corpus_id = $1 AND status = 0`, sc.CorpusID)
 	workers := make([]string, todo)

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -36,7 +37,7 @@ func sandboxCommand() *cli.Command {
 					serviceFlag("service of the tasks"),
 					&cli.StringFlag{Name: "note", Usage: "note kept with the sandbox's first run (default: sandbox of CORPUS)",
 						EnvVars: envVars("SANDBOX_NOTE")},
-					&cli.IntFlag{Name: "priority", Value: lease.SandboxPriority,
+					&cli.IntFlag{Name: "priority", Value: catalog.SandboxPriority,
 						Usage:   "fair-share priority of the sandbox for the service (see cortexq corpus set): above the corpora's default 0, its tasks go first",
 						EnvVars: envVars("SANDBOX_PRIORITY")},
 				}, selectionFlags("sandbox")...),
@@ -94,7 +95,7 @@ func runSandboxCreate(c *cli.Context) error {
 		return err
 	}
 	if priority == nil {
-		p := int32(lease.SandboxPriority)
+		p := int32(catalog.SandboxPriority)
 		priority = &p
 	}
 	scope.Note = c.String("note")
@@ -106,7 +107,7 @@ func runSandboxCreate(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	ids, err := store.LookupScope(c.Context, c.String("from"), c.String(flagService))
+	ids, err := catalogOf(store).LookupScope(c.Context, c.String("from"), c.String(flagService))
 	if errors.Is(err, queue.ErrNotFound) {
 		return usagef(c, "%v", err)
 	}

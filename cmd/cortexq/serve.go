@@ -236,7 +236,7 @@ func serve(c *cli.Context) error {
 		}
 		cfg := archive.SweepConfig{Replica: c.String("replica"), Incarnation: srv.Incarnation(),
 			OrphanAge: c.Duration("sweep-orphan-age")}
-		if err := sweepCorpora(runCtx, lease.NewCatalog(store), cfg, logger, nil); err != nil && runCtx.Err() == nil {
+		if err := sweepCorpora(runCtx, catalogOf(store), cfg, logger, nil); err != nil && runCtx.Err() == nil {
 			logger.Warn("start-up sweep", "error", err)
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -63,7 +64,7 @@ func serviceAdd(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	svc, err := store.AddService(c.Context, name, timeout)
+	svc, err := catalogOf(store).AddService(c.Context, name, timeout)
 	if errors.Is(err, queue.ErrDuplicate) {
 		return fmt.Errorf("service %s already exists", name)
 	}
@@ -74,7 +75,7 @@ func serviceAdd(c *cli.Context) error {
 	return nil
 }
 
-func leaseText(svc lease.Service) string {
+func leaseText(svc catalog.Service) string {
 	if svc.LeaseTimeout == 0 {
 		return "the replica's default"
 	}
@@ -87,7 +88,7 @@ func serviceList(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	services, err := store.Services(c.Context)
+	services, err := catalogOf(store).Services(c.Context)
 	if err != nil {
 		return err
 	}

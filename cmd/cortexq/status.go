@@ -57,7 +57,7 @@ func runStatus(c *cli.Context) error {
 	}
 	defer done()
 	// A mistyped name is an error, not "no tasks" (which --watch would take for "all done").
-	if err := store.CheckNames(c.Context, c.String(flagCorpus), c.String(flagService)); err != nil {
+	if err := catalogOf(store).CheckNames(c.Context, c.String(flagCorpus), c.String(flagService)); err != nil {
 		return err
 	}
 	clear := watch && isTerminal(os.Stdout)

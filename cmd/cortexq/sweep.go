@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue/archive"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -48,14 +49,14 @@ func runSweep(c *cli.Context) error {
 	if cfg.DryRun {
 		verb = "would remove"
 	}
-	return sweepCorpora(c.Context, lease.NewCatalog(store), cfg, slog.Default(), func(base, rel string) {
+	return sweepCorpora(c.Context, catalogOf(store), cfg, slog.Default(), func(base, rel string) {
 		fmt.Fprintf(c.App.Writer, "%s %s\n", verb, filepath.Join(base, rel))
 	})
 }
 
 // sweepCorpora runs dispatch.Sweep on the path of every corpus (those beneath another's once),
 // logging what each did, and calls removed, if not nil, for each file removed.
-func sweepCorpora(ctx context.Context, catalog *lease.Catalog, cfg archive.SweepConfig, logger *slog.Logger, removed func(base, rel string)) error {
+func sweepCorpora(ctx context.Context, catalog *catalog.Catalog, cfg archive.SweepConfig, logger *slog.Logger, removed func(base, rel string)) error {
 	paths, err := catalog.CorpusPaths(ctx)
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)

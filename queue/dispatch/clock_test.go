@@ -11,15 +11,15 @@ type testClock struct {
 	offset time.Duration
 }
 
-// Now returns the database clock moved by the offset: nil until time is moved.
-func (c *testClock) Now() *time.Time {
+// Now returns the database clock moved by the offset: zero (the database clock) until time
+// is moved.
+func (c *testClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.offset == 0 {
-		return nil
+		return time.Time{}
 	}
-	t := time.Now().Add(c.offset)
-	return &t
+	return time.Now().Add(c.offset)
 }
 
 func (c *testClock) Advance(d time.Duration) {

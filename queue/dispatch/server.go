@@ -17,6 +17,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/archive"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/hot"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
@@ -26,7 +27,7 @@ import (
 type Server struct {
 	cfg     Config
 	store   *lease.Store
-	catalog *lease.Catalog
+	catalog *catalog.Catalog
 	hot     *hot.Map
 	logger  *slog.Logger
 	metrics *metrics
@@ -89,7 +90,7 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:     cfg,
 		store:   store,
-		catalog: lease.NewCatalog(store),
+		catalog: catalog.New(store.Pool(), nil),
 		hot:     hot.New(),
 		logger:  cfg.Logger.With("component", "dispatch"),
 		unknown: xsync.NewMap[string, time.Time](),
@@ -377,13 +378,13 @@ func (s *Server) resyncSoon() uint64 {
 // service looks a service up by name, answering names recently not found from memory. A name
 // not found is bogus (guard.go): it is charged to the sender (the peer of ctx), and a sender
 // past its budget gets no lookup for a name that is not cached (errBogusBudget).
-func (s *Server) service(ctx context.Context, name string) (lease.Service, error) {
+func (s *Server) service(ctx context.Context, name string) (catalog.Service, error) {
 	if svc, ok := s.catalog.CachedService(name); ok {
 		return svc, nil
 	}
 	now := time.Now()
 	if at, ok := s.unknown.Load(name); ok && now.Sub(at) < unknownServiceTTL {
-		return lease.Service{}, fmt.Errorf("service %q: %w", name, queue.ErrNotFound)
+		return catalog.Service{}, fmt.Errorf("service %q: %w", name, queue.ErrNotFound)
 	}
 	p := peerOf(ctx)
 	if s.sec.spent(p, now) {
@@ -392,7 +393,7 @@ func (s *Server) service(ctx context.Context, name string) (lease.Service, error
 			s.logger.Warn("messages for unknown services over budget: answered without a lookup", "count", n,
 				"peer", p.budgetName(), "service", name)
 		}
-		return lease.Service{}, fmt.Errorf("service %q: %w", name, errBogusBudget)
+		return catalog.Service{}, fmt.Errorf("service %q: %w", name, errBogusBudget)
 	}
 	s.sec.serviceLookups.Add(1)
 	svc, err := s.catalog.Service(ctx, name)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v4"
 
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -36,7 +37,7 @@ type stockItem struct {
 }
 
 type stock struct {
-	service lease.Service
+	service catalog.Service
 	items   []stockItem
 	demand  demand
 	last    time.Time // the last request
@@ -93,7 +94,7 @@ const (
 // leaseJob is one transaction a leaser runs for the ventilator.
 type leaseJob struct {
 	kind    jobKind
-	service lease.Service
+	service catalog.Service
 	n       int              // jobReserve: how many
 	items   []lease.Reserved // jobRelease: what to give back
 	ids     []int64          // jobCheck: which reservations to check
@@ -147,7 +148,7 @@ func (v *ventilator) submit(job leaseJob) bool {
 }
 
 // stockOf returns the service's stock, made on first use.
-func (v *ventilator) stockOf(svc lease.Service) *stock {
+func (v *ventilator) stockOf(svc catalog.Service) *stock {
 	st := v.stock[svc.ID]
 	if st == nil {
 		st = &stock{service: svc}

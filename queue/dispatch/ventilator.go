@@ -11,6 +11,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/archive"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/hot"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
@@ -34,7 +35,7 @@ const requestWait = 3 * time.Second
 // whose results another replica took, or is about to take, or that expired: the request waits
 // for the mirror's resyncs to tell, up to capHold, before it is refused.
 type cappedRequest struct {
-	service lease.Service
+	service catalog.Service
 	req     *request
 	after   uint64    // the request is looked at again once resyncs.done reaches after
 	until   time.Time // then refused, if its worker is still at its cap
@@ -90,7 +91,7 @@ type ventilator struct {
 }
 
 type pendingService struct {
-	service lease.Service
+	service catalog.Service
 	reqs    []*request // oldest first
 }
 
@@ -271,12 +272,12 @@ const serviceLookupWait = time.Second
 // lookupService is Server.service for the ventilator's loop, which must not wait on the
 // database: a lookup takes at most serviceLookupWait, and for a second after one failed, names
 // not cached are answered with its error, not looked up again.
-func (v *ventilator) lookupService(ctx context.Context, from peer, name string) (lease.Service, error) {
+func (v *ventilator) lookupService(ctx context.Context, from peer, name string) (catalog.Service, error) {
 	if svc, ok := v.s.catalog.CachedService(name); ok {
 		return svc, nil
 	}
 	if time.Since(v.lookupFailed) < time.Second {
-		return lease.Service{}, v.lookupErr
+		return catalog.Service{}, v.lookupErr
 	}
 	lctx, cancel := context.WithTimeout(withPeer(ctx, from), serviceLookupWait)
 	defer cancel()
@@ -352,7 +353,7 @@ func (v *ventilator) refuseCapped(r *request) {
 }
 
 // admit queues a request for a lease, unless the replica is saturated.
-func (v *ventilator) admit(svc lease.Service, r *request) {
+func (v *ventilator) admit(svc catalog.Service, r *request) {
 	if queue.Saturated(v.s.hot.Len()+v.queued, v.s.cfg.MaxInFlight) {
 		v.mock(r.identity, "backpressure")
 		return

@@ -2,113 +2,11 @@ package lease
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/puzpuzpuz/xsync/v4"
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
-
-// Service is a row of services.
-type Service struct {
-	ID           int32
-	Name         string
-	LeaseTimeout time.Duration // zero: the replica's default
-}
-
-// Catalog caches the near-static lookups of the hot paths: services by name, and the sandbox
-// id and path of corpora. Only answers are cached: a failed lookup is retried next time, and a service
-// not found is looked up again (so a service added later is seen without a restart).
-type Catalog struct {
-	store    *Store
-	services *xsync.Map[string, Service]
-	corpora  *xsync.Map[int32, corpusInfo]
-}
-
-// corpusInfo is what the hot paths need of a corpus.
-type corpusInfo struct {
-	sandbox int32  // 0: an ordinary corpus
-	path    string // every entry of the corpus, and every result archive, lies beneath it
-}
-
-// NewCatalog returns an empty Catalog on s.
-func NewCatalog(s *Store) *Catalog {
-	return &Catalog{store: s, services: xsync.NewMap[string, Service](), corpora: xsync.NewMap[int32, corpusInfo]()}
-}
-
-// Service looks up a service by name. An unknown service is queue.ErrNotFound.
-func (c *Catalog) Service(ctx context.Context, name string) (Service, error) {
-	if svc, ok := c.services.Load(name); ok {
-		return svc, nil
-	}
-	row, err := dbsqlc.New(c.store.pool).ServiceByName(ctx, name)
-	if err != nil {
-		return Service{}, translate("look up service "+name, err)
-	}
-	svc := Service{ID: row.ID, Name: row.Name}
-	if row.LeaseTimeoutSeconds != nil {
-		svc.LeaseTimeout = time.Duration(*row.LeaseTimeoutSeconds) * time.Second
-	}
-	c.services.Store(name, svc)
-	return svc, nil
-}
-
-// CachedService reports a service if it is cached, without a database hit.
-func (c *Catalog) CachedService(name string) (svc Service, known bool) {
-	return c.services.Load(name)
-}
-
-// SandboxID reports the sandbox id of a corpus: its own id for a sandbox, 0 for an ordinary
-// corpus. A lookup that fails is an error and is not cached.
-func (c *Catalog) SandboxID(ctx context.Context, corpusID int32) (int32, error) {
-	info, err := c.corpus(ctx, corpusID)
-	return info.sandbox, err
-}
-
-// CorpusPath reports the path of a corpus: the directory its entries must lie beneath. A lookup
-// that fails is an error and is not cached.
-func (c *Catalog) CorpusPath(ctx context.Context, corpusID int32) (string, error) {
-	info, err := c.corpus(ctx, corpusID)
-	return info.path, err
-}
-
-// CorpusPaths lists the distinct paths of all corpora.
-func (c *Catalog) CorpusPaths(ctx context.Context) ([]string, error) {
-	paths, err := dbsqlc.New(c.store.pool).CorpusPaths(ctx)
-	if err != nil {
-		return nil, translate("list corpus paths", err)
-	}
-	return paths, nil
-}
-
-func (c *Catalog) corpus(ctx context.Context, corpusID int32) (corpusInfo, error) {
-	if info, ok := c.corpora.Load(corpusID); ok {
-		return info, nil
-	}
-	row, err := dbsqlc.New(c.store.pool).CorpusByID(ctx, corpusID)
-	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return corpusInfo{}, fmt.Errorf("corpus %d: %w", corpusID, queue.ErrNotFound)
-		}
-		return corpusInfo{}, translate(fmt.Sprintf("look up corpus %d", corpusID), err)
-	}
-	info := corpusInfo{path: row.Path}
-	if row.ParentCorpusID != nil {
-		info.sandbox = row.ID
-	}
-	c.corpora.Store(corpusID, info)
-	return info, nil
-}
-
-// CachedSandboxID reports a corpus's sandbox id if it is cached, without a database hit.
-func (c *Catalog) CachedSandboxID(corpusID int32) (id int32, known bool) {
-	info, known := c.corpora.Load(corpusID)
-	return info.sandbox, known
-}
 
 // InFlight counts the in-flight rows of this store's replica (all replicas' when all is set).
 func (s *Store) InFlight(ctx context.Context, all bool) (int, error) {

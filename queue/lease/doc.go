@@ -74,8 +74,8 @@
 //	reap_routes_to_own_service_and_drains                               TestReap/RoutesToOwnServiceAndDrains
 //	    invariant: no per-service queue maps; a queued row keeps its service_id and only that
 //	    service's requests lease it.
-//	a_failed_sandbox_lookup_is_not_cached_as_an_ordinary_corpus         TestCatalog/FailedSandboxLookupIsNotCachedAsOrdinaryCorpus
-//	the_sink_distinguishes_an_unknown_corpus_from_an_ordinary_one       TestCatalog/DistinguishesUnknownCorpusFromOrdinary
+//	a_failed_sandbox_lookup_is_not_cached_as_an_ordinary_corpus         catalog.TestCatalog/FailedSandboxLookupIsNotCachedAsOrdinaryCorpus
+//	the_sink_distinguishes_an_unknown_corpus_from_an_ordinary_one       catalog.TestCatalog/DistinguishesUnknownCorpusFromOrdinary
 //	the_lease_clock_starts_at_dispatch_not_at_fetch                     TestLease/ClockStartsAtDispatchNotAtFetch
 //	a_result_after_a_requeue_is_accepted_and_the_retry_is_not_leased    TestClaim/ResultAfterRequeueIsAcceptedAndRetryNotLeased
 //	a_result_after_a_dead_letter_replaces_never_completed_and_stands    TestClaim/ResultAfterDeadLetterReplacesNeverCompletedAndStands

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -36,7 +37,7 @@ func (f *fixture) addTasks(corpus int32, n int) {
 
 func (f *fixture) setShare(corpus int32, weight, priority int32) {
 	f.t.Helper()
-	_, _, err := f.store.SetShare(f.ctx, Scope{CorpusID: corpus, ServiceID: f.svc}, &weight, &priority)
+	_, _, err := f.catalog().SetShare(f.ctx, Scope{CorpusID: corpus, ServiceID: f.svc}, &weight, &priority)
 	require.NoError(f.t, err)
 }
 
@@ -131,13 +132,13 @@ func TestFairShare(t *testing.T) {
 	t.Run("SandboxStartsAtAHigherPriority", func(t *testing.T) {
 		f := newFixture(t)
 		parent := f.corpusWith("parent", 1_000)
-		sb, err := f.store.CreateSandbox(f.ctx, "box", RerunScope{CorpusID: parent, ServiceID: f.svc, Note: "box"}, SandboxPriority)
+		sb, err := f.store.CreateSandbox(f.ctx, "box", RerunScope{CorpusID: parent, ServiceID: f.svc, Note: "box"}, catalog.SandboxPriority)
 		require.NoError(t, err)
 		require.Equal(t, int64(1_000), sb.Tasks)
-		shares, err := f.store.Shares(f.ctx, "echo")
+		shares, err := f.catalog().Shares(f.ctx, "echo")
 		require.NoError(t, err)
 		require.Equal(t, "box", shares[0].Corpus, "highest priority first")
-		require.Equal(t, int32(SandboxPriority), shares[0].Priority)
+		require.Equal(t, int32(catalog.SandboxPriority), shares[0].Priority)
 		require.True(t, shares[0].Sandbox)
 		by, _ := f.leaseBatch(fairBatch)
 		require.Equal(t, fairBatch, by[sb.ID], "the sandbox's tasks go before its parent's")
@@ -183,21 +184,6 @@ func TestFairShare(t *testing.T) {
 		require.Equal(t, int32(2), l.Run)
 	})
 
-	t.Run("SetShareChecksItsInput", func(t *testing.T) {
-		f := newFixture(t)
-		zero, big := int32(0), int32(WeightMax+1)
-		_, _, err := f.store.SetShare(f.ctx, Scope{CorpusID: f.corpus, ServiceID: f.svc}, &zero, nil)
-		require.ErrorContains(t, err, "weight 0")
-		_, _, err = f.store.SetShare(f.ctx, Scope{CorpusID: f.corpus, ServiceID: f.svc}, nil, &big)
-		require.ErrorContains(t, err, "priority")
-		two := int32(2)
-		w, p, err := f.store.SetShare(f.ctx, Scope{CorpusID: f.corpus, ServiceID: f.svc}, &two, nil)
-		require.NoError(t, err)
-		require.Equal(t, [2]int32{2, 0}, [2]int32{w, p})
-		w, p, err = f.store.SetShare(f.ctx, Scope{CorpusID: f.corpus, ServiceID: f.svc}, nil, &two)
-		require.NoError(t, err)
-		require.Equal(t, [2]int32{2, 2}, [2]int32{w, p}, "what is not given stays")
-	})
 }
 
 // TestFairShareTwoReplicas: two replicas, each dividing its own reservations by weight, divide

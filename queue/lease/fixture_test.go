@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/queuetest"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
@@ -25,11 +26,10 @@ type testClock struct {
 	now time.Time
 }
 
-func (c *testClock) Now() *time.Time {
+func (c *testClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := c.now
-	return &t
+	return c.now
 }
 
 func (c *testClock) Advance(d time.Duration) {
@@ -114,7 +114,7 @@ func (f *fixture) leasedNowTo(workers ...string) int64 {
 func (f *fixture) insertLeased(svc int32, age time.Duration, workers []string) int64 {
 	f.t.Helper()
 	id := f.taskOf(svc)
-	now := *f.clock.Now()
+	now := f.clock.Now()
 	leasedAt := now.Add(age)
 	retries := int32(len(workers) - 1)
 	d := dbsqlc.Dispatch{
@@ -277,3 +277,6 @@ func timeoutCause() []queue.Message {
 func shedCause() []queue.Message {
 	return []queue.Message{{Severity: queue.SeverityFatal, Category: "oom", What: "shed"}}
 }
+
+// catalog returns a catalog on the fixture's database.
+func (f *fixture) catalog() *catalog.Catalog { return catalog.New(f.pool, nil) }

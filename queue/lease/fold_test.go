@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 )
 
 // bruteReport counts the category and what levels of a status over the rows themselves: the
@@ -188,7 +189,7 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 
 			// A sandbox: converted, folded, deleted, folded: nothing of it is left in the
 			// rollups, and the parent's counts are untouched.
-			sb, err := f.store.CreateSandbox(f.ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, SandboxPriority)
+			sb, err := f.store.CreateSandbox(f.ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, catalog.SandboxPriority)
 			require.NoError(t, err)
 			convert()
 			fold()

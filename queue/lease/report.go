@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -314,7 +315,7 @@ type SandboxSummary struct {
 // makes no sandbox: queue.ErrNotFound. The sandbox's fair-share priority for the service is
 // priority (cortexq sandbox create gives SandboxPriority unless told otherwise).
 func (s *Store) CreateSandbox(ctx context.Context, name string, scope RerunScope, priority int32) (SandboxSummary, error) {
-	if err := CheckShare(nil, &priority); err != nil {
+	if err := catalog.CheckShare(nil, &priority); err != nil {
 		return SandboxSummary{}, err
 	}
 	var sum SandboxSummary

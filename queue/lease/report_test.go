@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -77,7 +78,7 @@ func TestReportsHoldNoLockClaimsOrRerunsWaitOn(t *testing.T) {
 	sum, err := f.store.Rerun(ctx, RerunScope{CorpusID: f.corpus, ServiceID: f.svc})
 	require.NoError(t, err)
 	require.Equal(t, 6, sum.Tasks)
-	sb, err := f.store.CreateSandbox(ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, SandboxPriority)
+	sb, err := f.store.CreateSandbox(ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, catalog.SandboxPriority)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), sb.Tasks)
 	gone, err := f.store.DeleteSandbox(ctx, "sb")

@@ -71,7 +71,7 @@ func TestReap(t *testing.T) {
 	t.Run("PassedLateResultWindowIsForgotten", func(t *testing.T) {
 		f := newFixture(t)
 		id := f.task()
-		past := *f.clock.Now()
+		past := f.clock.Now()
 		f.upsert(dbsqlc.Dispatch{TaskID: id, Run: 1, State: StateSettling, AttemptWorkers: []string{"w0"},
 			Deadline: past, Replica: "r1", ServiceID: f.svc, Retries: 2, LeaseTimeoutSeconds: 240,
 			LeasedAt: past, DeadLettered: true, ForgetAt: &past})
@@ -112,7 +112,7 @@ func TestLease(t *testing.T) {
 		f.clock.Advance(10 * testLease) // the task waited long before a worker asked
 		l := f.leaseOne("w0")
 		require.Equal(t, id, l.TaskID)
-		now := *f.clock.Now()
+		now := f.clock.Now()
 		require.True(t, l.LeasedAt.Equal(now), "stamped at dispatch")
 		require.True(t, l.Deadline.Equal(now.Add(testLease)), "a full lease from dispatch")
 		require.Equal(t, []string{"w0"}, f.row(id).AttemptWorkers)
@@ -625,45 +625,11 @@ func TestBackpressure(t *testing.T) {
 		require.Len(t, f.lease("a", "b", "c"), 3)
 		require.Equal(t, 3, f.inFlight())
 		id := f.leasedNowTo("w0")
-		now := *f.clock.Now()
+		now := f.clock.Now()
 		doc := fmt.Sprintf(`[{"task_id":%d,"run":2,"state":"in_flight","attempt_workers":["x"],"deadline":%q,"answered":false,"queued":false,"replica":"r1","service_id":%d,"retries":0,"lease_timeout_seconds":60,"leased_at":%q,"dead_lettered":false}]`,
 			id, now.Format(time.RFC3339Nano), f.svc, now.Format(time.RFC3339Nano))
 		err := dbsqlc.New(f.pool).DispatchUpsert(f.ctx, []byte(doc))
 		require.Error(t, err, "a second active row for one task is refused")
 		require.ErrorIs(t, translate("upsert", err), queue.ErrDuplicate)
-	})
-}
-
-func TestCatalog(t *testing.T) {
-	t.Run("FailedSandboxLookupIsNotCachedAsOrdinaryCorpus", func(t *testing.T) {
-		f := newFixture(t)
-		c := NewCatalog(f.store)
-		_, err := c.SandboxID(f.ctx, 1<<30)
-		require.ErrorIs(t, err, queue.ErrNotFound)
-		_, known := c.CachedSandboxID(1 << 30)
-		require.False(t, known, "an unresolved corpus stays unknown, not memoised as ordinary")
-	})
-
-	t.Run("DistinguishesUnknownCorpusFromOrdinary", func(t *testing.T) {
-		f := newFixture(t)
-		q := dbsqlc.New(f.pool)
-		sandbox, err := q.CorpusCreate(f.ctx, "sandbox", "/sandbox", &f.corpus)
-		require.NoError(t, err)
-		c := NewCatalog(f.store)
-		id, err := c.SandboxID(f.ctx, f.corpus)
-		require.NoError(t, err)
-		require.Zero(t, id, "ordinary")
-		id, err = c.SandboxID(f.ctx, sandbox.ID)
-		require.NoError(t, err)
-		require.Equal(t, sandbox.ID, id, "a sandbox is named by its own id")
-		_, known := c.CachedSandboxID(sandbox.ID + 100)
-		require.False(t, known, "unknown")
-		// A service added after a miss is seen without a restart.
-		_, err = c.Service(f.ctx, "late")
-		require.ErrorIs(t, err, queue.ErrNotFound)
-		f.service("late", 0)
-		svc, err := c.Service(f.ctx, "late")
-		require.NoError(t, err)
-		require.Equal(t, "late", svc.Name)
 	})
 }

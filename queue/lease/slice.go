@@ -1,12 +1,9 @@
 package lease
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/cortexq/cortexq/queue"
 )
@@ -91,22 +88,4 @@ func SelectSlice(severity, category, what string) (RerunScope, error) {
 		scope.Severity = string(msg)
 	}
 	return scope, nil
-}
-
-// CheckCorpusName vets the name of a new corpus or sandbox: 1 to 200 bytes of UTF-8, no
-// leading or trailing blanks, no control character.
-func CheckCorpusName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty name")
-	case len(name) > 200:
-		return fmt.Errorf("%d bytes, want at most 200", len(name))
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%q is not valid UTF-8", name)
-	case strings.TrimSpace(name) != name:
-		return fmt.Errorf("%q begins or ends with blanks", name)
-	case strings.ContainsFunc(name, unicode.IsControl):
-		return fmt.Errorf("%q has a control character", name)
-	}
-	return nil
 }

@@ -3,16 +3,13 @@ package lease
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/internal/pgtx"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -30,9 +27,9 @@ type Config struct {
 	// ReservationTTL is how long a reservation holds a task for this replica before the reaper
 	// may take it back (Reserve).
 	ReservationTTL time.Duration
-	// NowFunc, when set, replaces the database clock: tests move time with it. It returns nil to
-	// use the database clock.
-	NowFunc func() *time.Time
+	// NowFunc, when set, replaces the database clock: tests move time with it. A zero time
+	// means the database clock. (Every injected clock in cortexq is a func() time.Time.)
+	NowFunc func() time.Time
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -108,59 +105,31 @@ func (s *Store) injectedNow() *time.Time {
 	if s.cfg.NowFunc == nil {
 		return nil
 	}
-	return s.cfg.NowFunc()
+	if now := s.cfg.NowFunc(); !now.IsZero() {
+		return &now
+	}
+	return nil
 }
 
 // inTx runs fn in a transaction with the store's clock read at its start. When retry is set, a
 // deadlock or serialization failure runs fn again (fn must then have no side effects).
-func (s *Store) inTx(ctx context.Context, what string, retry bool, fn func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error) error {
-	return s.retrying(what, retry, func() error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			q := dbsqlc.New(tx)
-			now, err := q.ClockNow(ctx, s.injectedNow())
-			if err != nil {
-				return err
-			}
-			return fn(q, tx, now)
-		})
-	})
+func (s *Store) inTx(ctx context.Context, what string, retry bool, fn pgtx.Func) error {
+	return pgtx.Run(ctx, s.pool, s.txOptions(what, retry), fn)
 }
 
-// retrying runs a transaction, and when retry is set runs it again (up to 5 times in all) after
-// a deadlock or serialization failure; the error it returns is translated.
+// retrying runs a transaction as inTx does, for the callers that begin it themselves.
 func (s *Store) retrying(what string, retry bool, tx func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := tx()
-		if err == nil {
-			return nil
-		}
-		if retry && attempt < 5 && retryable(err) {
-			s.logger.Debug("transaction retried", "what", what, "attempt", attempt, "error", err)
-			continue
-		}
-		return translate(what, err)
-	}
+	return pgtx.Retrying(s.txOptions(what, retry), tx)
 }
 
-func retryable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+func (s *Store) txOptions(what string, retry bool) pgtx.Options {
+	return pgtx.Options{What: what, Now: s.injectedNow(), Retry: retry, OnRetry: func(attempt int, err error) {
+		s.logger.Debug("transaction retried", "what", what, "attempt", attempt, "error", err)
+	}}
 }
 
-// translate is the one place Postgres errors become cortexq errors.
-func translate(what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, queue.ErrNotFound)
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return fmt.Errorf("%s: %w: %s", what, queue.ErrDuplicate, pgErr.Detail)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
+// translate names what failed, with PostgreSQL's errors made cortexq's (pgtx.Wrap).
+func translate(what string, err error) error { return pgtx.Wrap(what, err) }
 
 // TunePool sets what a replica's connections need:
 //
@@ -178,3 +147,6 @@ func TunePool(cfg *pgxpool.Config) {
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60s"
 }
+
+// Scope is queue.Scope, under the name this package's report code has used.
+type Scope = queue.Scope

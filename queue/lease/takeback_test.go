@@ -114,7 +114,7 @@ func TestTakeBack(t *testing.T) {
 		defer func() { _ = tx.Rollback(f.ctx) }()
 		_, err = tx.Exec(f.ctx, `SELECT id FROM tasks WHERE id = $1 FOR UPDATE`, id)
 		require.NoError(t, err)
-		now := *f.clock.Now()
+		now := f.clock.Now()
 		doc, err := json.Marshal([]dbsqlc.Dispatch{{TaskID: id, Run: 1, State: StateReserved, AttemptWorkers: []string{},
 			Deadline: now.Add(time.Minute), Replica: "r2", ServiceID: f.svc, LeaseTimeoutSeconds: 60, LeasedAt: now}})
 		require.NoError(t, err)

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 }
 
 // expiredLeases leases n tasks and returns a store whose clock is past their leases.
-func expiredLeases(t *testing.T, pool *pgxpool.Pool, n int) func() *time.Time {
+func expiredLeases(t *testing.T, pool *pgxpool.Pool, n int) func() time.Time {
 	t.Helper()
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `INSERT INTO corpora (name) VALUES ('c');
@@ -38,7 +38,7 @@ func expiredLeases(t *testing.T, pool *pgxpool.Pool, n int) func() *time.Time {
 	require.NoError(t, err)
 	require.Len(t, leases, n)
 	later := time.Now().Add(time.Hour)
-	return func() *time.Time { return &later }
+	return func() time.Time { return later }
 }
 
 func TestReaper(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -89,11 +90,11 @@ func (s *Server) sandbox(r *http.Request) (string, error) {
 		return "", err
 	}
 	name := r.PostForm.Get("name")
-	if err := lease.CheckCorpusName(name); err != nil {
+	if err := catalog.CheckCorpusName(name); err != nil {
 		return "", badRequest("sandbox name: %v", err)
 	}
 	scope.Note = "sandbox of " + corpus
-	sum, err := s.store.CreateSandbox(r.Context(), name, scope, lease.SandboxPriority)
+	sum, err := s.store.CreateSandbox(r.Context(), name, scope, catalog.SandboxPriority)
 	switch {
 	case errors.Is(err, queue.ErrDuplicate):
 		return "", badRequest("sandbox name %q: a corpus of that name exists", name)
@@ -102,5 +103,5 @@ func (s *Server) sandbox(r *http.Request) (string, error) {
 	case err != nil:
 		return "", err
 	}
-	return fmt.Sprintf("sandbox %s (id %d) of corpus %s, service %s: %d tasks, TODO, priority %d", name, sum.ID, corpus, service, sum.Tasks, lease.SandboxPriority), nil
+	return fmt.Sprintf("sandbox %s (id %d) of corpus %s, service %s: %d tasks, TODO, priority %d", name, sum.ID, corpus, service, sum.Tasks, catalog.SandboxPriority), nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/web"
 )
@@ -37,7 +38,7 @@ func BenchmarkWebPages(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
 	store := lease.New(pool, lease.Config{})
-	sc, err := store.LookupScope(ctx, "arxiv", "tex_to_html")
+	sc, err := catalog.New(pool, nil).LookupScope(ctx, "arxiv", "tex_to_html")
 	require.NoError(b, err, "no corpus arxiv: run BenchmarkReport on this database first")
 	errSlice := lease.ReportSlice{Scope: sc, Status: -3, Severity: "error", Limit: 100}
 	cats, _, err := store.ReportCategories(ctx, errSlice)

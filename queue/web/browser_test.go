@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/dispatch"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
@@ -270,7 +271,8 @@ func TestBrowserOverviewUpdatesLive(t *testing.T) {
 	ctx := context.Background()
 	pool := queuetest.NewPool(t)
 	store := lease.New(pool, lease.Config{Replica: "web-live", LeaseTimeout: 30 * time.Second})
-	svc, err := store.AddService(ctx, "echo", 0)
+	cat := catalog.New(pool, nil)
+	svc, err := cat.AddService(ctx, "echo", 0)
 	require.NoError(t, err)
 	dir := t.TempDir()
 	const n = 150
@@ -282,7 +284,7 @@ func TestBrowserOverviewUpdatesLive(t *testing.T) {
 			"cortex.log": fmt.Sprintf("Info:cortex:sample %d\nStatus:conversion:0\n", i)}), 0o644))
 		entries = append(entries, p)
 	}
-	_, err = store.Import(ctx, lease.ImportRequest{Corpus: "live", CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+	_, err = cat.Import(ctx, catalog.ImportRequest{Corpus: "live", CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	require.NoError(t, err)
 	srv, err := web.New(web.Config{Store: store})
 	require.NoError(t, err)

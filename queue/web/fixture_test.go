@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
 	"github.com/cortexq/cortexq/queue/web"
@@ -51,7 +52,8 @@ func newFixture(t *testing.T, cfg web.Config) *fixture {
 	ctx := context.Background()
 	pool := queuetest.NewPool(t)
 	f := &fixture{t: t, ctx: ctx, pool: pool, store: lease.New(pool, lease.Config{Replica: "r1"}), dir: t.TempDir()}
-	svc, err := f.store.AddService(ctx, "tex_to_html", 0)
+	cat := catalog.New(pool, nil)
+	svc, err := cat.AddService(ctx, "tex_to_html", 0)
 	require.NoError(t, err)
 	var entries []string
 	for _, name := range []string{"ok", "bad", "warn", "todo"} {
@@ -60,7 +62,7 @@ func newFixture(t *testing.T, cfg web.Config) *fixture {
 		require.NoError(t, os.WriteFile(p, zipOf(t, map[string]string{"main.tex": "\\documentclass{article} " + name}), 0o644))
 		entries = append(entries, p)
 	}
-	_, err = f.store.Import(ctx, lease.ImportRequest{Corpus: "papers", CorpusPath: f.dir, ServiceID: svc.ID, Entries: entries})
+	_, err = cat.Import(ctx, catalog.ImportRequest{Corpus: "papers", CorpusPath: f.dir, ServiceID: svc.ID, Entries: entries})
 	require.NoError(t, err)
 	id := func(name string) int64 {
 		var id int64

@@ -15,7 +15,7 @@ import (
 )
 
 // scopeParams reads the required corpus and service of a request and looks them up.
-func (s *Server) scopeParams(r *http.Request) (corpus, service string, scope lease.Scope, err error) {
+func (s *Server) scopeParams(r *http.Request) (corpus, service string, scope queue.Scope, err error) {
 	q := r.URL.Query()
 	if r.Method == http.MethodPost {
 		q = r.PostForm
@@ -24,7 +24,7 @@ func (s *Server) scopeParams(r *http.Request) (corpus, service string, scope lea
 	if corpus == "" || service == "" {
 		return "", "", scope, badRequest("corpus and service are required")
 	}
-	scope, err = s.store.LookupScope(r.Context(), corpus, service)
+	scope, err = s.catalog.LookupScope(r.Context(), corpus, service)
 	if errors.Is(err, queue.ErrNotFound) {
 		return "", "", scope, httpError{http.StatusNotFound, err.Error()}
 	}
@@ -141,7 +141,7 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	var rows []overviewRow
 	var dead int64
 	for _, p := range progress {
-		minutes := through[lease.Scope{CorpusID: p.CorpusID, ServiceID: p.ServiceID}]
+		minutes := through[queue.Scope{CorpusID: p.CorpusID, ServiceID: p.ServiceID}]
 		rows = append(rows, overviewRow{Progress: p, Sandbox: parent[p.Corpus], Key: rowKey(p),
 			Throughput: newSparkline(minutes), PerMinute: p.RepliesLastMinute, Share: leaseShare(p)})
 		dead += p.DeadLetters
@@ -194,7 +194,7 @@ const throughputMaxAge = 15 * time.Second
 
 // throughput returns the replies per minute of each corpus and service, read at most once per
 // throughputMaxAge.
-func (s *Server) throughput(r *http.Request) (map[lease.Scope][]int64, error) {
+func (s *Server) throughput(r *http.Request) (map[queue.Scope][]int64, error) {
 	s.throughMu.Lock()
 	defer s.throughMu.Unlock()
 	if s.through == nil || time.Since(s.throughAt) >= throughputMaxAge {
@@ -228,7 +228,7 @@ func (s *Server) liveFigures(r *http.Request) ([]byte, error) {
 	out := liveFigures{Rows: map[string]liveRow{}, ActiveWorkers: active, Replicas: []liveReplica{},
 		At: time.Now().UTC().Format("15:04:05")}
 	for _, p := range progress {
-		spark := newSparkline(through[lease.Scope{CorpusID: p.CorpusID, ServiceID: p.ServiceID}])
+		spark := newSparkline(through[queue.Scope{CorpusID: p.CorpusID, ServiceID: p.ServiceID}])
 		out.Rows[rowKey(p)] = liveRow{Done: p.Done(), Tasks: p.Tasks, TODO: p.TODO, InFlight: p.InFlight,
 			Reserved: p.Reserved, Queued: p.Queued, DeadLetters: p.DeadLetters, NoProblem: p.NoProblem,
 			Warning: p.Warning, Error: p.Error, Fatal: p.Fatal, Invalid: p.Invalid, Blocked: p.Blocked,
@@ -455,7 +455,7 @@ func (s *Server) runs(r *http.Request) (view, error) {
 
 // diffParams reads from (a closed run of the scope) and to (a later run of it; 0 or "current":
 // the open one).
-func diffParams(q url.Values, scope lease.Scope, runs []lease.Run) (lease.DiffRuns, error) {
+func diffParams(q url.Values, scope queue.Scope, runs []lease.Run) (lease.DiffRuns, error) {
 	d := lease.DiffRuns{Scope: scope}
 	known := map[int64]lease.Run{}
 	for _, r := range runs {

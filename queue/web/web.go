@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -62,7 +63,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	store   *lease.Store
-	catalog *lease.Catalog
+	catalog *catalog.Catalog
 	logger  *slog.Logger
 	key     []byte // signs sessions and CSRF tokens; new at each start
 	pages   map[string]*template.Template
@@ -75,7 +76,7 @@ type Server struct {
 
 	throughMu sync.Mutex
 	throughAt time.Time
-	through   map[lease.Scope][]int64
+	through   map[queue.Scope][]int64
 }
 
 // SessionCookie names the admin session's cookie.
@@ -98,7 +99,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.LiveBudget <= 0 {
 		cfg.LiveBudget = 5 * time.Millisecond
 	}
-	s := &Server{cfg: cfg, store: cfg.Store, catalog: lease.NewCatalog(cfg.Store), logger: cfg.Logger,
+	s := &Server{cfg: cfg, store: cfg.Store, catalog: catalog.New(cfg.Store.Pool(), nil), logger: cfg.Logger,
 		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux()}
 	if _, err := rand.Read(s.key); err != nil {
 		return nil, err

@@ -1,9 +1,11 @@
-package lease
+package catalog
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/internal/pgtx"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -50,27 +52,27 @@ func CheckShare(weight, priority *int32) error {
 // SetShare sets the weight and priority of a corpus and service (nil: unchanged, or the
 // default) and returns both as they now stand. The corpus and service must exist; the corpus
 // need not have tasks of the service yet. Replicas apply it from their next reservation on.
-func (s *Store) SetShare(ctx context.Context, scope Scope, weight, priority *int32) (w, p int32, err error) {
+func (c *Catalog) SetShare(ctx context.Context, scope queue.Scope, weight, priority *int32) (w, p int32, err error) {
 	if err := CheckShare(weight, priority); err != nil {
 		return 0, 0, err
 	}
-	row, err := dbsqlc.New(s.pool).CorpusShareSet(ctx, scope.ServiceID, scope.CorpusID, weight, priority)
+	row, err := dbsqlc.New(c.pool).CorpusShareSet(ctx, scope.ServiceID, scope.CorpusID, weight, priority)
 	if err != nil {
-		return 0, 0, translate("set share", err)
+		return 0, 0, pgtx.Wrap("set share", err)
 	}
 	return row.Weight, row.Priority, nil
 }
 
 // Shares lists the fair share of every corpus and service that has (or had) tasks or a share set,
 // or only those of a service (empty: any), highest priority first.
-func (s *Store) Shares(ctx context.Context, service string) ([]Share, error) {
+func (c *Catalog) Shares(ctx context.Context, service string) ([]Share, error) {
 	var svc *string
 	if service != "" {
 		svc = &service
 	}
-	rows, err := dbsqlc.New(s.pool).CorpusShareList(ctx, svc)
+	rows, err := dbsqlc.New(c.pool).CorpusShareList(ctx, svc)
 	if err != nil {
-		return nil, translate("shares", err)
+		return nil, pgtx.Wrap("shares", err)
 	}
 	out := make([]Share, len(rows))
 	for i, r := range rows {

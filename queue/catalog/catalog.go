@@ -1,0 +1,316 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/internal/pgtx"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+// Service is a row of services.
+type Service struct {
+	ID           int32
+	Name         string
+	LeaseTimeout time.Duration // zero: the replica's default
+}
+
+// Catalog is the corpora and services, their fair shares and the import of their tasks. It
+// caches the near-static lookups of the hot paths: services by name, and the sandbox
+// id and path of corpora. Only answers are cached: a failed lookup is retried next time, and a service
+// not found is looked up again (so a service added later is seen without a restart).
+type Catalog struct {
+	pool     *pgxpool.Pool
+	logger   *slog.Logger
+	services *xsync.Map[string, Service]
+	corpora  *xsync.Map[int32, corpusInfo]
+}
+
+// corpusInfo is what the hot paths need of a corpus.
+type corpusInfo struct {
+	sandbox int32  // 0: an ordinary corpus
+	path    string // every entry of the corpus, and every result archive, lies beneath it
+}
+
+// New returns a Catalog on pool with empty caches; logger (nil: none) hears of what Import
+// could not do after its commit.
+func New(pool *pgxpool.Pool, logger *slog.Logger) *Catalog {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Catalog{pool: pool, logger: logger.With("component", "catalog"),
+		services: xsync.NewMap[string, Service](), corpora: xsync.NewMap[int32, corpusInfo]()}
+}
+
+// Service looks up a service by name. An unknown service is queue.ErrNotFound.
+func (c *Catalog) Service(ctx context.Context, name string) (Service, error) {
+	if svc, ok := c.services.Load(name); ok {
+		return svc, nil
+	}
+	row, err := dbsqlc.New(c.pool).ServiceByName(ctx, name)
+	if err != nil {
+		return Service{}, pgtx.Wrap("look up service "+name, err)
+	}
+	svc := Service{ID: row.ID, Name: row.Name}
+	if row.LeaseTimeoutSeconds != nil {
+		svc.LeaseTimeout = time.Duration(*row.LeaseTimeoutSeconds) * time.Second
+	}
+	c.services.Store(name, svc)
+	return svc, nil
+}
+
+// CachedService reports a service if it is cached, without a database hit.
+func (c *Catalog) CachedService(name string) (svc Service, known bool) {
+	return c.services.Load(name)
+}
+
+// SandboxID reports the sandbox id of a corpus: its own id for a sandbox, 0 for an ordinary
+// corpus. A lookup that fails is an error and is not cached.
+func (c *Catalog) SandboxID(ctx context.Context, corpusID int32) (int32, error) {
+	info, err := c.corpus(ctx, corpusID)
+	return info.sandbox, err
+}
+
+// CorpusPath reports the path of a corpus: the directory its entries must lie beneath. A lookup
+// that fails is an error and is not cached.
+func (c *Catalog) CorpusPath(ctx context.Context, corpusID int32) (string, error) {
+	info, err := c.corpus(ctx, corpusID)
+	return info.path, err
+}
+
+// CorpusPaths lists the distinct paths of all corpora.
+func (c *Catalog) CorpusPaths(ctx context.Context) ([]string, error) {
+	paths, err := dbsqlc.New(c.pool).CorpusPaths(ctx)
+	if err != nil {
+		return nil, pgtx.Wrap("list corpus paths", err)
+	}
+	return paths, nil
+}
+
+func (c *Catalog) corpus(ctx context.Context, corpusID int32) (corpusInfo, error) {
+	if info, ok := c.corpora.Load(corpusID); ok {
+		return info, nil
+	}
+	row, err := dbsqlc.New(c.pool).CorpusByID(ctx, corpusID)
+	if err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return corpusInfo{}, fmt.Errorf("corpus %d: %w", corpusID, queue.ErrNotFound)
+		}
+		return corpusInfo{}, pgtx.Wrap(fmt.Sprintf("look up corpus %d", corpusID), err)
+	}
+	info := corpusInfo{path: row.Path}
+	if row.ParentCorpusID != nil {
+		info.sandbox = row.ID
+	}
+	c.corpora.Store(corpusID, info)
+	return info, nil
+}
+
+// CachedSandboxID reports a corpus's sandbox id if it is cached, without a database hit.
+func (c *Catalog) CachedSandboxID(corpusID int32) (id int32, known bool) {
+	info, known := c.corpora.Load(corpusID)
+	return info.sandbox, known
+}
+
+// AddService creates a service. leaseTimeout overrides the replica's default lease for its tasks
+// (zero: the default); it is kept in whole seconds, rounded up. A taken name is queue.ErrDuplicate.
+func (c *Catalog) AddService(ctx context.Context, name string, leaseTimeout time.Duration) (Service, error) {
+	var secs *int32
+	if leaseTimeout > 0 {
+		n := int32((leaseTimeout + time.Second - 1) / time.Second)
+		secs = &n
+	}
+	row, err := dbsqlc.New(c.pool).ServiceCreate(ctx, name, secs)
+	if err != nil {
+		return Service{}, pgtx.Wrap("add service "+name, err)
+	}
+	return serviceOf(row), nil
+}
+
+// Services lists the services by name.
+func (c *Catalog) Services(ctx context.Context) ([]Service, error) {
+	rows, err := dbsqlc.New(c.pool).ServiceList(ctx)
+	if err != nil {
+		return nil, pgtx.Wrap("list services", err)
+	}
+	out := make([]Service, len(rows))
+	for i, r := range rows {
+		out[i] = serviceOf(r)
+	}
+	return out, nil
+}
+
+func serviceOf(row dbsqlc.Service) Service {
+	svc := Service{ID: row.ID, Name: row.Name}
+	if row.LeaseTimeoutSeconds != nil {
+		svc.LeaseTimeout = time.Duration(*row.LeaseTimeoutSeconds) * time.Second
+	}
+	return svc
+}
+
+// LookupScope finds a corpus and a service by name. Either one unknown is queue.ErrNotFound, with
+// its name in the message.
+func (c *Catalog) LookupScope(ctx context.Context, corpus, service string) (queue.Scope, error) {
+	return c.lookupNames(ctx, corpus, service)
+}
+
+// CheckNames reports, as queue.ErrNotFound, a corpus or service name that does not exist; an
+// empty name is not checked.
+func (c *Catalog) CheckNames(ctx context.Context, corpus, service string) error {
+	_, err := c.lookupNames(ctx, corpus, service)
+	return err
+}
+
+// lookupNames finds the ids of a corpus and a service by name; an empty name is left at 0.
+func (c *Catalog) lookupNames(ctx context.Context, corpus, service string) (queue.Scope, error) {
+	q := dbsqlc.New(c.pool)
+	var scope queue.Scope
+	if corpus != "" {
+		c, err := q.CorpusByName(ctx, corpus)
+		if err != nil {
+			return queue.Scope{}, pgtx.Wrap("corpus "+corpus, err)
+		}
+		scope.CorpusID = c.ID
+	}
+	if service != "" {
+		svc, err := q.ServiceByName(ctx, service)
+		if err != nil {
+			return queue.Scope{}, pgtx.Wrap("service "+service, err)
+		}
+		scope.ServiceID = svc.ID
+	}
+	return scope, nil
+}
+
+// ImportRequest adds tasks for source archives of one corpus and service.
+type ImportRequest struct {
+	// Corpus is created, with CorpusPath, if missing.
+	Corpus     string
+	CorpusPath string
+	ServiceID  int32
+	// Entries are the source archives' paths, one task each; empty ones are skipped.
+	Entries []string
+	// BatchSize is how many entries go into one statement (ImportBatchDefault when <= 0).
+	BatchSize int
+	// CheckFunc, if set, vets the entries against the path of the corpus (as created, or as
+	// found) before any is added; its error ends the import with nothing added.
+	CheckFunc func(corpusPath string) error
+}
+
+// ImportBatchDefault is how many entries one insert statement of Import carries.
+const ImportBatchDefault = 20000
+
+// ImportSummary reports what an Import did.
+type ImportSummary struct {
+	CorpusID      int32
+	CorpusCreated bool
+	// Added tasks are new; Existing entries already had a task (or were repeated in the request).
+	Added    int
+	Existing int
+	// RunOpened is set when no run of the corpus and service was open and one was opened.
+	RunOpened bool
+}
+
+// Import adds a TODO task for each entry of a corpus and service that has none, in one
+// transaction: importing the same entries again adds nothing. The corpus is created if missing,
+// and a run is opened for the corpus and service if none is open.
+func (c *Catalog) Import(ctx context.Context, req ImportRequest) (ImportSummary, error) {
+	batch := req.BatchSize
+	if batch <= 0 {
+		batch = ImportBatchDefault
+	}
+	var sum ImportSummary
+	err := pgtx.Run(ctx, c.pool, pgtx.Options{What: "import"}, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
+		sum = ImportSummary{}
+		corpus, err := q.CorpusCreateIfMissing(ctx, req.Corpus, req.CorpusPath)
+		switch {
+		case err == nil:
+			sum.CorpusCreated = true
+		case errors.Is(err, pgx.ErrNoRows):
+			if corpus, err = q.CorpusByName(ctx, req.Corpus); err != nil {
+				return fmt.Errorf("look up corpus %s: %w", req.Corpus, err)
+			}
+		default:
+			return fmt.Errorf("create corpus %s: %w", req.Corpus, err)
+		}
+		sum.CorpusID = corpus.ID
+		path, err := q.CorpusLockForImport(ctx, corpus.ID)
+		if err != nil {
+			return fmt.Errorf("lock corpus %s: %w", req.Corpus, err)
+		}
+		if req.CheckFunc != nil {
+			if err := req.CheckFunc(path); err != nil {
+				return err
+			}
+		}
+		entries := make([]string, 0, min(batch, len(req.Entries)))
+		flush := func() error {
+			n, err := q.TaskImport(ctx, corpus.ID, req.ServiceID, entries)
+			if err != nil {
+				return fmt.Errorf("insert tasks: %w", err)
+			}
+			sum.Added += int(n)
+			sum.Existing += len(entries) - int(n)
+			entries = entries[:0]
+			return nil
+		}
+		for _, e := range req.Entries {
+			if e == "" {
+				continue
+			}
+			entries = append(entries, e)
+			if len(entries) == batch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if len(entries) > 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		opened, err := q.RunOpenIfNone(ctx, corpus.ID, req.ServiceID, now, "import")
+		if err != nil {
+			return fmt.Errorf("open run: %w", err)
+		}
+		sum.RunOpened = opened > 0
+		return nil
+	})
+	if err == nil && sum.Added >= 10000 {
+		// Fresh statistics keep the lease path on the tasks_todo index from the first lease on.
+		if aerr := dbsqlc.New(c.pool).TasksAnalyze(ctx); aerr != nil {
+			c.logger.Warn("analyze tasks after import", "error", aerr)
+		}
+	}
+	return sum, err
+}
+
+// CheckCorpusName vets the name of a new corpus or sandbox: 1 to 200 bytes of UTF-8, no
+// leading or trailing blanks, no control character.
+func CheckCorpusName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty name")
+	case len(name) > 200:
+		return fmt.Errorf("%d bytes, want at most 200", len(name))
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%q is not valid UTF-8", name)
+	case strings.TrimSpace(name) != name:
+		return fmt.Errorf("%q begins or ends with blanks", name)
+	case strings.ContainsFunc(name, unicode.IsControl):
+		return fmt.Errorf("%q has a control character", name)
+	}
+	return nil
+}
