@@ -21,9 +21,6 @@ INSERT INTO corpora (name, path, parent_corpus_id)
 VALUES (@name, @path, sqlc.narg('parent_corpus_id'))
 RETURNING *;
 
--- name: ServiceByID :one
-SELECT * FROM services WHERE id = @id;
-
 -- name: DispatchCountInFlight :one
 -- DispatchCountInFlight counts a replica's in-flight rows (all replicas' when replica is NULL).
 SELECT count(*)::bigint FROM dispatch

@@ -27,6 +27,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/procstat"
 	"github.com/cortexq/cortexq/worker"
@@ -182,7 +183,7 @@ func runBench(c *cli.Context) error {
 	}
 	// An earlier bench that stopped before its backlog drained left tasks whose archives are
 	// gone; this run's replicas would lease them and wait for the reaper.
-	if left, err := store.DiscardUnfinished(ctx, svc.ID); err != nil {
+	if left, err := benchDiscardUnfinished(ctx, store.Pool(), svc.ID); err != nil {
 		return err
 	} else if left > 0 {
 		slog.Warn("deleted unfinished tasks an earlier bench left", "service", svc.Name, "tasks", left)
@@ -210,7 +211,7 @@ func runBench(c *cli.Context) error {
 		imp.CorpusID = corpora[0].id
 		// What is left of the backlogs goes when the run is over.
 		defer func() {
-			if left, err := store.DiscardUnfinished(context.WithoutCancel(ctx), svc.ID); err != nil {
+			if left, err := benchDiscardUnfinished(context.WithoutCancel(ctx), store.Pool(), svc.ID); err != nil {
 				slog.Warn("unfinished tasks of the bench not deleted", "error", err)
 			} else {
 				logf("deleted the %d unfinished tasks of the run", left)
@@ -301,7 +302,7 @@ func runBench(c *cli.Context) error {
 	defer stopWorkers()
 	// A new backend's first statements load its catalog caches and plan (milliseconds): that is
 	// setup, not the polls' cost, so the poll runs once before the measurement starts.
-	if _, err := poll.Open(ctx, svc.ID); err != nil {
+	if _, err := benchOpen(ctx, pollPool, svc.ID); err != nil {
 		return err
 	}
 	dbStart, err := store.Now(ctx)
@@ -366,7 +367,7 @@ func runBench(c *cli.Context) error {
 			}
 		} else if corpora == nil && (everySecond || handler.n.Load() >= int64(n)) {
 			polls++
-			open, err := poll.Open(ctx, svc.ID)
+			open, err := benchOpen(ctx, pollPool, svc.ID)
 			if err != nil {
 				return err
 			}
@@ -399,8 +400,8 @@ func runBench(c *cli.Context) error {
 	if wErr != nil && !errors.Is(wErr, context.Canceled) {
 		return fmt.Errorf("echo workers: %w", wErr)
 	}
-	var p lease.Progress
-	if ps, err := store.Progress(ctx, "", svc.Name); err != nil {
+	var p inspect.Progress
+	if ps, err := inspectOf(store).Progress(ctx, "", svc.Name); err != nil {
 		return err
 	} else {
 		p = sumProgress(ps, name, corpora)
@@ -430,7 +431,7 @@ func runBench(c *cli.Context) error {
 		}
 	}
 	rep.MBPerSecond = float64(measured) * float64(c.Int("payload-kb")) / 1024 * 2 / took.Seconds()
-	p50, p99, err := store.Latency(ctx, imp.CorpusID)
+	p50, p99, err := inspectOf(store).Latency(ctx, imp.CorpusID)
 	if err != nil {
 		return err
 	}
@@ -863,8 +864,8 @@ func scratchDir() string {
 }
 
 // sumProgress is the bench's corpus's tally, or with --corpora the sum of its corpora's.
-func sumProgress(ps []lease.Progress, name string, corpora []benchCorpus) lease.Progress {
-	var sum lease.Progress
+func sumProgress(ps []inspect.Progress, name string, corpora []benchCorpus) inspect.Progress {
+	var sum inspect.Progress
 	for _, p := range ps {
 		mine := corpora == nil && p.Corpus == name
 		for _, bc := range corpora {

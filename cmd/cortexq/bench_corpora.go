@@ -71,7 +71,7 @@ func stageCorpora(ctx context.Context, store *lease.Store, svc catalog.Service, 
 		}
 		bc.id, bc.entries = imp.CorpusID, entries
 		if n > staged {
-			if _, err := store.GenerateTasks(ctx, svc.ID, bc.id, cdir, staged, n-1); err != nil {
+			if _, err := benchGenerateTasks(ctx, store.Pool(), svc.ID, bc.id, cdir, staged, n-1); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -85,7 +85,7 @@ func stageCorpora(ctx context.Context, store *lease.Store, svc catalog.Service, 
 func corporaDone(ctx context.Context, store *lease.Store, svc catalog.Service, corpora []benchCorpus, since time.Time) (int64, error) {
 	var done int64
 	for _, bc := range corpora {
-		n, _, err := store.CorpusDone(ctx, bc.id, svc.ID, since)
+		n, _, err := benchCorpusDone(ctx, store.Pool(), bc.id, svc.ID, since)
 		if err != nil {
 			return 0, err
 		}
@@ -98,7 +98,7 @@ func corporaDone(ctx context.Context, store *lease.Store, svc catalog.Service, c
 func reportCorpora(ctx context.Context, store *lease.Store, svc catalog.Service, corpora []benchCorpus, since time.Time) ([]benchCorpusReport, error) {
 	var out []benchCorpusReport
 	for _, bc := range corpora {
-		n, last, err := store.CorpusDone(ctx, bc.id, svc.ID, since)
+		n, last, err := benchCorpusDone(ctx, store.Pool(), bc.id, svc.ID, since)
 		if err != nil {
 			return nil, err
 		}

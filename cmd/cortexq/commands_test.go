@@ -423,7 +423,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 		options := out.stdout[i:]
 		for _, f := range flags {
 			if v, ok := f.(cli.VisibleFlag); ok && !v.IsVisible() {
-				continue // hidden on purpose (serve --clock-skew, for fault tests)
+				continue // hidden on purpose
 			}
 			doc, ok := f.(cli.DocGenerationFlag)
 			require.True(t, ok)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/urfave/cli/v2"
 )
@@ -215,3 +216,6 @@ func isExecutable(path string) bool {
 
 // catalogOf is the catalog (corpora, services, shares, imports) on a store's database.
 func catalogOf(s *lease.Store) *catalog.Catalog { return catalog.New(s.Pool(), slog.Default()) }
+
+// inspectOf reads the dispatch state (progress, task history, counts) on a store's database.
+func inspectOf(s *lease.Store) *inspect.Reader { return inspect.New(s.Pool(), s.Config().NowFunc) }

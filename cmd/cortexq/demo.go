@@ -14,6 +14,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/dispatch"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reaper"
 	"github.com/cortexq/cortexq/worker"
@@ -99,10 +100,10 @@ func runDemo(c *cli.Context) error {
 	// On a terminal the bar is redrawn in place; elsewhere (a log, CI) it is a line every few
 	// seconds.
 	tty := isTerminal(os.Stderr)
-	var p lease.Progress
+	var p inspect.Progress
 	var shown time.Time
 	for {
-		ps, err := store.Progress(ctx, name, "echo")
+		ps, err := inspectOf(store).Progress(ctx, name, "echo")
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/worker"
 	"github.com/cortexq/cortexq/worker/latexml"
@@ -106,10 +107,10 @@ func runLatexmlDemo(c *cli.Context) error {
 		}, latexml.New(latexml.Config{Latexmlc: prog, Timeout: timeout, Logger: quiet}))
 	}()
 
-	var p lease.Progress
+	var p inspect.Progress
 	var shown time.Time
 	for {
-		ps, err := store.Progress(ctx, name, latexmlService)
+		ps, err := inspectOf(store).Progress(ctx, name, latexmlService)
 		if err != nil {
 			return err
 		}
@@ -216,7 +217,7 @@ func printLatexmlTasks(ctx context.Context, out io.Writer, store *lease.Store, c
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TASK\tSAMPLE\tSTATUS\tEXPECTED\tSECONDS\tMESSAGES (severity:category:what, first ones)")
 	for _, id := range ids {
-		h, err := store.TaskHistory(ctx, id)
+		h, err := inspectOf(store).TaskHistory(ctx, id)
 		if err != nil {
 			return 0, err
 		}
@@ -243,7 +244,7 @@ func printLatexmlTasks(ctx context.Context, out io.Writer, store *lease.Store, c
 
 // telling lists up to n messages of a run, problems first (Invalid, Fatal, Error, Warning),
 // then the Infos that are not loaded files.
-func telling(msgs []lease.RunMessage, run int32, n int) string {
+func telling(msgs []inspect.RunMessage, run int32, n int) string {
 	var picked []string
 	for _, sev := range []queue.Severity{queue.SeverityInvalid, queue.SeverityFatal, queue.SeverityError, queue.SeverityWarning, queue.SeverityInfo} {
 		for _, m := range msgs {

@@ -42,7 +42,8 @@ func binary(t *testing.T) string {
 			}
 		}
 		built.path = filepath.Join(dir, "cortexq")
-		out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput()
+		// The test knobs (serve --clock-skew) exist only in this build, never in the production binary.
+		out, err := exec.Command("go", "build", "-tags", "cortexq_testknobs", "-o", built.path, ".").CombinedOutput()
 		if err != nil {
 			built.err = fmt.Errorf("go build: %w\n%s", err, out)
 		}

@@ -35,7 +35,7 @@ func serveCommand() *cli.Command {
 			"comes back with no recovery step. One replica at a time (elected through River) runs the\n" +
 			"reaper every --reap-interval. On SIGTERM or SIGINT a replica stops leasing, waits up to\n" +
 			"--drain-timeout for the results of its leases, and exits 0.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "replica", Usage: "this replica's name in dispatch rows and attempts", Value: fmt.Sprintf("%s-%d", host, os.Getpid()), EnvVars: envVars("REPLICA")},
 			&cli.StringFlag{Name: "ventilator", Usage: "ZeroMQ endpoint (ROUTER) workers request tasks from", Value: dispatch.VentilatorAddrDefault, EnvVars: envVars("VENTILATOR")},
 			&cli.StringFlag{Name: "sink", Usage: "ZeroMQ endpoint (PULL) workers push results to", Value: dispatch.SinkAddrDefault, EnvVars: envVars("SINK")},
@@ -63,10 +63,9 @@ func serveCommand() *cli.Command {
 			&cli.BoolFlag{Name: "sweep-at-start", Usage: "at start-up, sweep the corpora for leftover temp and kept-aside archives in the background (false: leave it to `cortexq sweep`)", Value: true, EnvVars: envVars("SWEEP_AT_START")},
 			&cli.DurationFlag{Name: "sweep-orphan-age", Usage: "at start-up, besides this replica's earlier processes' leftover temp and kept-aside archives, remove any replica's older than this, in the background (0: only this replica's)", Value: archive.SweepOrphanAgeDefault, EnvVars: envVars("SWEEP_ORPHAN_AGE")},
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica (at least 4)", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
-			clockSkewFlag(),
 			curveSecretKeyFileFlag(),
 			keysRefreshFlag(),
-		},
+		}, clockSkewFlags()...),
 		Action: serve,
 	}
 }
@@ -128,14 +127,8 @@ func serve(c *cli.Context) error {
 	if err := checkServeFlags(c); err != nil {
 		return err
 	}
-	skew := c.Duration("clock-skew")
-	if skew != 0 {
-		slog.SetDefault(slog.New(skewedHandler{slog.Default().Handler(), skew}))
-	}
+	nowFunc := clockSkew(c) // nil outside the test binary
 	logger := slog.Default().With("replica", c.String("replica"))
-	if skew != 0 {
-		logger.Warn("testing: local clock readings moved by --clock-skew", "clock_skew", skew)
-	}
 	if path := os.Getenv("CORTEXQ_CPUPROFILE"); path != "" { // for cortexq bench --cpuprofile
 		f, err := os.Create(path)
 		if err != nil {
@@ -193,7 +186,7 @@ func serve(c *cli.Context) error {
 		return usagef(c, "%v", err)
 	}
 	reaped := newReapMetrics(reg, store)
-	river, err := reaper.New(pool, store, reaper.Config{Interval: c.Duration("reap-interval"), FoldInterval: c.Duration("fold-interval"), Logger: logger, OnPass: reaped.observe, NowFunc: skewedClock(skew)})
+	river, err := reaper.New(pool, store, reaper.Config{Interval: c.Duration("reap-interval"), FoldInterval: c.Duration("fold-interval"), Logger: logger, OnPass: reaped.observe, NowFunc: nowFunc})
 	if err != nil {
 		return err
 	}
@@ -343,7 +336,7 @@ func (d *dispatchCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descDis
 func (d *dispatchCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	counts, err := d.store.DispatchCounts(ctx)
+	counts, err := inspectOf(d.store).DispatchCounts(ctx)
 	if err != nil {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -62,7 +63,7 @@ func runStatus(c *cli.Context) error {
 	}
 	clear := watch && isTerminal(os.Stdout)
 	for frame := 0; ; frame++ {
-		rows, err := store.Progress(c.Context, c.String(flagCorpus), c.String(flagService))
+		rows, err := inspectOf(store).Progress(c.Context, c.String(flagCorpus), c.String(flagService))
 		if err != nil {
 			if c.Context.Err() != nil {
 				return nil // interrupted
@@ -95,7 +96,7 @@ func runStatus(c *cli.Context) error {
 	}
 }
 
-func allFinished(rows []lease.Progress) bool {
+func allFinished(rows []inspect.Progress) bool {
 	for _, r := range rows {
 		if !r.Finished() {
 			return false
@@ -104,7 +105,7 @@ func allFinished(rows []lease.Progress) bool {
 	return true
 }
 
-func printProgress(out io.Writer, rows []lease.Progress, bars bool) error {
+func printProgress(out io.Writer, rows []inspect.Progress, bars bool) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(out, "no tasks")
 		return err
@@ -149,7 +150,7 @@ func bar(done, total int64, width int) string {
 // rule loudly on stderr, failing the command: a broken invariant is a bug to report, never a
 // state to operate in.
 func checkInvariants(c *cli.Context, store *lease.Store) error {
-	violations, err := store.CheckInvariants(c.Context)
+	violations, err := inspectOf(store).CheckInvariants(c.Context)
 	if err != nil {
 		return err
 	}

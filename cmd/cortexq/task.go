@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -47,7 +48,7 @@ func taskShow(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	h, err := store.TaskHistory(c.Context, id)
+	h, err := inspectOf(store).TaskHistory(c.Context, id)
 	if errors.Is(err, queue.ErrNotFound) {
 		return fmt.Errorf("task %d: no such task", id)
 	}
@@ -65,7 +66,7 @@ func workersText(workers []string) string {
 	return printable(strings.Join(workers, ","))
 }
 
-func printHistory(out io.Writer, h lease.TaskHistory) error {
+func printHistory(out io.Writer, h inspect.TaskHistory) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "task\t%d\n", h.ID)
 	fmt.Fprintf(w, "corpus\t%s (id %d)\n", printable(h.Corpus), h.CorpusID)

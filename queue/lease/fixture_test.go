@@ -138,7 +138,35 @@ func (f *fixture) upsert(rows ...dbsqlc.Dispatch) {
 	f.t.Helper()
 	doc, err := json.Marshal(rows)
 	require.NoError(f.t, err)
-	require.NoError(f.t, dbsqlc.New(f.pool).DispatchUpsert(f.ctx, doc))
+	require.NoError(f.t, dispatchUpsert(f.ctx, f.pool, doc))
+}
+
+// dispatchUpsertSQL writes whole dispatch rows (a JSON array of records), inserting new ones:
+// tests stage states with it that the transitions would take many steps to reach.
+const dispatchUpsertSQL = `
+INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, answered, finished_attempt, finished_status, queued, replica, service_id, retries, lease_timeout_seconds, leased_at, dead_lettered, last_cause, forget_at, received_at)
+SELECT r.task_id, r.run, r.state, r.attempt_workers, r.deadline, r.answered, r.finished_attempt, r.finished_status, r.queued, r.replica, r.service_id, r.retries, r.lease_timeout_seconds, r.leased_at, r.dead_lettered, r.last_cause, r.forget_at, r.received_at
+FROM jsonb_populate_recordset(NULL::dispatch, $1::jsonb) AS r
+ON CONFLICT (task_id, run) DO UPDATE SET
+    state = excluded.state,
+    attempt_workers = excluded.attempt_workers,
+    deadline = excluded.deadline,
+    answered = excluded.answered,
+    finished_attempt = excluded.finished_attempt,
+    finished_status = excluded.finished_status,
+    queued = excluded.queued,
+    replica = excluded.replica,
+    retries = excluded.retries,
+    lease_timeout_seconds = excluded.lease_timeout_seconds,
+    leased_at = excluded.leased_at,
+    dead_lettered = excluded.dead_lettered,
+    last_cause = excluded.last_cause,
+    forget_at = excluded.forget_at,
+    received_at = excluded.received_at`
+
+func dispatchUpsert(ctx context.Context, db dbsqlc.DBTX, doc []byte) error {
+	_, err := db.Exec(ctx, dispatchUpsertSQL, doc)
+	return err
 }
 
 func (f *fixture) lease(workers ...string) []Lease {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/internal/dbconv"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -60,7 +61,7 @@ func (s *Store) Reap(ctx context.Context, max int) (ReapSummary, error) {
 			}
 			if exhausted(d) {
 				sum.DeadLettered++
-				cause := decodeCause(d.LastCause)
+				cause := dbconv.Messages(d.LastCause)
 				if len(cause) == 0 {
 					cause = []queue.Message{queue.NeverCompleted}
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/internal/dbconv"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -198,7 +199,7 @@ func (s *Store) reserveFull(ctx context.Context, req ReserveRequest, timeout tim
 			d.LeasedAt, d.Deadline, d.Replica = now, until, s.cfg.Replica
 			w.put(d)
 			out = append(out, Reserved{Task: queue.Task{TaskID: d.TaskID, Run: d.Run, ServiceID: d.ServiceID, CorpusID: qr.CorpusID,
-				Entry: qr.Entry}, Attempt: len(d.AttemptWorkers), Retry: true, LastCause: decodeCause(d.LastCause), Until: until})
+				Entry: qr.Entry}, Attempt: len(d.AttemptWorkers), Retry: true, LastCause: dbconv.Messages(d.LastCause), Until: until})
 		}
 		for _, t := range todo {
 			if len(out) >= req.Max {

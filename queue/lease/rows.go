@@ -47,15 +47,4 @@ func encodeCause(msgs []queue.Message) json.RawMessage {
 	return b
 }
 
-func decodeCause(raw json.RawMessage) []queue.Message {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	var msgs []queue.Message
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return nil
-	}
-	return msgs
-}
-
 func ptrTime(t time.Time) *time.Time { return &t }

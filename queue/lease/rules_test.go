@@ -628,7 +628,7 @@ func TestBackpressure(t *testing.T) {
 		now := f.clock.Now()
 		doc := fmt.Sprintf(`[{"task_id":%d,"run":2,"state":"in_flight","attempt_workers":["x"],"deadline":%q,"answered":false,"queued":false,"replica":"r1","service_id":%d,"retries":0,"lease_timeout_seconds":60,"leased_at":%q,"dead_lettered":false}]`,
 			id, now.Format(time.RFC3339Nano), f.svc, now.Format(time.RFC3339Nano))
-		err := dbsqlc.New(f.pool).DispatchUpsert(f.ctx, []byte(doc))
+		err := dispatchUpsert(f.ctx, f.pool, []byte(doc))
 		require.Error(t, err, "a second active row for one task is refused")
 		require.ErrorIs(t, translate("upsert", err), queue.ErrDuplicate)
 	})

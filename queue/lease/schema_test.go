@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/queuetest"
 )
 
@@ -41,7 +42,7 @@ func TestDeletingATaskDeletesItsRows(t *testing.T) {
 	require.Zero(t, rowsOf(inFlight))
 	require.Zero(t, rowsOf(finished))
 	require.Equal(t, before, rowsOf(kept), "another task's rows stay")
-	vs, err := f.store.CheckInvariants(f.ctx)
+	vs, err := inspect.New(f.pool, nil).CheckInvariants(f.ctx)
 	require.NoError(t, err)
 	require.Empty(t, vs)
 
@@ -51,7 +52,7 @@ func TestDeletingATaskDeletesItsRows(t *testing.T) {
 		                      lease_timeout_seconds, leased_at)
 		VALUES ($1, 1, 'in_flight', '{w9}', now(), 'r1', $2, 60, now())`, inFlight, f.svc)
 	require.NoError(t, err)
-	vs, err = f.store.CheckInvariants(f.ctx)
+	vs, err = inspect.New(f.pool, nil).CheckInvariants(f.ctx)
 	require.NoError(t, err)
 	broken := map[string]int64{}
 	for _, v := range vs {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -26,7 +27,7 @@ func (f *fixture) reserve(s *Store, max int) []Reserved {
 // sound requires every invariant of sql/audit/invariants.sql to hold.
 func (f *fixture) sound() {
 	f.t.Helper()
-	bad, err := f.store.CheckInvariants(f.ctx)
+	bad, err := inspect.New(f.pool, nil).CheckInvariants(f.ctx)
 	require.NoError(f.t, err)
 	require.Empty(f.t, bad, "invariants")
 }
@@ -118,7 +119,7 @@ func TestTakeBack(t *testing.T) {
 		doc, err := json.Marshal([]dbsqlc.Dispatch{{TaskID: id, Run: 1, State: StateReserved, AttemptWorkers: []string{},
 			Deadline: now.Add(time.Minute), Replica: "r2", ServiceID: f.svc, LeaseTimeoutSeconds: 60, LeasedAt: now}})
 		require.NoError(t, err)
-		require.NoError(t, dbsqlc.New(tx).DispatchUpsert(f.ctx, doc))
+		require.NoError(t, dispatchUpsert(f.ctx, tx, doc))
 		_, err = tx.Exec(f.ctx, `UPDATE tasks SET status = 1 WHERE id = $1`, id)
 		require.NoError(t, err)
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -43,7 +44,7 @@ func Fallback(ctx context.Context, store *lease.Store, interval time.Duration, l
 // whether it did.
 func fallbackOnce(ctx context.Context, store *lease.Store, interval, up time.Duration, logger *slog.Logger, onPass func(lease.ReapSummary)) bool {
 	stale := fallbackFactor * interval
-	age, ok, err := store.LastReapAge(ctx)
+	age, ok, err := inspect.New(store.Pool(), store.Config().NowFunc).LastReapAge(ctx)
 	// A replica that just started gives the leader election its chance first.
 	if err != nil || up < stale || (ok && age < stale) {
 		return false

@@ -6,6 +6,7 @@
 package reaper
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -72,17 +73,35 @@ func (w *foldWorker) Timeout(*river.Job[FoldArgs]) time.Duration { return 10 * t
 
 // Config configures the reaper.
 type Config struct {
-	// Interval between reap passes.
+	// Interval between reap passes (0: IntervalDefault).
 	Interval time.Duration
 	// Logger receives River's and the reaper's logs.
 	Logger *slog.Logger
 	// OnPass, if set, is called with what each pass did (for metrics).
 	OnPass func(lease.ReapSummary)
-	// FoldInterval is the time between folds of the report rollups (FoldIntervalDefault if 0).
+	// FoldInterval is the time between folds of the report rollups (0: FoldIntervalDefault).
 	FoldInterval time.Duration
 	// NowFunc, if set, replaces the local clock (time.Now) River reads; tests inject a skewed
 	// clock with it. Either way River's readings are corrected to the database clock.
 	NowFunc func() time.Time
+}
+
+// WithDefaults returns a copy of c with every unset field (zero) given its default.
+func (c Config) WithDefaults() Config {
+	c.Interval = cmp.Or(c.Interval, IntervalDefault)
+	c.FoldInterval = cmp.Or(c.FoldInterval, FoldIntervalDefault)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Interval < 0 {
+		return fmt.Errorf("reaper: negative interval %s", c.Interval)
+	}
+	if c.FoldInterval < 0 {
+		return fmt.Errorf("reaper: negative fold interval %s", c.FoldInterval)
+	}
+	return nil
 }
 
 // IntervalDefault is the default time between reap passes.
@@ -121,16 +140,11 @@ func (w *reapWorker) Timeout(*river.Job[Args]) time.Duration { return 5 * time.M
 // New returns a River client on pool that reaps for store every cfg.Interval, and folds the
 // report rollups every cfg.FoldInterval, once started.
 func New(pool *pgxpool.Pool, store *lease.Store, cfg Config) (*river.Client[pgx.Tx], error) {
-	if cfg.Interval <= 0 {
-		cfg.Interval = IntervalDefault
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if cfg.FoldInterval <= 0 {
-		cfg.FoldInterval = FoldIntervalDefault
-	}
+	cfg = cfg.WithDefaults()
 	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	clock := newDBClock(store, cfg.NowFunc, logger.With("component", "reaper"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	err := clock.sync(ctx)

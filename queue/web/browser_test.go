@@ -22,6 +22,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/dispatch"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
 	"github.com/cortexq/cortexq/queue/web"
@@ -318,7 +319,7 @@ func TestBrowserOverviewUpdatesLive(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for done != "150" {
 		if !time.Now().Before(deadline) {
-			ps, err := store.Progress(ctx, "live", "echo")
+			ps, err := inspect.New(pool, nil).Progress(ctx, "live", "echo")
 			require.NoError(t, err)
 			t.Fatalf("the overview still shows %s of 150 done (seen %v); the database: %+v", done, seen, ps)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -70,7 +71,7 @@ func link(path string, pairs ...string) string {
 // ---- Overview
 
 type overviewRow struct {
-	lease.Progress
+	inspect.Progress
 	Sandbox    string // the parent's name, for a sandbox
 	Key        string // the row's key in /live
 	Throughput sparkline
@@ -97,7 +98,7 @@ type liveRow struct {
 }
 
 // leaseShare writes a corpus's share of its service's leases over the last minute.
-func leaseShare(p lease.Progress) string { return fmt.Sprintf("%.1f%%", 100*p.LeaseShare) }
+func leaseShare(p inspect.Progress) string { return fmt.Sprintf("%.1f%%", 100*p.LeaseShare) }
 
 type liveReplica struct {
 	Replica                             string
@@ -106,11 +107,11 @@ type liveReplica struct {
 	LastLeasedAt, LastReaperPass        string
 }
 
-func rowKey(p lease.Progress) string { return fmt.Sprintf("%d-%d", p.CorpusID, p.ServiceID) }
+func rowKey(p inspect.Progress) string { return fmt.Sprintf("%d-%d", p.CorpusID, p.ServiceID) }
 
 func (s *Server) overview(r *http.Request) (view, error) {
 	ctx := r.Context()
-	progress, err := s.store.Progress(ctx, "", "")
+	progress, err := s.inspect.Progress(ctx, "", "")
 	if err != nil {
 		return view{}, err
 	}
@@ -134,7 +135,7 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	reap, reaped, err := s.store.LastReapAge(ctx)
+	reap, reaped, err := s.inspect.LastReapAge(ctx)
 	if err != nil {
 		return view{}, err
 	}
@@ -209,7 +210,7 @@ func (s *Server) throughput(r *http.Request) (map[queue.Scope][]int64, error) {
 
 func (s *Server) liveFigures(r *http.Request) ([]byte, error) {
 	ctx := r.Context()
-	progress, err := s.store.Progress(ctx, "", "")
+	progress, err := s.inspect.Progress(ctx, "", "")
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/archive"
-	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/report"
 )
 
@@ -47,7 +47,7 @@ type archives struct {
 	base, source, result string
 }
 
-func (s *Server) archivesOf(r *http.Request, h lease.TaskHistory) (archives, error) {
+func (s *Server) archivesOf(r *http.Request, h inspect.TaskHistory) (archives, error) {
 	base, err := s.catalog.CorpusPath(r.Context(), h.CorpusID)
 	if err != nil {
 		return archives{}, err
@@ -59,12 +59,12 @@ func (s *Server) archivesOf(r *http.Request, h lease.TaskHistory) (archives, err
 	return archives{base: base, source: h.Entry, result: archive.ResultPath(base, h.Entry, h.Service, sandbox)}, nil
 }
 
-func (s *Server) history(r *http.Request) (lease.TaskHistory, error) {
+func (s *Server) history(r *http.Request) (inspect.TaskHistory, error) {
 	id, err := taskID(r)
 	if err != nil {
-		return lease.TaskHistory{}, err
+		return inspect.TaskHistory{}, err
 	}
-	h, err := s.store.TaskHistoryMessages(r.Context(), id, maxTaskMessages+1)
+	h, err := s.inspect.TaskHistoryMessages(r.Context(), id, maxTaskMessages+1)
 	if errors.Is(err, queue.ErrNotFound) {
 		return h, httpError{http.StatusNotFound, "task " + strconv.FormatInt(id, 10) + ": no such task"}
 	}
@@ -78,12 +78,12 @@ type timelineBar struct {
 }
 
 type taskPage struct {
-	lease.TaskHistory
+	inspect.TaskHistory
 	Timeline   []timelineBar
 	TimelineH  int
-	Shown      []lease.RunMessage // the first maxTaskMessages messages
-	More       bool               // there are more
-	Preview    string             // the preview frame's URL, if any
+	Shown      []inspect.RunMessage // the first maxTaskMessages messages
+	More       bool                 // there are more
+	Preview    string               // the preview frame's URL, if any
 	HasResult  bool
 	HasSource  bool
 	ReportBack string
@@ -132,7 +132,7 @@ func regular(base, p string) bool {
 }
 
 // timeline lays a task's attempts out as bars: one row each, from leased to answered (or now).
-func timeline(attempts []lease.Attempt, now time.Time) ([]timelineBar, int) {
+func timeline(attempts []inspect.Attempt, now time.Time) ([]timelineBar, int) {
 	if len(attempts) == 0 {
 		return nil, 0
 	}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -64,6 +65,7 @@ type Server struct {
 	cfg     Config
 	store   *lease.Store
 	catalog *catalog.Catalog
+	inspect *inspect.Reader
 	logger  *slog.Logger
 	key     []byte // signs sessions and CSRF tokens; new at each start
 	pages   map[string]*template.Template
@@ -99,7 +101,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.LiveBudget <= 0 {
 		cfg.LiveBudget = 5 * time.Millisecond
 	}
-	s := &Server{cfg: cfg, store: cfg.Store, catalog: catalog.New(cfg.Store.Pool(), nil), logger: cfg.Logger,
+	s := &Server{cfg: cfg, store: cfg.Store, catalog: catalog.New(cfg.Store.Pool(), nil),
+		inspect: inspect.New(cfg.Store.Pool(), cfg.Store.Config().NowFunc), logger: cfg.Logger,
 		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux()}
 	if _, err := rand.Read(s.key); err != nil {
 		return nil, err

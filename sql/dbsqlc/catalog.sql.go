@@ -195,22 +195,6 @@ func (q *Queries) ReaperLastPass(ctx context.Context) (ReaperLastPassRow, error)
 	return i, err
 }
 
-const serviceByID = `-- name: ServiceByID :one
-SELECT id, name, lease_timeout_seconds, created_at FROM services WHERE id = $1
-`
-
-func (q *Queries) ServiceByID(ctx context.Context, id int32) (Service, error) {
-	row := q.db.QueryRow(ctx, serviceByID, id)
-	var i Service
-	err := row.Scan(
-		&i.ID,
-		&i.Name,
-		&i.LeaseTimeoutSeconds,
-		&i.CreatedAt,
-	)
-	return i, err
-}
-
 const serviceByName = `-- name: ServiceByName :one
 SELECT id, name, lease_timeout_seconds, created_at FROM services WHERE name = $1
 `

@@ -7,7 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 )
 
@@ -18,7 +17,7 @@ SELECT coalesce($1::timestamptz, now())::timestamptz AS now
 
 // Queries on the dispatch table: one row per task and run while the task is in flight, queued
 // for a retry, or held for late results. Rows are locked here, decided in queue/lease, and
-// written back whole with DispatchUpsert.
+// written back by the statements of queue/lease/writes.go.
 // ClockNow is the database clock, or the injected test clock when now is given.
 func (q *Queries) ClockNow(ctx context.Context, now *time.Time) (time.Time, error) {
 	row := q.db.QueryRow(ctx, clockNow, now)
@@ -264,34 +263,6 @@ func (q *Queries) DispatchSettleEarlierRuns(ctx context.Context, forgetAt time.T
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const dispatchUpsert = `-- name: DispatchUpsert :exec
-INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, answered, finished_attempt, finished_status, queued, replica, service_id, retries, lease_timeout_seconds, leased_at, dead_lettered, last_cause, forget_at, received_at)
-SELECT r.task_id, r.run, r.state, r.attempt_workers, r.deadline, r.answered, r.finished_attempt, r.finished_status, r.queued, r.replica, r.service_id, r.retries, r.lease_timeout_seconds, r.leased_at, r.dead_lettered, r.last_cause, r.forget_at, r.received_at
-FROM jsonb_populate_recordset(NULL::dispatch, $1::jsonb) AS r
-ON CONFLICT (task_id, run) DO UPDATE SET
-    state = excluded.state,
-    attempt_workers = excluded.attempt_workers,
-    deadline = excluded.deadline,
-    answered = excluded.answered,
-    finished_attempt = excluded.finished_attempt,
-    finished_status = excluded.finished_status,
-    queued = excluded.queued,
-    replica = excluded.replica,
-    retries = excluded.retries,
-    lease_timeout_seconds = excluded.lease_timeout_seconds,
-    leased_at = excluded.leased_at,
-    dead_lettered = excluded.dead_lettered,
-    last_cause = excluded.last_cause,
-    forget_at = excluded.forget_at,
-    received_at = excluded.received_at
-`
-
-// DispatchUpsert writes whole rows (a JSON array of dispatch records) back, inserting new ones.
-func (q *Queries) DispatchUpsert(ctx context.Context, rows json.RawMessage) error {
-	_, err := q.db.Exec(ctx, dispatchUpsert, rows)
-	return err
 }
 
 const reaperPassInsert = `-- name: ReaperPassInsert :exec

@@ -1,9 +1,10 @@
-package lease
+package inspect
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/cortexq/cortexq/queue/internal/pgtx"
 	"github.com/cortexq/cortexq/sql/audit"
 )
 
@@ -16,12 +17,12 @@ type Violation struct {
 
 // CheckInvariants runs the invariant queries of sql/audit/invariants.sql and reports the rules
 // some rows break; none means the dispatch state is sound.
-func (s *Store) CheckInvariants(ctx context.Context) ([]Violation, error) {
+func (r *Reader) CheckInvariants(ctx context.Context) ([]Violation, error) {
 	var out []Violation
 	for _, q := range audit.Invariants() {
 		var n int64
-		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM ("+q.SQL+") AS violations").Scan(&n); err != nil {
-			return nil, translate("check invariant "+q.Name, err)
+		if err := r.pool.QueryRow(ctx, "SELECT count(*) FROM ("+q.SQL+") AS violations").Scan(&n); err != nil {
+			return nil, pgtx.Wrap("check invariant "+q.Name, err)
 		}
 		if n > 0 {
 			out = append(out, Violation{Rule: q.Name, Doc: q.Doc, Rows: n})

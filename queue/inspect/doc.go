@@ -1,0 +1,34 @@
+// Package inspect answers operators' questions about the dispatch state, reading only: the
+// progress of each corpus and service, everything on record about one task, dispatch counts,
+// latency, the reaper's last pass and the invariants of sql/audit/invariants.sql. The CLI
+// (status, task) and the web dashboard use it; the transitions are queue/lease's.
+package inspect
+
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Reader reads the dispatch state from a pool. It is safe for concurrent use.
+type Reader struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+// New returns a Reader on pool. now is a test clock standing in for the database's (nil or a
+// zero time: the database clock), as lease.Config.NowFunc.
+func New(pool *pgxpool.Pool, now func() time.Time) *Reader {
+	return &Reader{pool: pool, now: now}
+}
+
+// injectedNow is the test clock's reading, or nil for the database clock.
+func (r *Reader) injectedNow() *time.Time {
+	if r.now == nil {
+		return nil
+	}
+	if t := r.now(); !t.IsZero() {
+		return &t
+	}
+	return nil
+}
