@@ -63,7 +63,7 @@ func workerCommand() *cli.Command {
 					if _, err := exec.LookPath(argv[0]); err != nil {
 						return usagef(c, "command %q: %v", argv[0], err)
 					}
-					return runWorker(c, execHandler{argv: argv, timeout: c.Duration("timeout")})
+					return runWorker(c, execHandler(argv, c.Duration("timeout")))
 				},
 			},
 		},
@@ -93,32 +93,29 @@ func runWorker(c *cli.Context, h worker.Handler) error {
 	return err
 }
 
-// execHandler runs a converter program per task.
-type execHandler struct {
-	argv    []string
-	timeout time.Duration
-}
-
-// Convert runs the program with {in} and {out} replaced.
-func (h execHandler) Convert(ctx context.Context, in, out string) error {
-	if h.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.timeout)
-		defer cancel()
-	}
-	args := make([]string, len(h.argv))
-	for i, a := range h.argv {
-		args[i] = strings.NewReplacer("{in}", in, "{out}", out).Replace(a)
-	}
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	output, err := cmd.CombinedOutput()
-	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("%s: killed after %s", args[0], h.timeout)
+// execHandler runs a converter program per task, with {in} and {out} replaced in argv, killed
+// after timeout (0: never).
+func execHandler(argv []string, timeout time.Duration) worker.HandlerFunc {
+	return func(ctx context.Context, in, out string) error {
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
 		}
-		return fmt.Errorf("%s: %w: %s", args[0], err, lastLine(string(output)))
+		args := make([]string, len(argv))
+		for i, a := range argv {
+			args[i] = strings.NewReplacer("{in}", in, "{out}", out).Replace(a)
+		}
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		output, err := cmd.CombinedOutput()
+		if err != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("%s: killed after %s", args[0], timeout)
+			}
+			return fmt.Errorf("%s: %w: %s", args[0], err, lastLine(string(output)))
+		}
+		return nil
 	}
-	return nil
 }
 
 func lastLine(s string) string {
