@@ -7,34 +7,44 @@ package dispatch
 #include <string.h>
 #include <errno.h>
 
-// cq_recv initialises msg and receives the next frame of sock into it (again after EINTR),
-// reporting its size and whether more follow, and, if props, the User-Id and Peer-Address
-// properties of its connection (NULL where there are none): one cgo call for what took seven.
-static int cq_recv(void *sock, zmq_msg_t *msg, int flags, int props, size_t *size, int *more,
-		const char **uid, const char **addr) {
+// cq_frame is one frame being received, and what cq_recv reports of it: its size, whether
+// more follow, and its connection's User-Id and Peer-Address properties (NULL where none).
+typedef struct {
+	zmq_msg_t msg;
+	size_t size;
+	int more;
+	const char *uid;
+	const char *addr;
+} cq_frame;
+
+// cq_recv initialises f's message and receives the next frame of sock into it (again after
+// EINTR), reading the properties if props: one cgo call for what took seven.
+static int cq_recv(void *sock, cq_frame *f, int flags, int props) {
 	int n;
-	zmq_msg_init(msg);
+	f->uid = NULL;
+	f->addr = NULL;
+	zmq_msg_init(&f->msg);
 	do {
-		n = zmq_msg_recv(msg, sock, flags);
+		n = zmq_msg_recv(&f->msg, sock, flags);
 	} while (n < 0 && errno == EINTR);
 	if (n < 0) {
 		return n;
 	}
-	*size = zmq_msg_size(msg);
-	*more = zmq_msg_more(msg);
+	f->size = zmq_msg_size(&f->msg);
+	f->more = zmq_msg_more(&f->msg);
 	if (props) {
-		*uid = zmq_msg_gets(msg, "User-Id");
-		*addr = zmq_msg_gets(msg, "Peer-Address");
+		f->uid = zmq_msg_gets(&f->msg, "User-Id");
+		f->addr = zmq_msg_gets(&f->msg, "Peer-Address");
 	}
 	return n;
 }
 
-// cq_close copies the frame's bytes to dst, if not NULL, and releases msg.
-static void cq_close(zmq_msg_t *msg, void *dst) {
+// cq_close copies the frame's bytes to dst, if not NULL, and releases its message.
+static void cq_close(cq_frame *f, void *dst) {
 	if (dst != NULL) {
-		memcpy(dst, zmq_msg_data(msg), zmq_msg_size(msg));
+		memcpy(dst, zmq_msg_data(&f->msg), zmq_msg_size(&f->msg));
 	}
-	zmq_msg_close(msg);
+	zmq_msg_close(&f->msg);
 }
 */
 import "C"
@@ -65,30 +75,31 @@ type connMeta struct {
 	found    bool // some property was found
 }
 
+// cframe is the C side of a frame being received; one serves all the frames of a message.
+type cframe = C.cq_frame
+
 // recvFrame receives the next frame of sock, copying its bytes only if it has at most keep of
-// them, and reading the connection's properties (User-Id, Peer-Address) if props.
-func recvFrame(sock *zmq.Socket, flags zmq.Flag, keep int, props bool) (frame, error) {
-	var msg C.zmq_msg_t
-	var size C.size_t
-	var more, wantProps C.int
-	var uid, addr *C.char
+// them, and reading the connection's properties (User-Id, Peer-Address) if props. cf is
+// scratch space, reused from frame to frame.
+func recvFrame(sock *zmq.Socket, cf *cframe, flags zmq.Flag, keep int, props bool) (frame, error) {
+	var wantProps C.int
 	if props {
 		wantProps = 1
 	}
-	n, err := C.cq_recv(socketHandle(sock), &msg, C.int(flags), wantProps, &size, &more, &uid, &addr)
+	n, err := C.cq_recv(socketHandle(sock), cf, C.int(flags), wantProps)
 	if n < 0 {
-		C.cq_close(&msg, nil)
+		C.cq_close(cf, nil)
 		if errno, ok := err.(syscall.Errno); ok {
 			return frame{}, zmq.Errno(errno)
 		}
 		return frame{}, err
 	}
-	f := frame{size: int(size), more: more != 0}
-	if uid != nil {
-		f.md.userID, f.md.found = C.GoString(uid), true
+	f := frame{size: int(cf.size), more: cf.more != 0}
+	if cf.uid != nil {
+		f.md.userID, f.md.found = C.GoString(cf.uid), true
 	}
-	if addr != nil {
-		f.md.peerAddr, f.md.found = C.GoString(addr), true
+	if cf.addr != nil {
+		f.md.peerAddr, f.md.found = C.GoString(cf.addr), true
 	}
 	var dst unsafe.Pointer
 	if f.size <= keep {
@@ -97,7 +108,7 @@ func recvFrame(sock *zmq.Socket, flags zmq.Flag, keep int, props bool) (frame, e
 			dst = unsafe.Pointer(&f.data[0])
 		}
 	}
-	C.cq_close(&msg, dst)
+	C.cq_close(cf, dst)
 	return f, nil
 }
 

@@ -80,6 +80,7 @@ func (s *Server) recvFrom(sock *zmq.Socket, flags zmq.Flag, socket string, lim f
 func recvLimited(sock *zmq.Socket, flags zmq.Flag, lim frameLimits) (message, connMeta, error) {
 	var msg message
 	var md connMeta
+	var cf cframe // one C frame for the whole message: one allocation, not one a frame
 	var kept int64
 	dropping := false
 	for {
@@ -91,7 +92,7 @@ func recvLimited(sock *zmq.Socket, flags zmq.Flag, lim frameLimits) (message, co
 		case !dropping:
 			keep = int(min(lim.body-kept-frameCost, math.MaxInt32))
 		}
-		f, err := recvFrame(sock, flags, keep, !md.found)
+		f, err := recvFrame(sock, &cf, flags, keep, !md.found)
 		if err != nil {
 			return msg, md, err
 		}
