@@ -17,6 +17,13 @@ var errOutsideCorpus = errors.New("not beneath the corpus path")
 // relBeneath reports path relative to the directory base, refusing a path that is not
 // lexically beneath it (or a base that is not an absolute path).
 func relBeneath(base, path string) (string, error) {
+	// The common case without filepath.Rel's allocations: both clean (Clean allocates nothing
+	// for a clean path), path starting with base and a separator. A clean absolute path has
+	// no ".." element, so the rest is beneath base.
+	if len(path) > len(base)+1 && len(base) > 1 && base[0] == '/' && path[len(base)] == '/' &&
+		path[:len(base)] == base && filepath.Clean(base) == base && filepath.Clean(path) == path {
+		return path[len(base)+1:], nil
+	}
 	if !filepath.IsAbs(base) || !filepath.IsAbs(path) {
 		return "", fmt.Errorf("%s (corpus path %q): %w", path, base, errOutsideCorpus)
 	}
@@ -53,11 +60,20 @@ func openBeneath(base, path string, flag int, perm os.FileMode) (*os.File, error
 // false where the kernel has no openat2, or refuses it (an older container runtime's seccomp
 // filter): the caller falls back to os.Root.
 func openat2Beneath(base, rel, path string, flag int, perm os.FileMode) (f *os.File, ok bool, err error) {
+	fd, ok, err := openat2BeneathFD(base, rel, path, flag, perm)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	return os.NewFile(uintptr(fd), path), true, nil
+}
+
+// openat2BeneathFD is openat2Beneath's open, returning the raw descriptor (close-on-exec).
+func openat2BeneathFD(base, rel, path string, flag int, perm os.FileMode) (fd int, ok bool, err error) {
 	dirfd, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, true, &os.PathError{Op: "open", Path: base, Err: err}
+		return -1, true, &os.PathError{Op: "open", Path: base, Err: err}
 	}
-	fd, err := unix.Openat2(dirfd, rel, &unix.OpenHow{
+	fd, err = unix.Openat2(dirfd, rel, &unix.OpenHow{
 		Flags:   uint64(flag) | unix.O_CLOEXEC,
 		Mode:    uint64(perm.Perm()),
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
@@ -65,11 +81,11 @@ func openat2Beneath(base, rel, path string, flag int, perm os.FileMode) (f *os.F
 	unix.Close(dirfd)
 	switch {
 	case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM):
-		return nil, false, nil
+		return -1, false, nil
 	case errors.Is(err, unix.EXDEV):
-		return nil, true, fmt.Errorf("%s (corpus path %s): %w", path, base, errOutsideCorpus)
+		return -1, true, fmt.Errorf("%s (corpus path %s): %w", path, base, errOutsideCorpus)
 	case err != nil:
-		return nil, true, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, true, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return os.NewFile(uintptr(fd), path), true, nil
+	return fd, true, nil
 }

@@ -3,9 +3,12 @@ package archive
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,7 +35,35 @@ type Pending struct {
 // no step out of it) and readable by all under the umask (0644): frontends read results as
 // another user.
 func (p *Pending) Write(base string, data [][]byte) error {
-	name := filepath.Join(filepath.Dir(p.Target), fmt.Sprintf(".%s.tmp-%s%x", filepath.Base(p.Target), p.Tag, rand.Uint64()))
+	name := p.tempName()
+	rel, err := relBeneath(base, name)
+	if err != nil {
+		return fmt.Errorf("create temp archive: %w", err)
+	}
+	fd, ok, err := openat2BeneathFD(base, rel, name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if !ok {
+		return p.writeRoot(base, name, data)
+	}
+	if err != nil {
+		return fmt.Errorf("create temp archive: %w", err)
+	}
+	// The raw descriptor, written with writev: no os.File (its finalizer, its poller
+	// registration) and one system call for all the frames of a result.
+	if err := writeFrames(fd, data); err != nil {
+		unix.Close(fd)
+		os.Remove(name)
+		return fmt.Errorf("write temp archive: %w", &os.PathError{Op: "write", Path: name, Err: err})
+	}
+	if err := unix.Close(fd); err != nil {
+		os.Remove(name)
+		return fmt.Errorf("close temp archive: %w", &os.PathError{Op: "close", Path: name, Err: err})
+	}
+	p.tmp = name
+	return nil
+}
+
+// writeRoot is Write through os.Root (openBeneath), for kernels without openat2.
+func (p *Pending) writeRoot(base, name string, data [][]byte) error {
 	f, err := openBeneath(base, name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("create temp archive: %w", err)
@@ -54,6 +85,67 @@ func (p *Pending) Write(base string, data [][]byte) error {
 	return nil
 }
 
+// tempName is a fresh temp name beside Target (.<archive>.tmp-<tag><random>), built in one
+// allocation: Target is clean (ResultPath), so its directory is what precedes its last '/'.
+func (p *Pending) tempName() string {
+	dir, file := "", p.Target
+	if i := strings.LastIndexByte(p.Target, '/'); i >= 0 {
+		dir, file = p.Target[:i+1], p.Target[i+1:]
+	}
+	var b strings.Builder
+	b.Grow(len(p.Target) + len(p.Tag.replica) + len(p.Tag.incarnation) + 24)
+	b.WriteString(dir)
+	b.WriteByte('.')
+	b.WriteString(file)
+	b.WriteString(".tmp-")
+	if p.Tag.replica != "" {
+		b.WriteString(p.Tag.replica)
+		b.WriteByte('.')
+		b.WriteString(p.Tag.incarnation)
+		b.WriteByte('-')
+	}
+	var hex [16]byte
+	b.Write(strconv.AppendUint(hex[:0], rand.Uint64(), 16))
+	return b.String()
+}
+
+// writeFrames writes all of data to fd, with writev: up to maxIovecs frames a call, again
+// after a short write or EINTR.
+func writeFrames(fd int, data [][]byte) error {
+	for len(data) > 0 {
+		if len(data[0]) == 0 {
+			data = data[1:]
+			continue
+		}
+		n, err := unix.Writev(fd, data[:min(len(data), maxIovecs)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		for n > 0 {
+			if n < len(data[0]) {
+				// Part of a frame written: the rest of it goes first in the next call, on a
+				// copy of the list's head (the caller's slice is not changed).
+				head := data[0][n:]
+				data = append([][]byte{head}, data[1:]...)
+				n = 0
+				break
+			}
+			n -= len(data[0])
+			data = data[1:]
+		}
+	}
+	return nil
+}
+
+// maxIovecs is the most buffers one writev takes (Linux's IOV_MAX).
+const maxIovecs = 1024
+
 // Published reports whether Publish has put the archive in place (and Unpublish not undone it).
 func (p *Pending) Published() bool { return p.published }
 
@@ -71,6 +163,12 @@ func (p *Pending) Publish() error {
 			}
 		}
 	case p.tmp != "":
+		// No earlier archive, the common case: one renameat2 that refuses to replace one,
+		// instead of a link that fails and a rename. Any error (one there, a kernel or file
+		// system without RENAME_NOREPLACE) takes the path that keeps the earlier one aside.
+		if err := unix.Renameat2(unix.AT_FDCWD, p.tmp, unix.AT_FDCWD, p.Target, unix.RENAME_NOREPLACE); err == nil {
+			break
+		}
 		p.backup = p.backupName()
 		if err := os.Link(p.Target, p.backup); err != nil {
 			// None to keep, or a file system without hard links: then a claim that fails

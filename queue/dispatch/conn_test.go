@@ -61,7 +61,7 @@ func TestRecvLimitedNeverCopiesAnOversizedHeader(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wire.ReasonHeaderTooLarge, wire.ReasonOf(msg.err))
 	require.Equal(t, [][]byte{nil, []byte("echo"), []byte("7"), []byte("data")}, msg.frames)
-	require.Contains(t, md, "Peer-Address")
+	require.NotEmpty(t, md.peerAddr, "Peer-Address")
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("receiving a 32 MiB header frame allocated %d bytes", allocated)
 	require.Less(t, allocated, uint64(1<<20), "the oversized header was not copied")

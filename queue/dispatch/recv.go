@@ -53,11 +53,11 @@ func (s *Server) recvFrom(sock *zmq.Socket, flags zmq.Flag, socket string, lim f
 		if err != nil {
 			return message{}, err
 		}
-		msg.from = peer{addr: md["Peer-Address"]}
+		msg.from = peer{addr: md.peerAddr}
 		if !s.sec.curve {
 			return msg, nil
 		}
-		name, ok := s.sec.allowed(md["User-Id"])
+		name, ok := s.sec.allowed(md.userID)
 		if ok {
 			msg.from.key = name
 			return msg, nil
@@ -66,7 +66,7 @@ func (s *Server) recvFrom(sock *zmq.Socket, flags zmq.Flag, socket string, lim f
 		s.metrics.discards.WithLabelValues(socket, "key_not_allowed").Inc()
 		if n, emit := s.sec.deniedLog.Record(); emit {
 			s.logger.Warn("messages from keys not allowed (revoked) dropped", "count", n, "socket", socket,
-				"public_key", md["User-Id"], "peer", msg.from.addr)
+				"public_key", md.userID, "peer", msg.from.addr)
 		}
 	}
 	return message{}, zmq.Errno(syscall.EAGAIN)
@@ -77,16 +77,13 @@ func (s *Server) recvFrom(sock *zmq.Socket, flags zmq.Flag, socket string, lim f
 // ROUTER's routing id frame has none when the message was taken in by a poll. Once the first
 // frame is in, the rest of the message is there too (libzmq delivers whole messages), so the
 // later receives never wait.
-func recvLimited(sock *zmq.Socket, flags zmq.Flag, lim frameLimits) (message, map[string]string, error) {
+func recvLimited(sock *zmq.Socket, flags zmq.Flag, lim frameLimits) (message, connMeta, error) {
 	var msg message
-	var md map[string]string
+	var md connMeta
+	var cf cframe // one C frame for the whole message: one allocation, not one a frame
 	var kept int64
 	dropping := false
 	for {
-		var props []string
-		if len(md) == 0 {
-			props = []string{"User-Id", "Peer-Address"}
-		}
 		header := len(msg.frames) < lim.headers
 		keep := -1 // what this frame may hold to be copied
 		switch {
@@ -95,11 +92,11 @@ func recvLimited(sock *zmq.Socket, flags zmq.Flag, lim frameLimits) (message, ma
 		case !dropping:
 			keep = int(min(lim.body-kept-frameCost, math.MaxInt32))
 		}
-		f, err := recvFrame(sock, flags, keep, props...)
+		f, err := recvFrame(sock, &cf, flags, keep, !md.found)
 		if err != nil {
 			return msg, md, err
 		}
-		if len(f.md) > 0 {
+		if f.md.found {
 			md = f.md
 		}
 		switch {
