@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cortexq/cortexq/queue"
@@ -233,36 +234,79 @@ type DiffRuns struct {
 	From, To int64
 }
 
-// DiffMatrix counts the tasks by their status in two runs.
+// DiffMatrix counts the tasks by their status in two runs (DiffMatrixSwept, without when).
 func (s *Store) DiffMatrix(ctx context.Context, d DiffRuns) ([]DiffCell, error) {
+	cells, _, err := s.DiffMatrixSwept(ctx, d)
+	return cells, err
+}
+
+// DiffMatrixSwept counts the tasks by their status in two runs. The matrix of two closed runs is
+// counted once and kept (run_diffs); that of the last closed run and the current one is kept by
+// the report fold (diff_current), as of the last fold, and its todo, in-flight and blocked
+// cells as of the last sweep (sweptAt; nil: counted now). Other pairs are counted now.
+func (s *Store) DiffMatrixSwept(ctx context.Context, d DiffRuns) (cells []DiffCell, sweptAt *time.Time, err error) {
 	q := dbsqlc.New(s.pool)
-	var out []DiffCell
 	add := func(from *int16, to int16, n int64) {
 		c := DiffCell{To: queue.Status(to), Tasks: n}
 		if from != nil {
 			f := queue.Status(*from)
 			c.From = &f
 		}
-		out = append(out, c)
+		cells = append(cells, c)
 	}
 	if d.To == 0 {
+		kept, err := q.DiffCurrentStored(ctx, d.CorpusID, d.ServiceID, d.From)
+		if err != nil {
+			return nil, nil, translate("diff", err)
+		}
+		for _, r := range kept {
+			add(r.FromStatus, r.ToStatus, r.Tasks)
+			sweptAt = &r.SweptAt
+		}
+		if len(kept) > 0 {
+			return cells, sweptAt, nil
+		}
 		rows, err := q.DiffMatrixCurrent(ctx, d.From, d.CorpusID, d.ServiceID)
 		if err != nil {
-			return nil, translate("diff", err)
+			return nil, nil, translate("diff", err)
 		}
 		for _, r := range rows {
 			add(r.FromStatus, r.ToStatus, r.Tasks)
 		}
-		return out, nil
+		return cells, nil, nil
+	}
+	kept, err := q.DiffClosedStored(ctx, d.From, d.To)
+	if err != nil {
+		return nil, nil, translate("diff", err)
+	}
+	for _, r := range kept {
+		add(r.FromStatus, r.ToStatus, r.Tasks)
+	}
+	if len(kept) > 0 {
+		return cells, nil, nil
 	}
 	rows, err := q.DiffMatrixClosed(ctx, d.From, d.To)
 	if err != nil {
-		return nil, translate("diff", err)
+		return nil, nil, translate("diff", err)
 	}
+	p := dbsqlc.DiffClosedStoreParams{CorpusID: d.CorpusID, ServiceID: d.ServiceID, FromRun: d.From, ToRun: d.To}
 	for _, r := range rows {
 		add(r.FromStatus, r.ToStatus, r.Tasks)
+		from := int16(-128) // DiffClosedStore's NULL
+		if r.FromStatus != nil {
+			from = *r.FromStatus
+		}
+		p.FromStatuses, p.ToStatuses, p.Tasks = append(p.FromStatuses, from), append(p.ToStatuses, r.ToStatus), append(p.Tasks, r.Tasks)
 	}
-	return out, nil
+	// Kept for the next call, if this connection may write (an audit role's may not: it
+	// counts every time).
+	if len(rows) > 0 {
+		var pgErr *pgconn.PgError
+		if err := q.DiffClosedStore(ctx, p); err != nil && !(errors.As(err, &pgErr) && (pgErr.Code == "42501" || pgErr.Code == "25006")) {
+			return nil, nil, translate("diff", err)
+		}
+	}
+	return cells, nil, nil
 }
 
 // DiffTask is one task of a diff cell.
@@ -403,6 +447,9 @@ func (s *Store) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted,
 		}
 		if err := q.SandboxDeleteRuns(ctx, sb.ID); err != nil {
 			return fmt.Errorf("delete runs: %w", err)
+		}
+		if err := q.DiffDeleteCorpus(ctx, sb.ID); err != nil {
+			return fmt.Errorf("delete diff matrices: %w", err)
 		}
 		return q.SandboxDeleteCorpus(ctx, sb.ID)
 	})
