@@ -24,7 +24,7 @@ func TestReportsHoldNoLockClaimsOrRerunsWaitOn(t *testing.T) {
 	for i, l := range f.lease("w0", "w1", "w2") {
 		f.accepted(l.TaskID, l.Worker, []queue.Status{queue.StatusError, queue.StatusFatal, queue.StatusNoProblem}[i])
 	}
-	f.rerun() // a closed run to diff with
+	f.rerun()                           // a closed run to diff with
 	_, err := f.store.FoldAll(f.ctx, 0) // and a kept matrix
 	require.NoError(t, err)
 	runs, err := f.store.Runs(f.ctx, Scope{CorpusID: f.corpus, ServiceID: f.svc})
