@@ -450,30 +450,26 @@ WITH ids AS (
     UNION ALL
     SELECT * FROM gone
 ), cells AS (
-    SELECT k.id, k.corpus_id, k.service_id, k.gen, k.status,
-           f.status AS from_status, f.task_id IS NOT NULL AS in_run,
-           d.task_id IS NOT NULL AS touched, d.to_status AS touched_to
+    -- The cell each task is counted in (old_to NULL: none) and the one it is in now (new_to
+    -- NULL: none, a deleted task); the row of diff_touched is written only when they differ.
+    SELECT k.id, k.corpus_id, k.service_id, k.gen, f.status AS from_status,
+           CASE WHEN d.task_id IS NOT NULL THEN d.to_status WHEN f.task_id IS NOT NULL THEN f.status END AS old_to,
+           k.status AS new_to
     FROM keys k
     LEFT JOIN run_statuses f ON f.run_id = k.from_run AND f.task_id = k.id
     LEFT JOIN diff_touched d ON d.task_id = k.id AND d.gen = k.gen
-), old AS (
-    SELECT corpus_id, service_id, from_status, CASE WHEN touched THEN touched_to ELSE from_status END AS to_status
-    FROM cells
-    WHERE CASE WHEN touched THEN touched_to IS NOT NULL ELSE in_run END
-), new AS (
-    SELECT id, corpus_id, service_id, gen, from_status, status AS to_status
-    FROM cells
-    WHERE status IS NOT NULL OR touched OR in_run
+), changed AS (
+    SELECT * FROM cells WHERE old_to IS DISTINCT FROM new_to
 ), put AS (
     INSERT INTO diff_touched AS d (task_id, corpus_id, service_id, gen, from_status, to_status)
-    SELECT id, corpus_id, service_id, gen, from_status, to_status FROM new
+    SELECT id, corpus_id, service_id, gen, from_status, new_to FROM changed
     ON CONFLICT (task_id) DO UPDATE
     SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, gen = excluded.gen,
         from_status = excluded.from_status, to_status = excluded.to_status
 ), delta AS (
-    SELECT corpus_id, service_id, from_status, to_status, -1 AS n FROM old
+    SELECT corpus_id, service_id, from_status, old_to AS to_status, -1 AS n FROM changed WHERE old_to IS NOT NULL
     UNION ALL
-    SELECT corpus_id, service_id, from_status, to_status, 1 FROM new WHERE to_status IS NOT NULL
+    SELECT corpus_id, service_id, from_status, new_to, 1 FROM changed WHERE new_to IS NOT NULL
 ), moved AS (
     INSERT INTO diff_current AS m (corpus_id, service_id, from_status, to_status, tasks)
     SELECT corpus_id, service_id, from_status, to_status, sum(n)
