@@ -60,6 +60,9 @@ CREATE TABLE diff_touched (
     from_status smallint,
     to_status   smallint
 ) WITH (autovacuum_vacuum_scale_factor = 0.05);
+-- A cell's tasks that left their closed-run status, by id: the pages of `diff --from-status X
+-- --to-status Y` (X not Y) read them here instead of scanning every task for a rare cell.
+CREATE INDEX diff_touched_cell ON diff_touched (gen, to_status, coalesce(from_status, -128), task_id);
 COMMENT ON TABLE diff_touched IS 'The diff_current cell a task is counted in, when it is not its closed-run status twice (to_status NULL: counted nowhere); rows of an older generation are void.';
 
 -- +goose Down

@@ -491,3 +491,43 @@ WITH diffs AS (
     DELETE FROM diff_current WHERE diff_current.corpus_id = @corpus_id::int
 )
 DELETE FROM diff_current_state WHERE diff_current_state.corpus_id = @corpus_id::int;
+
+-- name: DiffKeptCell :one
+-- DiffKeptCell gives the generation of the kept matrix of a closed run and the open one of a
+-- corpus and service (no row: not kept) and the tasks of one of its cells (from -128: new).
+SELECT s.gen, coalesce((SELECT d.tasks FROM diff_current d
+                        WHERE d.corpus_id = s.corpus_id AND d.service_id = s.service_id
+                          AND coalesce(d.from_status, -128) = @from_key::smallint AND d.to_status = @to_status), 0)::bigint AS tasks
+FROM diff_current_state s
+WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id AND s.from_run = @from_run
+  AND EXISTS (SELECT 1 FROM runs o WHERE o.id = s.to_run AND o.ended_at IS NULL);
+
+-- name: DiffCellKept :many
+-- DiffCellKept lists a page of one cell of the kept matrix whose from status (-128: new) is not
+-- its to status, by id: the tasks counted in it at the last fold that are still in it.
+SELECT t.id, t.entry
+FROM diff_touched d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.gen = @gen AND d.to_status = @to_status::smallint AND coalesce(d.from_status, -128) = @from_key::smallint
+  AND t.status = @to_status::smallint
+ORDER BY d.task_id
+LIMIT @lim OFFSET @off;
+
+-- name: DiffCellSame :many
+-- DiffCellSame lists a page of the tasks of a corpus and service whose status is the same in a
+-- closed run and now, by id, walking the run's statuses in order.
+SELECT t.id, t.entry
+FROM run_statuses f
+JOIN tasks t ON t.id = f.task_id
+WHERE f.run_id = @from_run AND f.status = @status AND t.status = @status
+  AND t.corpus_id = @corpus_id AND t.service_id = @service_id
+ORDER BY f.task_id
+LIMIT @lim OFFSET @off;
+
+-- name: DiffClosedCell :one
+-- DiffClosedCell gives the tasks of one cell of the kept matrix of two closed runs (from -128:
+-- new) and whether the pair is kept at all.
+SELECT count(*) > 0 AS kept,
+       coalesce(sum(tasks) FILTER (WHERE coalesce(from_status, -128) = @from_key::smallint AND to_status = @to_status), 0)::bigint AS tasks
+FROM run_diffs
+WHERE from_run = @from_run AND to_run = @to_run;

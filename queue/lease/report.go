@@ -315,7 +315,10 @@ type DiffTask struct {
 	Entry  string `json:"entry"`
 }
 
-// DiffCellTasks lists a page of the tasks of one diff cell, by id.
+// DiffCellTasks lists a page of the tasks of one diff cell, by id. For the kept matrix of the
+// last closed run and the current one (DiffMatrixSwept), a cell whose statuses differ lists its
+// tasks as of the last fold that are still in it (a task that entered it since shows after the
+// next fold); a cell whose statuses are the same lists its tasks now.
 func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Status, to queue.Status, limit, offset int) ([]DiffTask, error) {
 	q := dbsqlc.New(s.pool)
 	var fromStatus *int16
@@ -324,6 +327,54 @@ func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Statu
 		fromStatus = &f
 	}
 	var out []DiffTask
+	fromKey := int16(-128) // new, as the kept matrices' queries take it
+	if from != nil {
+		fromKey = int16(*from)
+	}
+	if d.To == 0 && from != nil && *from == to {
+		// The same status in both: walk the closed run's statuses in order.
+		rows, err := q.DiffCellSame(ctx, dbsqlc.DiffCellSameParams{FromRun: d.From, Status: int16(to),
+			CorpusID: d.CorpusID, ServiceID: d.ServiceID, Lim: int32(limit), Off: int32(offset)})
+		if err != nil {
+			return nil, translate("diff tasks", err)
+		}
+		for _, r := range rows {
+			out = append(out, DiffTask{TaskID: r.ID, Entry: r.Entry})
+		}
+		return out, nil
+	}
+	if d.To == 0 {
+		// A cell of the kept matrix: its tasks that moved are in diff_touched, by cell; an empty
+		// cell is not looked for at all.
+		kept, err := q.DiffKeptCell(ctx, dbsqlc.DiffKeptCellParams{FromKey: fromKey, ToStatus: int16(to),
+			CorpusID: d.CorpusID, ServiceID: d.ServiceID, FromRun: d.From})
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, translate("diff tasks", err)
+		}
+		if err == nil {
+			if kept.Tasks == 0 {
+				return nil, nil
+			}
+			rows, err := q.DiffCellKept(ctx, dbsqlc.DiffCellKeptParams{Gen: kept.Gen, ToStatus: int16(to), FromKey: fromKey,
+				Lim: int32(limit), Off: int32(offset)})
+			if err != nil {
+				return nil, translate("diff tasks", err)
+			}
+			for _, r := range rows {
+				out = append(out, DiffTask{TaskID: r.ID, Entry: r.Entry})
+			}
+			return out, nil
+		}
+	} else {
+		// An empty cell of a kept closed pair is not looked for.
+		kept, err := q.DiffClosedCell(ctx, fromKey, int16(to), d.From, d.To)
+		if err != nil {
+			return nil, translate("diff tasks", err)
+		}
+		if kept.Kept && kept.Tasks == 0 {
+			return nil, nil
+		}
+	}
 	if d.To == 0 {
 		rows, err := q.DiffCellCurrent(ctx, dbsqlc.DiffCellCurrentParams{FromRun: d.From, CorpusID: d.CorpusID,
 			ServiceID: d.ServiceID, ToStatus: int16(to), FromStatus: fromStatus, Lim: int32(limit), Off: int32(offset)})

@@ -118,6 +118,136 @@ func (q *Queries) DiffCellCurrent(ctx context.Context, arg DiffCellCurrentParams
 	return items, nil
 }
 
+const diffCellKept = `-- name: DiffCellKept :many
+SELECT t.id, t.entry
+FROM diff_touched d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.gen = $1 AND d.to_status = $2::smallint AND coalesce(d.from_status, -128) = $3::smallint
+  AND t.status = $2::smallint
+ORDER BY d.task_id
+LIMIT $5 OFFSET $4
+`
+
+type DiffCellKeptParams struct {
+	Gen      int64 `json:"gen"`
+	ToStatus int16 `json:"to_status"`
+	FromKey  int16 `json:"from_key"`
+	Off      int32 `json:"off"`
+	Lim      int32 `json:"lim"`
+}
+
+type DiffCellKeptRow struct {
+	ID    int64  `json:"id"`
+	Entry string `json:"entry"`
+}
+
+// DiffCellKept lists a page of one cell of the kept matrix whose from status (-128: new) is not
+// its to status, by id: the tasks counted in it at the last fold that are still in it.
+func (q *Queries) DiffCellKept(ctx context.Context, arg DiffCellKeptParams) ([]DiffCellKeptRow, error) {
+	rows, err := q.db.Query(ctx, diffCellKept,
+		arg.Gen,
+		arg.ToStatus,
+		arg.FromKey,
+		arg.Off,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DiffCellKeptRow
+	for rows.Next() {
+		var i DiffCellKeptRow
+		if err := rows.Scan(&i.ID, &i.Entry); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const diffCellSame = `-- name: DiffCellSame :many
+SELECT t.id, t.entry
+FROM run_statuses f
+JOIN tasks t ON t.id = f.task_id
+WHERE f.run_id = $1 AND f.status = $2 AND t.status = $2
+  AND t.corpus_id = $3 AND t.service_id = $4
+ORDER BY f.task_id
+LIMIT $6 OFFSET $5
+`
+
+type DiffCellSameParams struct {
+	FromRun   int64 `json:"from_run"`
+	Status    int16 `json:"status"`
+	CorpusID  int32 `json:"corpus_id"`
+	ServiceID int32 `json:"service_id"`
+	Off       int32 `json:"off"`
+	Lim       int32 `json:"lim"`
+}
+
+type DiffCellSameRow struct {
+	ID    int64  `json:"id"`
+	Entry string `json:"entry"`
+}
+
+// DiffCellSame lists a page of the tasks of a corpus and service whose status is the same in a
+// closed run and now, by id, walking the run's statuses in order.
+func (q *Queries) DiffCellSame(ctx context.Context, arg DiffCellSameParams) ([]DiffCellSameRow, error) {
+	rows, err := q.db.Query(ctx, diffCellSame,
+		arg.FromRun,
+		arg.Status,
+		arg.CorpusID,
+		arg.ServiceID,
+		arg.Off,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DiffCellSameRow
+	for rows.Next() {
+		var i DiffCellSameRow
+		if err := rows.Scan(&i.ID, &i.Entry); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const diffClosedCell = `-- name: DiffClosedCell :one
+SELECT count(*) > 0 AS kept,
+       coalesce(sum(tasks) FILTER (WHERE coalesce(from_status, -128) = $1::smallint AND to_status = $2), 0)::bigint AS tasks
+FROM run_diffs
+WHERE from_run = $3 AND to_run = $4
+`
+
+type DiffClosedCellRow struct {
+	Kept  bool  `json:"kept"`
+	Tasks int64 `json:"tasks"`
+}
+
+// DiffClosedCell gives the tasks of one cell of the kept matrix of two closed runs (from -128:
+// new) and whether the pair is kept at all.
+func (q *Queries) DiffClosedCell(ctx context.Context, fromKey int16, toStatus int16, fromRun int64, toRun int64) (DiffClosedCellRow, error) {
+	row := q.db.QueryRow(ctx, diffClosedCell,
+		fromKey,
+		toStatus,
+		fromRun,
+		toRun,
+	)
+	var i DiffClosedCellRow
+	err := row.Scan(&i.Kept, &i.Tasks)
+	return i, err
+}
+
 const diffClosedStore = `-- name: DiffClosedStore :exec
 INSERT INTO run_diffs (corpus_id, service_id, from_run, to_run, from_status, to_status, tasks)
 SELECT $1::int, $2::int, $3::bigint, $4::bigint, nullif(k.from_status, -128), k.to_status, k.tasks
@@ -319,6 +449,43 @@ func (q *Queries) DiffFold(ctx context.Context, taskIds []int64) (DiffFoldRow, e
 	row := q.db.QueryRow(ctx, diffFold, taskIds)
 	var i DiffFoldRow
 	err := row.Scan(&i.Tasks, &i.Cells)
+	return i, err
+}
+
+const diffKeptCell = `-- name: DiffKeptCell :one
+SELECT s.gen, coalesce((SELECT d.tasks FROM diff_current d
+                        WHERE d.corpus_id = s.corpus_id AND d.service_id = s.service_id
+                          AND coalesce(d.from_status, -128) = $1::smallint AND d.to_status = $2), 0)::bigint AS tasks
+FROM diff_current_state s
+WHERE s.corpus_id = $3 AND s.service_id = $4 AND s.from_run = $5
+  AND EXISTS (SELECT 1 FROM runs o WHERE o.id = s.to_run AND o.ended_at IS NULL)
+`
+
+type DiffKeptCellParams struct {
+	FromKey   int16 `json:"from_key"`
+	ToStatus  int16 `json:"to_status"`
+	CorpusID  int32 `json:"corpus_id"`
+	ServiceID int32 `json:"service_id"`
+	FromRun   int64 `json:"from_run"`
+}
+
+type DiffKeptCellRow struct {
+	Gen   int64 `json:"gen"`
+	Tasks int64 `json:"tasks"`
+}
+
+// DiffKeptCell gives the generation of the kept matrix of a closed run and the open one of a
+// corpus and service (no row: not kept) and the tasks of one of its cells (from -128: new).
+func (q *Queries) DiffKeptCell(ctx context.Context, arg DiffKeptCellParams) (DiffKeptCellRow, error) {
+	row := q.db.QueryRow(ctx, diffKeptCell,
+		arg.FromKey,
+		arg.ToStatus,
+		arg.CorpusID,
+		arg.ServiceID,
+		arg.FromRun,
+	)
+	var i DiffKeptCellRow
+	err := row.Scan(&i.Gen, &i.Tasks)
 	return i, err
 }
 
