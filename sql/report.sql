@@ -534,3 +534,7 @@ SELECT count(*) > 0 AS kept,
        coalesce(sum(tasks) FILTER (WHERE coalesce(from_status, -128) = @from_key::smallint AND to_status = @to_status), 0)::bigint AS tasks
 FROM run_diffs
 WHERE from_run = @from_run AND to_run = @to_run;
+
+-- name: DiffKeptAny :one
+-- DiffKeptAny says whether any diff matrix is kept (DiffFold has work).
+SELECT EXISTS (SELECT 1 FROM diff_current_state)::bool AS kept;

@@ -31,9 +31,10 @@ type FoldSummary struct {
 // FoldReports folds the changes the claim, reruns and deletions noted (report_changes) into the
 // report rollups that ReportCategories and ReportWhats read, batch changes a transaction, until
 // none is left (or foldMaxBatches): each changed task's earlier contribution is subtracted and
-// its current one added. Folds take turns through an advisory lock; one that finds it taken
-// returns at once with Busy. Claims and reruns never wait on a fold: they only append to
-// report_changes, which a fold only deletes from.
+// its current one added; the same tasks are recounted in the kept diff matrices (DiffFold), and
+// then those are swept or reset where due (foldDiffs). Folds take turns through an advisory
+// lock; one that finds it taken returns at once with Busy. Claims and reruns never wait on a
+// fold: they only append to report_changes, which a fold only deletes from.
 func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error) {
 	return s.foldReports(ctx, batch, false)
 }
@@ -45,8 +46,8 @@ func (s *Store) foldReports(ctx context.Context, batch int, force bool) (FoldSum
 	}
 	var sum FoldSummary
 	// Whether any diff matrix is kept (DiffFold has work): one look a call.
-	var diffKept bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM diff_current_state)`).Scan(&diffKept); err != nil {
+	diffKept, err := dbsqlc.New(s.pool).DiffKeptAny(ctx)
+	if err != nil {
 		return sum, translate("report fold", err)
 	}
 	for sum.Batches < foldMaxBatches {

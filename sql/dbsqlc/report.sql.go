@@ -455,6 +455,18 @@ func (q *Queries) DiffFold(ctx context.Context, taskIds []int64) (DiffFoldRow, e
 	return i, err
 }
 
+const diffKeptAny = `-- name: DiffKeptAny :one
+SELECT EXISTS (SELECT 1 FROM diff_current_state)::bool AS kept
+`
+
+// DiffKeptAny says whether any diff matrix is kept (DiffFold has work).
+func (q *Queries) DiffKeptAny(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, diffKeptAny)
+	var kept bool
+	err := row.Scan(&kept)
+	return kept, err
+}
+
 const diffKeptCell = `-- name: DiffKeptCell :one
 SELECT s.gen, coalesce((SELECT d.tasks FROM diff_current d
                         WHERE d.corpus_id = s.corpus_id AND d.service_id = s.service_id
