@@ -50,7 +50,7 @@ LIMIT @lim OFFSET @off;
 -- entry per distinct (category, what) of its messages of the status's severity in its current
 -- run. One statement, one snapshot: a change committed after it began is folded next time. The
 -- caller holds the fold's advisory lock (ReportFoldLock): two folds at once would subtract a
--- task's contribution twice.
+-- task's contribution twice. The ids go on to DiffFold.
 WITH ids AS (
     SELECT DISTINCT c.task_id AS id
     FROM (SELECT task_id FROM report_changes LIMIT @batch::int) AS c
@@ -129,7 +129,8 @@ WITH ids AS (
     ON CONFLICT (corpus_id, service_id, status, level, category, what) DO UPDATE
     SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages
 )
-SELECT (SELECT count(*) FROM changed)::bigint AS changes, (SELECT count(*) FROM ids)::bigint AS tasks;
+SELECT (SELECT count(*) FROM changed)::bigint AS changes, (SELECT count(*) FROM ids)::bigint AS tasks,
+       coalesce((SELECT array_agg(id) FROM ids), '{}')::bigint[] AS ids;
 
 -- name: ReportFoldSettings :exec
 -- ReportFoldSettings sets the fold's transaction up: JIT off (the planner's estimates of the
@@ -321,3 +322,219 @@ DELETE FROM run_statuses r USING gone WHERE r.run_id = gone.id;
 
 -- name: SandboxDeleteCorpus :exec
 DELETE FROM corpora WHERE id = @id;
+
+-- The stored diff matrices of migrations/00012_diff_matrices.sql: run_diffs (two closed runs,
+-- counted on first use) and diff_current (the last closed run and the open one, kept by the
+-- report fold).
+
+-- name: DiffClosedStored :many
+-- DiffClosedStored reads the stored matrix of two closed runs (no rows: not counted yet).
+SELECT from_status, to_status, tasks
+FROM run_diffs
+WHERE from_run = @from_run AND to_run = @to_run
+ORDER BY from_status DESC NULLS FIRST, to_status DESC;
+
+-- name: DiffClosedStore :exec
+-- DiffClosedStore keeps the matrix of two closed runs, a from status of -128 standing for NULL
+-- (a concurrent first use may have kept it already: the same counts, as closed runs never
+-- change).
+INSERT INTO run_diffs (corpus_id, service_id, from_run, to_run, from_status, to_status, tasks)
+SELECT @corpus_id::int, @service_id::int, @from_run::bigint, @to_run::bigint, nullif(k.from_status, -128), k.to_status, k.tasks
+FROM (SELECT unnest(@from_statuses::smallint[]) AS from_status, unnest(@to_statuses::smallint[]) AS to_status,
+             unnest(@tasks::bigint[]) AS tasks) AS k
+ON CONFLICT ON CONSTRAINT run_diffs_cell DO NOTHING;
+
+-- name: DiffCurrentStored :many
+-- DiffCurrentStored reads the kept matrix of a closed run and the open one of a corpus and
+-- service, if the kept one compares that closed run (no rows: it does not, or not yet).
+SELECT d.from_status, d.to_status, d.tasks, s.swept_at
+FROM diff_current_state s
+JOIN diff_current d ON d.corpus_id = s.corpus_id AND d.service_id = s.service_id
+WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id AND s.from_run = @from_run AND d.tasks > 0
+  AND EXISTS (SELECT 1 FROM runs o WHERE o.id = s.to_run AND o.ended_at IS NULL)
+ORDER BY d.from_status DESC NULLS FIRST, d.to_status DESC;
+
+-- name: DiffScopes :many
+-- DiffScopes lists the corpora and services with an open run after a closed one: the pairs
+-- diff_current keeps, with what it keeps now (gen 0: nothing) and whether a sweep is due.
+SELECT o.corpus_id, o.service_id, o.id AS to_run, p.id AS from_run,
+       coalesce(s.from_run, 0)::bigint AS kept_from_run, coalesce(s.to_run, 0)::bigint AS kept_to_run,
+       coalesce(s.gen, 0)::bigint AS gen, coalesce(s.next_sweep_at <= now(), true)::bool AS due
+FROM runs o
+CROSS JOIN LATERAL (SELECT r.id FROM runs r
+                    WHERE r.corpus_id = o.corpus_id AND r.service_id = o.service_id AND r.id < o.id
+                    ORDER BY r.id DESC
+                    LIMIT 1) p
+JOIN runs pr ON pr.id = p.id AND pr.ended_at IS NOT NULL
+LEFT JOIN diff_current_state s ON s.corpus_id = o.corpus_id AND s.service_id = o.service_id
+WHERE o.ended_at IS NULL
+ORDER BY o.corpus_id, o.service_id;
+
+-- name: DiffResetClear :exec
+-- DiffResetClear empties a corpus and service's kept matrix before DiffResetCount.
+DELETE FROM diff_current WHERE corpus_id = @corpus_id AND service_id = @service_id;
+
+-- name: DiffResetCount :one
+-- DiffResetCount counts afresh the matrix of a closed run and the open one of a corpus and
+-- service, under a new generation: every task's cell, and a diff_touched row for each task
+-- whose cell is not its closed-run status twice. One statement, one snapshot: a change committed
+-- after it began is noted for the next fold, which recounts that task.
+WITH cells AS MATERIALIZED (
+    SELECT t.id, f.status AS from_status, t.status AS to_status
+    FROM tasks t
+    LEFT JOIN run_statuses f ON f.run_id = @from_run AND f.task_id = t.id
+    WHERE t.corpus_id = @corpus_id AND t.service_id = @service_id
+), gen AS (
+    SELECT nextval('diff_gen') AS gen
+), touched AS (
+    INSERT INTO diff_touched AS d (task_id, corpus_id, service_id, gen, from_status, to_status)
+    SELECT c.id, @corpus_id, @service_id, (SELECT gen FROM gen), c.from_status, c.to_status
+    FROM cells c
+    WHERE c.from_status IS DISTINCT FROM c.to_status
+    ON CONFLICT (task_id) DO UPDATE
+    SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, gen = excluded.gen,
+        from_status = excluded.from_status, to_status = excluded.to_status
+), counted AS (
+    INSERT INTO diff_current (corpus_id, service_id, from_status, to_status, tasks)
+    SELECT @corpus_id, @service_id, from_status, to_status, count(*)
+    FROM cells
+    GROUP BY from_status, to_status
+), state AS (
+    INSERT INTO diff_current_state AS s (corpus_id, service_id, from_run, to_run, gen, counted_at, swept_at, next_sweep_at)
+    VALUES (@corpus_id, @service_id, @from_run, @to_run, (SELECT gen FROM gen), now(), now(), now())
+    ON CONFLICT (corpus_id, service_id) DO UPDATE
+    SET from_run = excluded.from_run, to_run = excluded.to_run, gen = excluded.gen,
+        counted_at = excluded.counted_at, swept_at = excluded.swept_at
+)
+SELECT (SELECT count(*) FROM cells)::bigint AS tasks;
+
+-- name: DiffSweepTasks :many
+-- DiffSweepTasks lists the tasks of a corpus and service whose status is not final (TODO, in
+-- flight, blocked): leases, expiries and pauses change those without a note for the fold.
+SELECT id
+FROM tasks
+WHERE corpus_id = @corpus_id AND service_id = @service_id AND status IN (0, 1, -6);
+
+-- name: DiffSwept :exec
+-- DiffSwept records a sweep (or reset) of a corpus and service's kept matrix and when the next
+-- may be.
+UPDATE diff_current_state
+SET swept_at = now(), next_sweep_at = now() + make_interval(secs => @pause_seconds::float8)
+WHERE corpus_id = @corpus_id AND service_id = @service_id;
+
+-- name: DiffFold :one
+-- DiffFold recounts some tasks in the kept matrices: for each task, what it is counted as (its
+-- diff_touched row of the generation, else its closed-run status twice, for a task of that run)
+-- is subtracted and what it is now added (nothing for a deleted task), and its diff_touched row
+-- says so. One snapshot; the caller holds the fold's lock. A task of a corpus and service with
+-- no kept matrix is skipped.
+WITH ids AS (
+    SELECT DISTINCT unnest(@task_ids::bigint[]) AS id
+), cur AS (
+    -- One primary-key probe per id (as ReportFold's cur).
+    SELECT t.id, s.corpus_id, s.service_id, s.from_run, s.gen, t.status
+    FROM ids
+    CROSS JOIN LATERAL (SELECT x.id, x.corpus_id, x.service_id, x.status
+                        FROM tasks x
+                        WHERE x.id = ids.id
+                        LIMIT 1) t
+    JOIN diff_current_state s ON s.corpus_id = t.corpus_id AND s.service_id = t.service_id
+), gone AS (
+    -- Deleted tasks, in whichever kept matrix counts them.
+    SELECT ids.id, s.corpus_id, s.service_id, s.from_run, s.gen, NULL::smallint AS status
+    FROM ids
+    CROSS JOIN diff_current_state s
+    WHERE NOT EXISTS (SELECT 1 FROM tasks x WHERE x.id = ids.id)
+), keys AS (
+    SELECT * FROM cur
+    UNION ALL
+    SELECT * FROM gone
+), cells AS (
+    -- The cell each task is counted in (old_to NULL: none) and the one it is in now (new_to
+    -- NULL: none, a deleted task); the row of diff_touched is written only when they differ.
+    SELECT k.id, k.corpus_id, k.service_id, k.gen, f.status AS from_status,
+           CASE WHEN d.task_id IS NOT NULL THEN d.to_status WHEN f.task_id IS NOT NULL THEN f.status END AS old_to,
+           k.status AS new_to
+    FROM keys k
+    LEFT JOIN run_statuses f ON f.run_id = k.from_run AND f.task_id = k.id
+    LEFT JOIN diff_touched d ON d.task_id = k.id AND d.gen = k.gen
+), changed AS (
+    SELECT * FROM cells WHERE old_to IS DISTINCT FROM new_to
+), put AS (
+    INSERT INTO diff_touched AS d (task_id, corpus_id, service_id, gen, from_status, to_status)
+    SELECT id, corpus_id, service_id, gen, from_status, new_to FROM changed
+    ON CONFLICT (task_id) DO UPDATE
+    SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, gen = excluded.gen,
+        from_status = excluded.from_status, to_status = excluded.to_status
+), delta AS (
+    SELECT corpus_id, service_id, from_status, old_to AS to_status, -1 AS n FROM changed WHERE old_to IS NOT NULL
+    UNION ALL
+    SELECT corpus_id, service_id, from_status, new_to, 1 FROM changed WHERE new_to IS NOT NULL
+), moved AS (
+    INSERT INTO diff_current AS m (corpus_id, service_id, from_status, to_status, tasks)
+    SELECT corpus_id, service_id, from_status, to_status, sum(n)
+    FROM delta
+    GROUP BY corpus_id, service_id, from_status, to_status
+    HAVING sum(n) <> 0
+    ORDER BY corpus_id, service_id, from_status, to_status
+    ON CONFLICT ON CONSTRAINT diff_current_cell DO UPDATE SET tasks = m.tasks + excluded.tasks
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM cur)::bigint AS tasks, (SELECT count(*) FROM moved)::bigint AS cells;
+
+-- name: DiffDeleteCorpus :exec
+-- DiffDeleteCorpus deletes the diff matrices of a corpus's runs (sandbox delete; its
+-- diff_touched rows are void with their generation, and DiffFold overwrites them).
+WITH diffs AS (
+    DELETE FROM run_diffs WHERE run_diffs.corpus_id = @corpus_id::int
+), kept AS (
+    DELETE FROM diff_current WHERE diff_current.corpus_id = @corpus_id::int
+)
+DELETE FROM diff_current_state WHERE diff_current_state.corpus_id = @corpus_id::int;
+
+-- name: DiffKeptCell :one
+-- DiffKeptCell gives the generation of the kept matrix of a closed run and the open one of a
+-- corpus and service (no row: not kept) and the tasks of one of its cells (from -128: new).
+SELECT s.gen, coalesce((SELECT d.tasks FROM diff_current d
+                        WHERE d.corpus_id = s.corpus_id AND d.service_id = s.service_id
+                          AND coalesce(d.from_status, -128) = @from_key::smallint AND d.to_status = @to_status), 0)::bigint AS tasks
+FROM diff_current_state s
+WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id AND s.from_run = @from_run
+  AND EXISTS (SELECT 1 FROM runs o WHERE o.id = s.to_run AND o.ended_at IS NULL);
+
+-- name: DiffCellKept :many
+-- DiffCellKept lists a page of one cell of the kept matrix whose from status (-128: new) is not
+-- its to status, by id: the tasks counted in it at the last fold that are still in it.
+-- The tasks are probed by primary key in the index's order (LIMIT 1 keeps the planner from a
+-- hash join that reads every task of the status: 1.4 s for a page at full scale).
+SELECT d.task_id AS id, t.entry
+FROM diff_touched d
+CROSS JOIN LATERAL (SELECT x.entry, x.status FROM tasks x WHERE x.id = d.task_id LIMIT 1) t
+WHERE d.gen = @gen AND d.to_status = @to_status::smallint AND coalesce(d.from_status, -128) = @from_key::smallint
+  AND t.status = @to_status::smallint
+ORDER BY d.task_id
+LIMIT @lim OFFSET @off;
+
+-- name: DiffCellSame :many
+-- DiffCellSame lists a page of the tasks of a corpus and service whose status is the same in a
+-- closed run and now, by id, walking the run's statuses in order.
+-- The tasks are probed by primary key in the run's order, as DiffCellKept's.
+SELECT f.task_id AS id, t.entry
+FROM run_statuses f
+CROSS JOIN LATERAL (SELECT x.entry, x.status, x.corpus_id, x.service_id FROM tasks x WHERE x.id = f.task_id LIMIT 1) t
+WHERE f.run_id = @from_run AND f.status = @status::smallint AND t.status = @status::smallint
+  AND t.corpus_id = @corpus_id::int AND t.service_id = @service_id::int
+ORDER BY f.task_id
+LIMIT @lim OFFSET @off;
+
+-- name: DiffClosedCell :one
+-- DiffClosedCell gives the tasks of one cell of the kept matrix of two closed runs (from -128:
+-- new) and whether the pair is kept at all.
+SELECT count(*) > 0 AS kept,
+       coalesce(sum(tasks) FILTER (WHERE coalesce(from_status, -128) = @from_key::smallint AND to_status = @to_status), 0)::bigint AS tasks
+FROM run_diffs
+WHERE from_run = @from_run AND to_run = @to_run;
+
+-- name: DiffKeptAny :one
+-- DiffKeptAny says whether any diff matrix is kept (DiffFold has work).
+SELECT EXISTS (SELECT 1 FROM diff_current_state)::bool AS kept;

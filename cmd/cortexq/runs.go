@@ -96,7 +96,11 @@ func diffCommand() *cli.Command {
 			"id, paged with --limit and --offset. Statuses: no_problem, warning, error, fatal, invalid, todo,\n" +
 			"in_flight, blocked (and new for --from-status).\n" +
 			"\n" +
-			"A closed run's statuses are those its tasks had when the rerun that closed it began.",
+			"A closed run's statuses are those its tasks had when the rerun that closed it began. The matrix of\n" +
+			"two closed runs is counted on first use and kept. That of the last closed run and the current one\n" +
+			"is kept by the replicas' report fold (cortexq serve --fold-interval), as the report's category and\n" +
+			"what levels are: the line under it says how old the fold is (the todo, in_flight and blocked\n" +
+			"counts may be up to a few more folds older); --fold folds first. Other pairs are counted on the spot.",
 		Flags: append([]cli.Flag{
 			corpusFlag("corpus (or sandbox) whose runs to compare"),
 			serviceFlag("service whose runs to compare"),
@@ -106,6 +110,7 @@ func diffCommand() *cli.Command {
 				EnvVars: envVars("DIFF_FROM_STATUS")},
 			&cli.StringFlag{Name: "to-status", Usage: "with --from-status, list the tasks that have this status in --to",
 				EnvVars: envVars("DIFF_TO_STATUS")},
+			&cli.BoolFlag{Name: "fold", Usage: "fold the changes noted since the last fold first, and recount the kept matrix (as cortexq fold; needs write access)", EnvVars: envVars("DIFF_FOLD")},
 		}, pageFlags("diff")...),
 		Action: runDiff,
 	}
@@ -190,7 +195,12 @@ func runDiff(c *cli.Context) error {
 			"from_status": strings.ToLower(fromName), "to_status": statusName(*toStatus), "offset": offset, "limit": limit, "tasks": tasks}
 		return t.print(c)
 	}
-	cells, err := store.DiffMatrix(c.Context, d)
+	if c.Bool("fold") {
+		if err := foldAll(c, store); err != nil {
+			return err
+		}
+	}
+	cells, swept, err := store.DiffMatrixSwept(c.Context, d)
 	if err != nil {
 		return err
 	}
@@ -198,6 +208,13 @@ func runDiff(c *cli.Context) error {
 		Title:  fmt.Sprintf("corpus %s, service %s: %s", corpus, service, label),
 		Header: []string{"from", "", "to", "tasks"},
 		Next:   "the tasks of a cell: " + commandLine("diff", flagCorpus, corpus, flagService, service, "from", strconv.FormatInt(d.From, 10), "to", nonZero(d.To)) + " --from-status S --to-status S",
+	}
+	var fold lease.FoldState
+	if swept != nil {
+		if fold, err = store.ReportFoldState(c.Context); err != nil {
+			return err
+		}
+		t.Note = foldAge(fold) + "; todo, in_flight and blocked as of " + swept.UTC().Format("15:04:05 UTC")
 	}
 	type cellJSON struct {
 		From  string `json:"from"`
@@ -219,6 +236,10 @@ func runDiff(c *cli.Context) error {
 		jcells = append(jcells, cellJSON{from, statusName(x.To), x.Tasks})
 	}
 	t.JSON = map[string]any{"corpus": corpus, "service": service, "from": d.From, "to": d.To, "cells": jcells}
+	if swept != nil {
+		m := t.JSON.(map[string]any)
+		m["folded_at"], m["fold_age_seconds"], m["fold_pending"], m["swept_at"] = fold.FoldedAt, fold.Age.Seconds(), fold.Pending, swept
+	}
 	return t.print(c)
 }
 

@@ -105,6 +105,14 @@ func TestDiffOfARerunThatFixedSomeTasks(t *testing.T) {
 	// People read the matrix with arrows and separators.
 	human := d.ok("diff", "--corpus", "c", "--service", "echo")
 	require.Regexp(t, `(?m)^error\s+→\s+no_problem\s+3\s*$`, human)
+	require.NotContains(t, human, "as of the fold", "no matrix is kept before a fold: counted on the spot")
+
+	// Folded, the matrix is read from the kept one, as of the fold; the closed pair, kept on
+	// first use, reads the same the second time.
+	human = d.ok("diff", "--corpus", "c", "--service", "echo", "--fold")
+	require.Regexp(t, `(?m)^error\s+→\s+no_problem\s+3\s*$`, human)
+	require.Contains(t, human, "counts as of the fold 0s ago")
+	require.Equal(t, r.matrix(), d.diff().matrix())
 
 	// A third run: the closed runs compare with each other, and with a new task imported meanwhile.
 	d.importList("c", "echo", entries("t", 13)...)
@@ -127,6 +135,13 @@ func TestDiffOfARerunThatFixedSomeTasks(t *testing.T) {
 	r = d.diff()
 	require.Equal(t, map[string]int64{"error → todo": 1, "warning → warning": 1, "no_problem → no_problem": 9,
 		"fatal → fatal": 1, "todo → todo": 1}, r.matrix())
+	require.Equal(t, r.matrix(), d.diff("--fold").matrix(), "the matrix kept after the rerun")
+	for range 2 {
+		r = d.diff("--from", strconv.FormatInt(runs[0].ID, 10), "--to", strconv.FormatInt(runs[1].ID, 10))
+		require.Equal(t, map[string]int64{"error → no_problem": 3, "error → error": 1, "error → warning": 1,
+			"fatal → fatal": 1, "no_problem → no_problem": 6, "new → todo": 1}, r.matrix())
+	}
+	require.Positive(t, d.count(`SELECT count(*) FROM run_diffs`), "the closed runs' matrix is kept")
 
 	human = d.ok("runs", "--corpus", "c", "--service", "echo")
 	require.Contains(t, human, "corpus c, service echo: 3 runs")

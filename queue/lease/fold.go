@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,14 +31,25 @@ type FoldSummary struct {
 // FoldReports folds the changes the claim, reruns and deletions noted (report_changes) into the
 // report rollups that ReportCategories and ReportWhats read, batch changes a transaction, until
 // none is left (or foldMaxBatches): each changed task's earlier contribution is subtracted and
-// its current one added. Folds take turns through an advisory lock; one that finds it taken
-// returns at once with Busy. Claims and reruns never wait on a fold: they only append to
-// report_changes, which a fold only deletes from.
+// its current one added; the same tasks are recounted in the kept diff matrices (DiffFold), and
+// then those are swept or reset where due (foldDiffs). Folds take turns through an advisory
+// lock; one that finds it taken returns at once with Busy. Claims and reruns never wait on a
+// fold: they only append to report_changes, which a fold only deletes from.
 func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error) {
+	return s.foldReports(ctx, batch, false)
+}
+
+// foldReports is FoldReports; force recounts the kept diff matrices now (foldDiffs).
+func (s *Store) foldReports(ctx context.Context, batch int, force bool) (FoldSummary, error) {
 	if batch <= 0 {
 		batch = FoldBatchDefault
 	}
 	var sum FoldSummary
+	// Whether any diff matrix is kept (DiffFold has work): one look a call.
+	diffKept, err := dbsqlc.New(s.pool).DiffKeptAny(ctx)
+	if err != nil {
+		return sum, translate("report fold", err)
+	}
 	for sum.Batches < foldMaxBatches {
 		var done dbsqlc.ReportFoldRow
 		busy := false
@@ -53,6 +65,11 @@ func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error)
 			if done, err = q.ReportFold(ctx, int32(batch)); err != nil {
 				return err
 			}
+			if len(done.Ids) > 0 && diffKept {
+				if _, err := q.DiffFold(ctx, done.Ids); err != nil {
+					return fmt.Errorf("diff fold: %w", err)
+				}
+			}
 			return q.ReportFoldDone(ctx)
 		})
 		if err != nil {
@@ -66,10 +83,71 @@ func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error)
 		sum.Changes += done.Changes
 		sum.Tasks += done.Tasks
 		if done.Tasks == 0 {
-			return sum, nil
+			break
 		}
 	}
+	if sum.Batches < foldMaxBatches {
+		busy, err := s.foldDiffs(ctx, force)
+		sum.Busy = busy
+		return sum, err
+	}
 	return sum, nil
+}
+
+// diffPause is how many times its own duration a sweep or reset of a kept diff matrix waits
+// before the next one of the same corpus and service: at most about 1/20 of a core.
+const diffPause = 19
+
+// foldDiffs keeps the diff matrices of the last closed run and the open one (diff_current):
+// after a rerun, a reset counts the corpus and service's matrix afresh; otherwise a sweep
+// recounts the tasks whose status is not final (leases, expiries and pauses change those
+// without noting them for the fold). Each is rate-limited (diffPause) unless force, and runs in a
+// transaction of its own holding the fold's lock; busy says another fold held it.
+func (s *Store) foldDiffs(ctx context.Context, force bool) (busy bool, err error) {
+	scopes, err := dbsqlc.New(s.pool).DiffScopes(ctx)
+	if err != nil {
+		return false, translate("diff fold", err)
+	}
+	for _, sc := range scopes {
+		if !force && !sc.Due {
+			continue
+		}
+		start := time.Now()
+		err := s.inTx(ctx, "diff fold", true, func(q *dbsqlc.Queries, _ pgx.Tx, _ time.Time) error {
+			locked, err := q.ReportFoldLock(ctx)
+			if err != nil || !locked {
+				busy = !locked
+				return err
+			}
+			if err := q.ReportFoldSettings(ctx); err != nil {
+				return err
+			}
+			if sc.KeptFromRun != sc.FromRun || sc.KeptToRun != sc.ToRun {
+				if err := q.DiffResetClear(ctx, sc.CorpusID, sc.ServiceID); err != nil {
+					return err
+				}
+				if _, err := q.DiffResetCount(ctx, sc.FromRun, sc.CorpusID, sc.ServiceID, sc.ToRun); err != nil {
+					return err
+				}
+			} else {
+				ids, err := q.DiffSweepTasks(ctx, sc.CorpusID, sc.ServiceID)
+				if err != nil {
+					return err
+				}
+				if len(ids) > 0 {
+					if _, err := q.DiffFold(ctx, ids); err != nil {
+						return err
+					}
+				}
+			}
+			pause := time.Since(start).Seconds() * diffPause
+			return q.DiffSwept(ctx, pause, sc.CorpusID, sc.ServiceID)
+		})
+		if err != nil || busy {
+			return busy, err
+		}
+	}
+	return false, nil
 }
 
 // FoldState is how fresh the report rollups are.
@@ -117,7 +195,7 @@ func StatusSeverity(st queue.Status) (queue.Severity, bool) {
 func (s *Store) FoldAll(ctx context.Context, batch int) (FoldSummary, error) {
 	var sum FoldSummary
 	for {
-		f, err := s.FoldReports(ctx, batch)
+		f, err := s.foldReports(ctx, batch, true)
 		sum.Changes, sum.Tasks, sum.Batches = sum.Changes+f.Changes, sum.Tasks+f.Tasks, sum.Batches+f.Batches
 		if err != nil || !f.Busy && f.Batches < foldMaxBatches {
 			return sum, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cortexq/cortexq/queue"
@@ -233,36 +234,79 @@ type DiffRuns struct {
 	From, To int64
 }
 
-// DiffMatrix counts the tasks by their status in two runs.
+// DiffMatrix counts the tasks by their status in two runs (DiffMatrixSwept, without when).
 func (s *Store) DiffMatrix(ctx context.Context, d DiffRuns) ([]DiffCell, error) {
+	cells, _, err := s.DiffMatrixSwept(ctx, d)
+	return cells, err
+}
+
+// DiffMatrixSwept counts the tasks by their status in two runs. The matrix of two closed runs is
+// counted once and kept (run_diffs); that of the last closed run and the current one is kept by
+// the report fold (diff_current), as of the last fold, and its todo, in-flight and blocked
+// cells as of the last sweep (sweptAt; nil: counted now). Other pairs are counted now.
+func (s *Store) DiffMatrixSwept(ctx context.Context, d DiffRuns) (cells []DiffCell, sweptAt *time.Time, err error) {
 	q := dbsqlc.New(s.pool)
-	var out []DiffCell
 	add := func(from *int16, to int16, n int64) {
 		c := DiffCell{To: queue.Status(to), Tasks: n}
 		if from != nil {
 			f := queue.Status(*from)
 			c.From = &f
 		}
-		out = append(out, c)
+		cells = append(cells, c)
 	}
 	if d.To == 0 {
+		kept, err := q.DiffCurrentStored(ctx, d.CorpusID, d.ServiceID, d.From)
+		if err != nil {
+			return nil, nil, translate("diff", err)
+		}
+		for _, r := range kept {
+			add(r.FromStatus, r.ToStatus, r.Tasks)
+			sweptAt = &r.SweptAt
+		}
+		if len(kept) > 0 {
+			return cells, sweptAt, nil
+		}
 		rows, err := q.DiffMatrixCurrent(ctx, d.From, d.CorpusID, d.ServiceID)
 		if err != nil {
-			return nil, translate("diff", err)
+			return nil, nil, translate("diff", err)
 		}
 		for _, r := range rows {
 			add(r.FromStatus, r.ToStatus, r.Tasks)
 		}
-		return out, nil
+		return cells, nil, nil
+	}
+	kept, err := q.DiffClosedStored(ctx, d.From, d.To)
+	if err != nil {
+		return nil, nil, translate("diff", err)
+	}
+	for _, r := range kept {
+		add(r.FromStatus, r.ToStatus, r.Tasks)
+	}
+	if len(kept) > 0 {
+		return cells, nil, nil
 	}
 	rows, err := q.DiffMatrixClosed(ctx, d.From, d.To)
 	if err != nil {
-		return nil, translate("diff", err)
+		return nil, nil, translate("diff", err)
 	}
+	p := dbsqlc.DiffClosedStoreParams{CorpusID: d.CorpusID, ServiceID: d.ServiceID, FromRun: d.From, ToRun: d.To}
 	for _, r := range rows {
 		add(r.FromStatus, r.ToStatus, r.Tasks)
+		from := int16(-128) // DiffClosedStore's NULL
+		if r.FromStatus != nil {
+			from = *r.FromStatus
+		}
+		p.FromStatuses, p.ToStatuses, p.Tasks = append(p.FromStatuses, from), append(p.ToStatuses, r.ToStatus), append(p.Tasks, r.Tasks)
 	}
-	return out, nil
+	// Kept for the next call, if this connection may write (an audit role's may not: it
+	// counts every time).
+	if len(rows) > 0 {
+		var pgErr *pgconn.PgError
+		if err := q.DiffClosedStore(ctx, p); err != nil && !(errors.As(err, &pgErr) && (pgErr.Code == "42501" || pgErr.Code == "25006")) {
+			return nil, nil, translate("diff", err)
+		}
+	}
+	return cells, nil, nil
 }
 
 // DiffTask is one task of a diff cell.
@@ -271,7 +315,10 @@ type DiffTask struct {
 	Entry  string `json:"entry"`
 }
 
-// DiffCellTasks lists a page of the tasks of one diff cell, by id.
+// DiffCellTasks lists a page of the tasks of one diff cell, by id. For the kept matrix of the
+// last closed run and the current one (DiffMatrixSwept), a cell whose statuses differ lists its
+// tasks as of the last fold that are still in it (a task that entered it since shows after the
+// next fold); a cell whose statuses are the same lists its tasks now.
 func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Status, to queue.Status, limit, offset int) ([]DiffTask, error) {
 	q := dbsqlc.New(s.pool)
 	var fromStatus *int16
@@ -280,6 +327,54 @@ func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Statu
 		fromStatus = &f
 	}
 	var out []DiffTask
+	fromKey := int16(-128) // new, as the kept matrices' queries take it
+	if from != nil {
+		fromKey = int16(*from)
+	}
+	if d.To == 0 && from != nil && *from == to {
+		// The same status in both: walk the closed run's statuses in order.
+		rows, err := q.DiffCellSame(ctx, dbsqlc.DiffCellSameParams{FromRun: d.From, Status: int16(to),
+			CorpusID: d.CorpusID, ServiceID: d.ServiceID, Lim: int32(limit), Off: int32(offset)})
+		if err != nil {
+			return nil, translate("diff tasks", err)
+		}
+		for _, r := range rows {
+			out = append(out, DiffTask{TaskID: r.ID, Entry: r.Entry})
+		}
+		return out, nil
+	}
+	if d.To == 0 {
+		// A cell of the kept matrix: its tasks that moved are in diff_touched, by cell; an empty
+		// cell is not looked for at all.
+		kept, err := q.DiffKeptCell(ctx, dbsqlc.DiffKeptCellParams{FromKey: fromKey, ToStatus: int16(to),
+			CorpusID: d.CorpusID, ServiceID: d.ServiceID, FromRun: d.From})
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, translate("diff tasks", err)
+		}
+		if err == nil {
+			if kept.Tasks == 0 {
+				return nil, nil
+			}
+			rows, err := q.DiffCellKept(ctx, dbsqlc.DiffCellKeptParams{Gen: kept.Gen, ToStatus: int16(to), FromKey: fromKey,
+				Lim: int32(limit), Off: int32(offset)})
+			if err != nil {
+				return nil, translate("diff tasks", err)
+			}
+			for _, r := range rows {
+				out = append(out, DiffTask{TaskID: r.ID, Entry: r.Entry})
+			}
+			return out, nil
+		}
+	} else {
+		// An empty cell of a kept closed pair is not looked for.
+		kept, err := q.DiffClosedCell(ctx, fromKey, int16(to), d.From, d.To)
+		if err != nil {
+			return nil, translate("diff tasks", err)
+		}
+		if kept.Kept && kept.Tasks == 0 {
+			return nil, nil
+		}
+	}
 	if d.To == 0 {
 		rows, err := q.DiffCellCurrent(ctx, dbsqlc.DiffCellCurrentParams{FromRun: d.From, CorpusID: d.CorpusID,
 			ServiceID: d.ServiceID, ToStatus: int16(to), FromStatus: fromStatus, Lim: int32(limit), Off: int32(offset)})
@@ -403,6 +498,9 @@ func (s *Store) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted,
 		}
 		if err := q.SandboxDeleteRuns(ctx, sb.ID); err != nil {
 			return fmt.Errorf("delete runs: %w", err)
+		}
+		if err := q.DiffDeleteCorpus(ctx, sb.ID); err != nil {
+			return fmt.Errorf("delete diff matrices: %w", err)
 		}
 		return q.SandboxDeleteCorpus(ctx, sb.ID)
 	})

@@ -171,7 +171,7 @@ func BenchmarkReport(b *testing.B) {
 	require.Len(b, runs, 5)
 	current := DiffRuns{Scope: sc, From: runs[3].ID}
 	closed := DiffRuns{Scope: sc, From: runs[0].ID, To: runs[3].ID}
-	errStatus := queue.StatusError
+	errStatus, warnStatus, invalidStatus, npStatus := queue.StatusError, queue.StatusWarning, queue.StatusInvalid, queue.StatusNoProblem
 
 	cases := []struct {
 		name string
@@ -205,6 +205,22 @@ func BenchmarkReport(b *testing.B) {
 		{"diff_matrix_closed", func() error { _, err := store.DiffMatrix(ctx, closed); return err }},
 		{"diff_cell_current", func() error {
 			_, err := store.DiffCellTasks(ctx, current, &errStatus, queue.StatusError, 100, 0)
+			return err
+		}},
+		{"diff_cell_current_rare", func() error { // warning → blocked: 1% of the tasks
+			_, err := store.DiffCellTasks(ctx, current, &warnStatus, queue.StatusBlocked, 100, 0)
+			return err
+		}},
+		{"diff_cell_current_same_rare", func() error { // invalid → invalid: 1% of the tasks
+			_, err := store.DiffCellTasks(ctx, current, &invalidStatus, queue.StatusInvalid, 100, 0)
+			return err
+		}},
+		{"diff_cell_current_empty", func() error { // no_problem → error: none
+			_, err := store.DiffCellTasks(ctx, current, &npStatus, queue.StatusError, 100, 0)
+			return err
+		}},
+		{"diff_cell_closed", func() error {
+			_, err := store.DiffCellTasks(ctx, closed, &errStatus, queue.StatusError, 100, 0)
 			return err
 		}},
 	}

@@ -24,7 +24,9 @@ func TestReportsHoldNoLockClaimsOrRerunsWaitOn(t *testing.T) {
 	for i, l := range f.lease("w0", "w1", "w2") {
 		f.accepted(l.TaskID, l.Worker, []queue.Status{queue.StatusError, queue.StatusFatal, queue.StatusNoProblem}[i])
 	}
-	f.rerun() // a closed run to diff with
+	f.rerun()                           // a closed run to diff with
+	_, err := f.store.FoldAll(f.ctx, 0) // and a kept matrix
+	require.NoError(t, err)
 	runs, err := f.store.Runs(f.ctx, Scope{CorpusID: f.corpus, ServiceID: f.svc})
 	require.NoError(t, err)
 	require.Len(t, runs, 2)
@@ -64,6 +66,13 @@ func TestReportsHoldNoLockClaimsOrRerunsWaitOn(t *testing.T) {
 	require.NoError(t, err)
 	_, err = q.SandboxList(f.ctx)
 	require.NoError(t, err)
+	// The kept diff matrices: read, and a closed pair kept on first use.
+	_, err = q.DiffCurrentStored(f.ctx, f.corpus, f.svc, runs[0].ID)
+	require.NoError(t, err)
+	_, err = q.DiffClosedStored(f.ctx, runs[0].ID, runs[0].ID)
+	require.NoError(t, err)
+	require.NoError(t, q.DiffClosedStore(f.ctx, dbsqlc.DiffClosedStoreParams{CorpusID: f.corpus, ServiceID: f.svc,
+		FromRun: runs[0].ID, ToRun: runs[0].ID, FromStatuses: []int16{-128}, ToStatuses: []int16{-3}, Tasks: []int64{1}}))
 
 	// With the report's transaction open, the writers go through (a wait would hit the deadline).
 	ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)

@@ -155,6 +155,37 @@ type CorpusShare struct {
 	Priority  int32 `json:"priority"`
 }
 
+// Status transition matrix of the last closed run and the open one, per corpus and service, kept by the report fold.
+type DiffCurrent struct {
+	CorpusID   int32  `json:"corpus_id"`
+	ServiceID  int32  `json:"service_id"`
+	FromStatus *int16 `json:"from_status"`
+	ToStatus   int16  `json:"to_status"`
+	Tasks      int64  `json:"tasks"`
+}
+
+// Which runs diff_current compares per corpus and service, its generation, and when it was last counted and swept.
+type DiffCurrentState struct {
+	CorpusID    int32     `json:"corpus_id"`
+	ServiceID   int32     `json:"service_id"`
+	FromRun     int64     `json:"from_run"`
+	ToRun       int64     `json:"to_run"`
+	Gen         int64     `json:"gen"`
+	CountedAt   time.Time `json:"counted_at"`
+	SweptAt     time.Time `json:"swept_at"`
+	NextSweepAt time.Time `json:"next_sweep_at"`
+}
+
+// The diff_current cell a task is counted in, when it is not its closed-run status twice (to_status NULL: counted nowhere); rows of an older generation are void.
+type DiffTouched struct {
+	TaskID     int64  `json:"task_id"`
+	CorpusID   int32  `json:"corpus_id"`
+	ServiceID  int32  `json:"service_id"`
+	Gen        int64  `json:"gen"`
+	FromStatus *int16 `json:"from_status"`
+	ToStatus   *int16 `json:"to_status"`
+}
+
 // One row per task and run while the task is in flight, queued for a retry, or held for late results.
 type Dispatch struct {
 	TaskID int64 `json:"task_id"`
@@ -240,6 +271,17 @@ type Run struct {
 	Invalid   int64           `json:"invalid"`
 	Blocked   int64           `json:"blocked"`
 	Note      string          `json:"note"`
+}
+
+// Status transition matrices of two closed runs (from_status NULL: not a task then), counted on first use.
+type RunDiff struct {
+	CorpusID   int32  `json:"corpus_id"`
+	ServiceID  int32  `json:"service_id"`
+	FromRun    int64  `json:"from_run"`
+	ToRun      int64  `json:"to_run"`
+	FromStatus *int16 `json:"from_status"`
+	ToStatus   int16  `json:"to_status"`
+	Tasks      int64  `json:"tasks"`
 }
 
 // Each task's final status in each closed run, written when a rerun closes the run.

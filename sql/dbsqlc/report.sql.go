@@ -118,6 +118,392 @@ func (q *Queries) DiffCellCurrent(ctx context.Context, arg DiffCellCurrentParams
 	return items, nil
 }
 
+const diffCellKept = `-- name: DiffCellKept :many
+SELECT d.task_id AS id, t.entry
+FROM diff_touched d
+CROSS JOIN LATERAL (SELECT x.entry, x.status FROM tasks x WHERE x.id = d.task_id LIMIT 1) t
+WHERE d.gen = $1 AND d.to_status = $2::smallint AND coalesce(d.from_status, -128) = $3::smallint
+  AND t.status = $2::smallint
+ORDER BY d.task_id
+LIMIT $5 OFFSET $4
+`
+
+type DiffCellKeptParams struct {
+	Gen      int64 `json:"gen"`
+	ToStatus int16 `json:"to_status"`
+	FromKey  int16 `json:"from_key"`
+	Off      int32 `json:"off"`
+	Lim      int32 `json:"lim"`
+}
+
+type DiffCellKeptRow struct {
+	ID    int64  `json:"id"`
+	Entry string `json:"entry"`
+}
+
+// DiffCellKept lists a page of one cell of the kept matrix whose from status (-128: new) is not
+// its to status, by id: the tasks counted in it at the last fold that are still in it.
+// The tasks are probed by primary key in the index's order (LIMIT 1 keeps the planner from a
+// hash join that reads every task of the status: 1.4 s for a page at full scale).
+func (q *Queries) DiffCellKept(ctx context.Context, arg DiffCellKeptParams) ([]DiffCellKeptRow, error) {
+	rows, err := q.db.Query(ctx, diffCellKept,
+		arg.Gen,
+		arg.ToStatus,
+		arg.FromKey,
+		arg.Off,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DiffCellKeptRow
+	for rows.Next() {
+		var i DiffCellKeptRow
+		if err := rows.Scan(&i.ID, &i.Entry); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const diffCellSame = `-- name: DiffCellSame :many
+SELECT f.task_id AS id, t.entry
+FROM run_statuses f
+CROSS JOIN LATERAL (SELECT x.entry, x.status, x.corpus_id, x.service_id FROM tasks x WHERE x.id = f.task_id LIMIT 1) t
+WHERE f.run_id = $1 AND f.status = $2::smallint AND t.status = $2::smallint
+  AND t.corpus_id = $3::int AND t.service_id = $4::int
+ORDER BY f.task_id
+LIMIT $6 OFFSET $5
+`
+
+type DiffCellSameParams struct {
+	FromRun   int64 `json:"from_run"`
+	Status    int16 `json:"status"`
+	CorpusID  int32 `json:"corpus_id"`
+	ServiceID int32 `json:"service_id"`
+	Off       int32 `json:"off"`
+	Lim       int32 `json:"lim"`
+}
+
+type DiffCellSameRow struct {
+	ID    int64  `json:"id"`
+	Entry string `json:"entry"`
+}
+
+// DiffCellSame lists a page of the tasks of a corpus and service whose status is the same in a
+// closed run and now, by id, walking the run's statuses in order.
+// The tasks are probed by primary key in the run's order, as DiffCellKept's.
+func (q *Queries) DiffCellSame(ctx context.Context, arg DiffCellSameParams) ([]DiffCellSameRow, error) {
+	rows, err := q.db.Query(ctx, diffCellSame,
+		arg.FromRun,
+		arg.Status,
+		arg.CorpusID,
+		arg.ServiceID,
+		arg.Off,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DiffCellSameRow
+	for rows.Next() {
+		var i DiffCellSameRow
+		if err := rows.Scan(&i.ID, &i.Entry); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const diffClosedCell = `-- name: DiffClosedCell :one
+SELECT count(*) > 0 AS kept,
+       coalesce(sum(tasks) FILTER (WHERE coalesce(from_status, -128) = $1::smallint AND to_status = $2), 0)::bigint AS tasks
+FROM run_diffs
+WHERE from_run = $3 AND to_run = $4
+`
+
+type DiffClosedCellRow struct {
+	Kept  bool  `json:"kept"`
+	Tasks int64 `json:"tasks"`
+}
+
+// DiffClosedCell gives the tasks of one cell of the kept matrix of two closed runs (from -128:
+// new) and whether the pair is kept at all.
+func (q *Queries) DiffClosedCell(ctx context.Context, fromKey int16, toStatus int16, fromRun int64, toRun int64) (DiffClosedCellRow, error) {
+	row := q.db.QueryRow(ctx, diffClosedCell,
+		fromKey,
+		toStatus,
+		fromRun,
+		toRun,
+	)
+	var i DiffClosedCellRow
+	err := row.Scan(&i.Kept, &i.Tasks)
+	return i, err
+}
+
+const diffClosedStore = `-- name: DiffClosedStore :exec
+INSERT INTO run_diffs (corpus_id, service_id, from_run, to_run, from_status, to_status, tasks)
+SELECT $1::int, $2::int, $3::bigint, $4::bigint, nullif(k.from_status, -128), k.to_status, k.tasks
+FROM (SELECT unnest($5::smallint[]) AS from_status, unnest($6::smallint[]) AS to_status,
+             unnest($7::bigint[]) AS tasks) AS k
+ON CONFLICT ON CONSTRAINT run_diffs_cell DO NOTHING
+`
+
+type DiffClosedStoreParams struct {
+	CorpusID     int32   `json:"corpus_id"`
+	ServiceID    int32   `json:"service_id"`
+	FromRun      int64   `json:"from_run"`
+	ToRun        int64   `json:"to_run"`
+	FromStatuses []int16 `json:"from_statuses"`
+	ToStatuses   []int16 `json:"to_statuses"`
+	Tasks        []int64 `json:"tasks"`
+}
+
+// DiffClosedStore keeps the matrix of two closed runs, a from status of -128 standing for NULL
+// (a concurrent first use may have kept it already: the same counts, as closed runs never
+// change).
+func (q *Queries) DiffClosedStore(ctx context.Context, arg DiffClosedStoreParams) error {
+	_, err := q.db.Exec(ctx, diffClosedStore,
+		arg.CorpusID,
+		arg.ServiceID,
+		arg.FromRun,
+		arg.ToRun,
+		arg.FromStatuses,
+		arg.ToStatuses,
+		arg.Tasks,
+	)
+	return err
+}
+
+const diffClosedStored = `-- name: DiffClosedStored :many
+
+SELECT from_status, to_status, tasks
+FROM run_diffs
+WHERE from_run = $1 AND to_run = $2
+ORDER BY from_status DESC NULLS FIRST, to_status DESC
+`
+
+type DiffClosedStoredRow struct {
+	FromStatus *int16 `json:"from_status"`
+	ToStatus   int16  `json:"to_status"`
+	Tasks      int64  `json:"tasks"`
+}
+
+// The stored diff matrices of migrations/00012_diff_matrices.sql: run_diffs (two closed runs,
+// counted on first use) and diff_current (the last closed run and the open one, kept by the
+// report fold).
+// DiffClosedStored reads the stored matrix of two closed runs (no rows: not counted yet).
+func (q *Queries) DiffClosedStored(ctx context.Context, fromRun int64, toRun int64) ([]DiffClosedStoredRow, error) {
+	rows, err := q.db.Query(ctx, diffClosedStored, fromRun, toRun)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DiffClosedStoredRow
+	for rows.Next() {
+		var i DiffClosedStoredRow
+		if err := rows.Scan(&i.FromStatus, &i.ToStatus, &i.Tasks); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const diffCurrentStored = `-- name: DiffCurrentStored :many
+SELECT d.from_status, d.to_status, d.tasks, s.swept_at
+FROM diff_current_state s
+JOIN diff_current d ON d.corpus_id = s.corpus_id AND d.service_id = s.service_id
+WHERE s.corpus_id = $1 AND s.service_id = $2 AND s.from_run = $3 AND d.tasks > 0
+  AND EXISTS (SELECT 1 FROM runs o WHERE o.id = s.to_run AND o.ended_at IS NULL)
+ORDER BY d.from_status DESC NULLS FIRST, d.to_status DESC
+`
+
+type DiffCurrentStoredRow struct {
+	FromStatus *int16    `json:"from_status"`
+	ToStatus   int16     `json:"to_status"`
+	Tasks      int64     `json:"tasks"`
+	SweptAt    time.Time `json:"swept_at"`
+}
+
+// DiffCurrentStored reads the kept matrix of a closed run and the open one of a corpus and
+// service, if the kept one compares that closed run (no rows: it does not, or not yet).
+func (q *Queries) DiffCurrentStored(ctx context.Context, corpusID int32, serviceID int32, fromRun int64) ([]DiffCurrentStoredRow, error) {
+	rows, err := q.db.Query(ctx, diffCurrentStored, corpusID, serviceID, fromRun)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DiffCurrentStoredRow
+	for rows.Next() {
+		var i DiffCurrentStoredRow
+		if err := rows.Scan(
+			&i.FromStatus,
+			&i.ToStatus,
+			&i.Tasks,
+			&i.SweptAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const diffDeleteCorpus = `-- name: DiffDeleteCorpus :exec
+WITH diffs AS (
+    DELETE FROM run_diffs WHERE run_diffs.corpus_id = $1::int
+), kept AS (
+    DELETE FROM diff_current WHERE diff_current.corpus_id = $1::int
+)
+DELETE FROM diff_current_state WHERE diff_current_state.corpus_id = $1::int
+`
+
+// DiffDeleteCorpus deletes the diff matrices of a corpus's runs (sandbox delete; its
+// diff_touched rows are void with their generation, and DiffFold overwrites them).
+func (q *Queries) DiffDeleteCorpus(ctx context.Context, corpusID int32) error {
+	_, err := q.db.Exec(ctx, diffDeleteCorpus, corpusID)
+	return err
+}
+
+const diffFold = `-- name: DiffFold :one
+WITH ids AS (
+    SELECT DISTINCT unnest($1::bigint[]) AS id
+), cur AS (
+    -- One primary-key probe per id (as ReportFold's cur).
+    SELECT t.id, s.corpus_id, s.service_id, s.from_run, s.gen, t.status
+    FROM ids
+    CROSS JOIN LATERAL (SELECT x.id, x.corpus_id, x.service_id, x.status
+                        FROM tasks x
+                        WHERE x.id = ids.id
+                        LIMIT 1) t
+    JOIN diff_current_state s ON s.corpus_id = t.corpus_id AND s.service_id = t.service_id
+), gone AS (
+    -- Deleted tasks, in whichever kept matrix counts them.
+    SELECT ids.id, s.corpus_id, s.service_id, s.from_run, s.gen, NULL::smallint AS status
+    FROM ids
+    CROSS JOIN diff_current_state s
+    WHERE NOT EXISTS (SELECT 1 FROM tasks x WHERE x.id = ids.id)
+), keys AS (
+    SELECT id, corpus_id, service_id, from_run, gen, status FROM cur
+    UNION ALL
+    SELECT id, corpus_id, service_id, from_run, gen, status FROM gone
+), cells AS (
+    -- The cell each task is counted in (old_to NULL: none) and the one it is in now (new_to
+    -- NULL: none, a deleted task); the row of diff_touched is written only when they differ.
+    SELECT k.id, k.corpus_id, k.service_id, k.gen, f.status AS from_status,
+           CASE WHEN d.task_id IS NOT NULL THEN d.to_status WHEN f.task_id IS NOT NULL THEN f.status END AS old_to,
+           k.status AS new_to
+    FROM keys k
+    LEFT JOIN run_statuses f ON f.run_id = k.from_run AND f.task_id = k.id
+    LEFT JOIN diff_touched d ON d.task_id = k.id AND d.gen = k.gen
+), changed AS (
+    SELECT id, corpus_id, service_id, gen, from_status, old_to, new_to FROM cells WHERE old_to IS DISTINCT FROM new_to
+), put AS (
+    INSERT INTO diff_touched AS d (task_id, corpus_id, service_id, gen, from_status, to_status)
+    SELECT id, corpus_id, service_id, gen, from_status, new_to FROM changed
+    ON CONFLICT (task_id) DO UPDATE
+    SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, gen = excluded.gen,
+        from_status = excluded.from_status, to_status = excluded.to_status
+), delta AS (
+    SELECT corpus_id, service_id, from_status, old_to AS to_status, -1 AS n FROM changed WHERE old_to IS NOT NULL
+    UNION ALL
+    SELECT corpus_id, service_id, from_status, new_to, 1 FROM changed WHERE new_to IS NOT NULL
+), moved AS (
+    INSERT INTO diff_current AS m (corpus_id, service_id, from_status, to_status, tasks)
+    SELECT corpus_id, service_id, from_status, to_status, sum(n)
+    FROM delta
+    GROUP BY corpus_id, service_id, from_status, to_status
+    HAVING sum(n) <> 0
+    ORDER BY corpus_id, service_id, from_status, to_status
+    ON CONFLICT ON CONSTRAINT diff_current_cell DO UPDATE SET tasks = m.tasks + excluded.tasks
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM cur)::bigint AS tasks, (SELECT count(*) FROM moved)::bigint AS cells
+`
+
+type DiffFoldRow struct {
+	Tasks int64 `json:"tasks"`
+	Cells int64 `json:"cells"`
+}
+
+// DiffFold recounts some tasks in the kept matrices: for each task, what it is counted as (its
+// diff_touched row of the generation, else its closed-run status twice, for a task of that run)
+// is subtracted and what it is now added (nothing for a deleted task), and its diff_touched row
+// says so. One snapshot; the caller holds the fold's lock. A task of a corpus and service with
+// no kept matrix is skipped.
+func (q *Queries) DiffFold(ctx context.Context, taskIds []int64) (DiffFoldRow, error) {
+	row := q.db.QueryRow(ctx, diffFold, taskIds)
+	var i DiffFoldRow
+	err := row.Scan(&i.Tasks, &i.Cells)
+	return i, err
+}
+
+const diffKeptAny = `-- name: DiffKeptAny :one
+SELECT EXISTS (SELECT 1 FROM diff_current_state)::bool AS kept
+`
+
+// DiffKeptAny says whether any diff matrix is kept (DiffFold has work).
+func (q *Queries) DiffKeptAny(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, diffKeptAny)
+	var kept bool
+	err := row.Scan(&kept)
+	return kept, err
+}
+
+const diffKeptCell = `-- name: DiffKeptCell :one
+SELECT s.gen, coalesce((SELECT d.tasks FROM diff_current d
+                        WHERE d.corpus_id = s.corpus_id AND d.service_id = s.service_id
+                          AND coalesce(d.from_status, -128) = $1::smallint AND d.to_status = $2), 0)::bigint AS tasks
+FROM diff_current_state s
+WHERE s.corpus_id = $3 AND s.service_id = $4 AND s.from_run = $5
+  AND EXISTS (SELECT 1 FROM runs o WHERE o.id = s.to_run AND o.ended_at IS NULL)
+`
+
+type DiffKeptCellParams struct {
+	FromKey   int16 `json:"from_key"`
+	ToStatus  int16 `json:"to_status"`
+	CorpusID  int32 `json:"corpus_id"`
+	ServiceID int32 `json:"service_id"`
+	FromRun   int64 `json:"from_run"`
+}
+
+type DiffKeptCellRow struct {
+	Gen   int64 `json:"gen"`
+	Tasks int64 `json:"tasks"`
+}
+
+// DiffKeptCell gives the generation of the kept matrix of a closed run and the open one of a
+// corpus and service (no row: not kept) and the tasks of one of its cells (from -128: new).
+func (q *Queries) DiffKeptCell(ctx context.Context, arg DiffKeptCellParams) (DiffKeptCellRow, error) {
+	row := q.db.QueryRow(ctx, diffKeptCell,
+		arg.FromKey,
+		arg.ToStatus,
+		arg.CorpusID,
+		arg.ServiceID,
+		arg.FromRun,
+	)
+	var i DiffKeptCellRow
+	err := row.Scan(&i.Gen, &i.Tasks)
+	return i, err
+}
+
 const diffMatrixClosed = `-- name: DiffMatrixClosed :many
 SELECT f.status AS from_status, r.status AS to_status, count(*)::bigint AS tasks
 FROM run_statuses r
@@ -190,6 +576,161 @@ func (q *Queries) DiffMatrixCurrent(ctx context.Context, fromRun int64, corpusID
 		return nil, err
 	}
 	return items, nil
+}
+
+const diffResetClear = `-- name: DiffResetClear :exec
+DELETE FROM diff_current WHERE corpus_id = $1 AND service_id = $2
+`
+
+// DiffResetClear empties a corpus and service's kept matrix before DiffResetCount.
+func (q *Queries) DiffResetClear(ctx context.Context, corpusID int32, serviceID int32) error {
+	_, err := q.db.Exec(ctx, diffResetClear, corpusID, serviceID)
+	return err
+}
+
+const diffResetCount = `-- name: DiffResetCount :one
+WITH cells AS MATERIALIZED (
+    SELECT t.id, f.status AS from_status, t.status AS to_status
+    FROM tasks t
+    LEFT JOIN run_statuses f ON f.run_id = $1 AND f.task_id = t.id
+    WHERE t.corpus_id = $2 AND t.service_id = $3
+), gen AS (
+    SELECT nextval('diff_gen') AS gen
+), touched AS (
+    INSERT INTO diff_touched AS d (task_id, corpus_id, service_id, gen, from_status, to_status)
+    SELECT c.id, $2, $3, (SELECT gen FROM gen), c.from_status, c.to_status
+    FROM cells c
+    WHERE c.from_status IS DISTINCT FROM c.to_status
+    ON CONFLICT (task_id) DO UPDATE
+    SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, gen = excluded.gen,
+        from_status = excluded.from_status, to_status = excluded.to_status
+), counted AS (
+    INSERT INTO diff_current (corpus_id, service_id, from_status, to_status, tasks)
+    SELECT $2, $3, from_status, to_status, count(*)
+    FROM cells
+    GROUP BY from_status, to_status
+), state AS (
+    INSERT INTO diff_current_state AS s (corpus_id, service_id, from_run, to_run, gen, counted_at, swept_at, next_sweep_at)
+    VALUES ($2, $3, $1, $4, (SELECT gen FROM gen), now(), now(), now())
+    ON CONFLICT (corpus_id, service_id) DO UPDATE
+    SET from_run = excluded.from_run, to_run = excluded.to_run, gen = excluded.gen,
+        counted_at = excluded.counted_at, swept_at = excluded.swept_at
+)
+SELECT (SELECT count(*) FROM cells)::bigint AS tasks
+`
+
+// DiffResetCount counts afresh the matrix of a closed run and the open one of a corpus and
+// service, under a new generation: every task's cell, and a diff_touched row for each task
+// whose cell is not its closed-run status twice. One statement, one snapshot: a change committed
+// after it began is noted for the next fold, which recounts that task.
+func (q *Queries) DiffResetCount(ctx context.Context, fromRun int64, corpusID int32, serviceID int32, toRun int64) (int64, error) {
+	row := q.db.QueryRow(ctx, diffResetCount,
+		fromRun,
+		corpusID,
+		serviceID,
+		toRun,
+	)
+	var tasks int64
+	err := row.Scan(&tasks)
+	return tasks, err
+}
+
+const diffScopes = `-- name: DiffScopes :many
+SELECT o.corpus_id, o.service_id, o.id AS to_run, p.id AS from_run,
+       coalesce(s.from_run, 0)::bigint AS kept_from_run, coalesce(s.to_run, 0)::bigint AS kept_to_run,
+       coalesce(s.gen, 0)::bigint AS gen, coalesce(s.next_sweep_at <= now(), true)::bool AS due
+FROM runs o
+CROSS JOIN LATERAL (SELECT r.id FROM runs r
+                    WHERE r.corpus_id = o.corpus_id AND r.service_id = o.service_id AND r.id < o.id
+                    ORDER BY r.id DESC
+                    LIMIT 1) p
+JOIN runs pr ON pr.id = p.id AND pr.ended_at IS NOT NULL
+LEFT JOIN diff_current_state s ON s.corpus_id = o.corpus_id AND s.service_id = o.service_id
+WHERE o.ended_at IS NULL
+ORDER BY o.corpus_id, o.service_id
+`
+
+type DiffScopesRow struct {
+	CorpusID    int32 `json:"corpus_id"`
+	ServiceID   int32 `json:"service_id"`
+	ToRun       int64 `json:"to_run"`
+	FromRun     int64 `json:"from_run"`
+	KeptFromRun int64 `json:"kept_from_run"`
+	KeptToRun   int64 `json:"kept_to_run"`
+	Gen         int64 `json:"gen"`
+	Due         bool  `json:"due"`
+}
+
+// DiffScopes lists the corpora and services with an open run after a closed one: the pairs
+// diff_current keeps, with what it keeps now (gen 0: nothing) and whether a sweep is due.
+func (q *Queries) DiffScopes(ctx context.Context) ([]DiffScopesRow, error) {
+	rows, err := q.db.Query(ctx, diffScopes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DiffScopesRow
+	for rows.Next() {
+		var i DiffScopesRow
+		if err := rows.Scan(
+			&i.CorpusID,
+			&i.ServiceID,
+			&i.ToRun,
+			&i.FromRun,
+			&i.KeptFromRun,
+			&i.KeptToRun,
+			&i.Gen,
+			&i.Due,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const diffSweepTasks = `-- name: DiffSweepTasks :many
+SELECT id
+FROM tasks
+WHERE corpus_id = $1 AND service_id = $2 AND status IN (0, 1, -6)
+`
+
+// DiffSweepTasks lists the tasks of a corpus and service whose status is not final (TODO, in
+// flight, blocked): leases, expiries and pauses change those without a note for the fold.
+func (q *Queries) DiffSweepTasks(ctx context.Context, corpusID int32, serviceID int32) ([]int64, error) {
+	rows, err := q.db.Query(ctx, diffSweepTasks, corpusID, serviceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const diffSwept = `-- name: DiffSwept :exec
+UPDATE diff_current_state
+SET swept_at = now(), next_sweep_at = now() + make_interval(secs => $1::float8)
+WHERE corpus_id = $2 AND service_id = $3
+`
+
+// DiffSwept records a sweep (or reset) of a corpus and service's kept matrix and when the next
+// may be.
+func (q *Queries) DiffSwept(ctx context.Context, pauseSeconds float64, corpusID int32, serviceID int32) error {
+	_, err := q.db.Exec(ctx, diffSwept, pauseSeconds, corpusID, serviceID)
+	return err
 }
 
 const reportCategories = `-- name: ReportCategories :many
@@ -356,12 +897,14 @@ WITH ids AS (
     ON CONFLICT (corpus_id, service_id, status, level, category, what) DO UPDATE
     SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages
 )
-SELECT (SELECT count(*) FROM changed)::bigint AS changes, (SELECT count(*) FROM ids)::bigint AS tasks
+SELECT (SELECT count(*) FROM changed)::bigint AS changes, (SELECT count(*) FROM ids)::bigint AS tasks,
+       coalesce((SELECT array_agg(id) FROM ids), '{}')::bigint[] AS ids
 `
 
 type ReportFoldRow struct {
-	Changes int64 `json:"changes"`
-	Tasks   int64 `json:"tasks"`
+	Changes int64   `json:"changes"`
+	Tasks   int64   `json:"tasks"`
+	Ids     []int64 `json:"ids"`
 }
 
 // ReportFold folds a batch of the noted changes into the rollups: it takes up to @batch task
@@ -370,11 +913,11 @@ type ReportFoldRow struct {
 // entry per distinct (category, what) of its messages of the status's severity in its current
 // run. One statement, one snapshot: a change committed after it began is folded next time. The
 // caller holds the fold's advisory lock (ReportFoldLock): two folds at once would subtract a
-// task's contribution twice.
+// task's contribution twice. The ids go on to DiffFold.
 func (q *Queries) ReportFold(ctx context.Context, batch int32) (ReportFoldRow, error) {
 	row := q.db.QueryRow(ctx, reportFold, batch)
 	var i ReportFoldRow
-	err := row.Scan(&i.Changes, &i.Tasks)
+	err := row.Scan(&i.Changes, &i.Tasks, &i.Ids)
 	return i, err
 }
 
