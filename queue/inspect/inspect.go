@@ -71,6 +71,29 @@ func (r *Reader) Progress(ctx context.Context, corpus, service string) ([]Progre
 	return out, nil
 }
 
+// TotalsProgress is Progress for every corpus and service, with the tasks by status read from
+// the task_totals ledger (migrations/00013_task_totals.sql) instead of counted: a millisecond
+// where counting a million tasks takes a tenth of a second. The dashboard's overview reads it.
+func (r *Reader) TotalsProgress(ctx context.Context) ([]Progress, error) {
+	rows, err := dbsqlc.New(r.pool).TotalsProgress(ctx)
+	if err != nil {
+		return nil, pgtx.Wrap("progress from totals", err)
+	}
+	out := make([]Progress, len(rows))
+	for i, r := range rows {
+		out[i] = Progress{
+			Corpus: r.Corpus, Service: r.Service, CorpusID: r.CorpusID, ServiceID: r.ServiceID,
+			Tasks: r.Tasks, TODO: r.Todo, Dispatched: r.Dispatched,
+			NoProblem: r.NoProblem, Warning: r.Warning, Error: r.Error, Fatal: r.Fatal,
+			Invalid: r.Invalid, Blocked: r.Blocked,
+			Reserved: r.Reserved, InFlight: r.InFlight, Settling: r.Settling, Queued: r.Queued,
+			DeadLetters: r.DeadLetters, RepliesLastMinute: r.RepliesLastMinute,
+			LeasesLastMinute: r.LeasesLastMinute, LeaseShare: r.LeaseShareLastMinute,
+		}
+	}
+	return out, nil
+}
+
 // TaskHistory is everything on record about one task.
 type TaskHistory struct {
 	ID        int64

@@ -38,6 +38,10 @@ func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error)
 		batch = FoldBatchDefault
 	}
 	var sum FoldSummary
+	// The dashboard's task totals are compacted at the same pace (migration 00013).
+	if _, err := s.CompactTaskTotals(ctx); err != nil {
+		return sum, err
+	}
 	for sum.Batches < foldMaxBatches {
 		var done dbsqlc.ReportFoldRow
 		busy := false

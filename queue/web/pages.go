@@ -87,6 +87,9 @@ type liveFigures struct {
 	DeadLetters   int64              `json:"dead_letters"`
 	Replicas      []liveReplica      `json:"replicas"`
 	At            string             `json:"at"`
+	// Every is when the browser should ask again, in milliseconds: liveEvery, or the longer
+	// wait that keeps reading the figures within LiveBudget.
+	Every int64 `json:"every"`
 }
 
 type liveRow struct {
@@ -111,7 +114,7 @@ func rowKey(p inspect.Progress) string { return fmt.Sprintf("%d-%d", p.CorpusID,
 
 func (s *Server) overview(r *http.Request) (view, error) {
 	ctx := r.Context()
-	progress, err := s.inspect.Progress(ctx, "", "")
+	progress, err := s.inspect.TotalsProgress(ctx)
 	if err != nil {
 		return view{}, err
 	}
@@ -160,23 +163,34 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	}{rows, replicas, active, dead, lastReap}}, nil
 }
 
+// liveEvery is how often a browser refreshes the overview's live figures at the quickest;
+// static/live.js slows down to liveSlowest while they do not change.
+const liveEvery = 1500 * time.Millisecond
+
 // liveJSON serves the overview's changing figures for static/live.js. They are computed at
 // most once per LiveMaxAge however many browsers poll, and never more often than keeps their
 // queries under LiveBudget of the database's time: figures that took 100 ms to read are read
-// again after 20 s at the earliest (with the default 5 ms a second).
+// again after 20 s at the earliest (with the default 5 ms a second). Read from task_totals
+// they take about a millisecond (docs/web.md#speed).
 func (s *Server) liveJSON(w http.ResponseWriter, r *http.Request) {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
 	if s.live == nil || time.Since(s.liveAt) >= s.liveMaxAge() {
 		start := time.Now()
-		body, err := s.liveFigures(r)
+		fig, err := s.liveFigures(r)
+		if err == nil {
+			s.liveCost = time.Since(start)
+			fig.Every = s.liveMaxAge().Milliseconds()
+			s.live, err = json.Marshal(fig)
+		}
 		if err != nil {
+			s.live = nil
 			s.liveMu.Unlock()
 			s.fail(w, r, err)
 			s.liveMu.Lock()
 			return
 		}
-		s.live, s.liveAt, s.liveCost = body, time.Now(), time.Since(start)
+		s.liveAt = time.Now()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -208,23 +222,23 @@ func (s *Server) throughput(r *http.Request) (map[queue.Scope][]int64, error) {
 	return s.through, nil
 }
 
-func (s *Server) liveFigures(r *http.Request) ([]byte, error) {
+func (s *Server) liveFigures(r *http.Request) (liveFigures, error) {
 	ctx := r.Context()
-	progress, err := s.inspect.Progress(ctx, "", "")
+	progress, err := s.inspect.TotalsProgress(ctx)
 	if err != nil {
-		return nil, err
+		return liveFigures{}, err
 	}
 	active, err := s.store.ActiveWorkers(ctx)
 	if err != nil {
-		return nil, err
+		return liveFigures{}, err
 	}
 	replicas, err := s.store.ReplicaLoads(ctx)
 	if err != nil {
-		return nil, err
+		return liveFigures{}, err
 	}
 	through, err := s.throughput(r)
 	if err != nil {
-		return nil, err
+		return liveFigures{}, err
 	}
 	out := liveFigures{Rows: map[string]liveRow{}, ActiveWorkers: active, Replicas: []liveReplica{},
 		At: time.Now().UTC().Format("15:04:05")}
@@ -241,7 +255,7 @@ func (s *Server) liveFigures(r *http.Request) ([]byte, error) {
 			LeasesLastMinute: rp.LeasesLastMinute, ResultsLastMinute: rp.ResultsLastMinute,
 			LastLeasedAt: stamp(rp.LastLeasedAt), LastReaperPass: stamp(rp.LastReaperPass)})
 	}
-	return json.Marshal(out)
+	return out, nil
 }
 
 // ---- Report
