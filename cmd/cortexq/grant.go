@@ -21,7 +21,7 @@ import (
 var auditTables = []string{
 	"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "runs", "run_statuses",
 	"workers", "reaper_passes", "worker_keys", "corpus_shares", "report_rollup", "report_fold_state",
-	"report_changes", "report_folded",
+	"report_changes", "report_folded", "task_totals",
 }
 
 func grantAuditCommand() *cli.Command {

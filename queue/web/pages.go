@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -179,7 +180,7 @@ func (s *Server) liveJSON(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		fig, err := s.liveFigures(r)
 		if err == nil {
-			s.liveCost = time.Since(start)
+			s.liveCosts = append(s.liveCosts[max(0, len(s.liveCosts)-2):], time.Since(start))
 			fig.Every = s.liveMaxAge().Milliseconds()
 			s.live, err = json.Marshal(fig)
 		}
@@ -198,9 +199,14 @@ func (s *Server) liveJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 // liveMaxAge is how long the last live figures serve: LiveMaxAge, or longer when reading them
-// cost more than LiveBudget allows.
+// cost more than LiveBudget allows. The cost is the least of the last three reads: one read
+// slowed by a busy machine does not stop the figures for minutes; reads that stay dear do.
 func (s *Server) liveMaxAge() time.Duration {
-	return max(s.cfg.LiveMaxAge, time.Duration(float64(s.liveCost)*float64(time.Second)/float64(s.cfg.LiveBudget)))
+	if len(s.liveCosts) == 0 {
+		return s.cfg.LiveMaxAge
+	}
+	cost := slices.Min(s.liveCosts)
+	return max(s.cfg.LiveMaxAge, time.Duration(float64(cost)*float64(time.Second)/float64(s.cfg.LiveBudget)))
 }
 
 // throughputMaxAge is how old the sparklines' figures may be: they move by the minute, and

@@ -71,10 +71,10 @@ type Server struct {
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 
-	liveMu   sync.Mutex
-	liveAt   time.Time
-	liveCost time.Duration
-	live     []byte
+	liveMu    sync.Mutex
+	liveAt    time.Time
+	liveCosts []time.Duration // the last three reads' durations
+	live      []byte
 
 	throughMu sync.Mutex
 	throughAt time.Time
