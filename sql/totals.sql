@@ -15,7 +15,8 @@ HAVING sum(tasks) <> 0;
 
 -- name: TotalsProgress :many
 -- TotalsProgress is TaskProgress with the tasks by status read from task_totals instead of
--- counted, for the dashboard's overview and its live figures: every corpus and service with tasks.
+-- counted, and without the figures read from the attempts trail (TotalsActivity): for the
+-- dashboard's overview and its live figures, every corpus and service with tasks.
 WITH totals AS (
     SELECT corpus_id, service_id, status, sum(tasks) AS n
     FROM task_totals
@@ -43,7 +44,28 @@ WITH totals AS (
     FROM dispatch d
     JOIN tasks t ON t.id = d.task_id
     GROUP BY t.corpus_id, t.service_id
-), dead AS (
+)
+SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
+       tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
+       tally.dispatched::bigint AS dispatched,
+       coalesce(rows.reserved, 0)::bigint AS reserved,
+       coalesce(rows.in_flight, 0)::bigint AS in_flight,
+       coalesce(rows.settling, 0)::bigint AS settling,
+       coalesce(rows.queued, 0)::bigint AS queued,
+       tally.no_problem::bigint AS no_problem, tally.warning::bigint AS warning,
+       tally.error::bigint AS error, tally.fatal::bigint AS fatal,
+       tally.invalid::bigint AS invalid, tally.blocked::bigint AS blocked
+FROM tally
+JOIN corpora c ON c.id = tally.corpus_id
+JOIN services s ON s.id = tally.service_id
+LEFT JOIN rows ON rows.corpus_id = tally.corpus_id AND rows.service_id = tally.service_id
+ORDER BY c.name, s.name;
+
+-- name: TotalsActivity :many
+-- TotalsActivity is the rest of TaskProgress, read from the attempts trail: dead letters of the
+-- current runs, replies and leases over the last minute, each corpus's share of its service's
+-- leases. On millions of attempts it takes a second: the dashboard reads it in the background.
+WITH dead AS (
     SELECT t.corpus_id, t.service_id, count(*) AS dead_letters
     FROM tasks t
     WHERE t.status = -4
@@ -66,24 +88,11 @@ WITH totals AS (
         GROUP BY t.corpus_id, t.service_id
     ) r
 )
-SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
-       tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
-       tally.dispatched::bigint AS dispatched,
-       coalesce(rows.reserved, 0)::bigint AS reserved,
-       coalesce(rows.in_flight, 0)::bigint AS in_flight,
-       coalesce(rows.settling, 0)::bigint AS settling,
-       coalesce(rows.queued, 0)::bigint AS queued,
+SELECT coalesce(dead.corpus_id, recent.corpus_id)::int AS corpus_id,
+       coalesce(dead.service_id, recent.service_id)::int AS service_id,
        coalesce(dead.dead_letters, 0)::bigint AS dead_letters,
-       tally.no_problem::bigint AS no_problem, tally.warning::bigint AS warning,
-       tally.error::bigint AS error, tally.fatal::bigint AS fatal,
-       tally.invalid::bigint AS invalid, tally.blocked::bigint AS blocked,
        coalesce(recent.replies, 0)::bigint AS replies_last_minute,
        coalesce(recent.leases, 0)::bigint AS leases_last_minute,
        coalesce(recent.lease_share, 0)::float8 AS lease_share_last_minute
-FROM tally
-JOIN corpora c ON c.id = tally.corpus_id
-JOIN services s ON s.id = tally.service_id
-LEFT JOIN rows ON rows.corpus_id = tally.corpus_id AND rows.service_id = tally.service_id
-LEFT JOIN dead ON dead.corpus_id = tally.corpus_id AND dead.service_id = tally.service_id
-LEFT JOIN recent ON recent.corpus_id = tally.corpus_id AND recent.service_id = tally.service_id
-ORDER BY c.name, s.name;
+FROM dead
+FULL JOIN recent ON recent.corpus_id = dead.corpus_id AND recent.service_id = dead.service_id;

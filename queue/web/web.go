@@ -76,9 +76,12 @@ type Server struct {
 	liveCosts []time.Duration // the last three reads' durations
 	live      []byte
 
-	throughMu sync.Mutex
-	throughAt time.Time
-	through   map[queue.Scope][]int64
+	// The figures read from the attempts trail, refreshed in the background (trail).
+	trailMu   sync.Mutex
+	trailAt   time.Time
+	trailCost time.Duration
+	trailBusy bool
+	trailData trailFigures
 
 	signIn *signInLimiter
 

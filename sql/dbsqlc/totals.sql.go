@@ -33,6 +33,79 @@ func (q *Queries) TaskTotalsCompact(ctx context.Context) (int64, error) {
 	return result.RowsAffected(), nil
 }
 
+const totalsActivity = `-- name: TotalsActivity :many
+WITH dead AS (
+    SELECT t.corpus_id, t.service_id, count(*) AS dead_letters
+    FROM tasks t
+    WHERE t.status = -4
+      AND EXISTS (SELECT 1 FROM attempts x
+                  WHERE x.task_id = t.id AND x.run = t.run
+                    AND (x.outcome = 'dead_lettered' OR (x.outcome = 'retryable' AND x.status = -4)))
+      AND NOT EXISTS (SELECT 1 FROM attempts x
+                      WHERE x.task_id = t.id AND x.run = t.run AND x.outcome = 'accepted')
+    GROUP BY t.corpus_id, t.service_id
+), recent AS (
+    SELECT corpus_id, service_id, replies, leases,
+           coalesce(leases::float8 / nullif(sum(leases) OVER (PARTITION BY service_id), 0), 0) AS lease_share
+    FROM (
+        SELECT t.corpus_id, t.service_id,
+               count(*) FILTER (WHERE a.answered_at > now() - interval '1 minute') AS replies,
+               count(*) FILTER (WHERE a.leased_at > now() - interval '1 minute') AS leases
+        FROM attempts a
+        JOIN tasks t ON t.id = a.task_id
+        WHERE a.answered_at > now() - interval '1 minute' OR a.leased_at > now() - interval '1 minute'
+        GROUP BY t.corpus_id, t.service_id
+    ) r
+)
+SELECT coalesce(dead.corpus_id, recent.corpus_id)::int AS corpus_id,
+       coalesce(dead.service_id, recent.service_id)::int AS service_id,
+       coalesce(dead.dead_letters, 0)::bigint AS dead_letters,
+       coalesce(recent.replies, 0)::bigint AS replies_last_minute,
+       coalesce(recent.leases, 0)::bigint AS leases_last_minute,
+       coalesce(recent.lease_share, 0)::float8 AS lease_share_last_minute
+FROM dead
+FULL JOIN recent ON recent.corpus_id = dead.corpus_id AND recent.service_id = dead.service_id
+`
+
+type TotalsActivityRow struct {
+	CorpusID             int32   `json:"corpus_id"`
+	ServiceID            int32   `json:"service_id"`
+	DeadLetters          int64   `json:"dead_letters"`
+	RepliesLastMinute    int64   `json:"replies_last_minute"`
+	LeasesLastMinute     int64   `json:"leases_last_minute"`
+	LeaseShareLastMinute float64 `json:"lease_share_last_minute"`
+}
+
+// TotalsActivity is the rest of TaskProgress, read from the attempts trail: dead letters of the
+// current runs, replies and leases over the last minute, each corpus's share of its service's
+// leases. On millions of attempts it takes a second: the dashboard reads it in the background.
+func (q *Queries) TotalsActivity(ctx context.Context) ([]TotalsActivityRow, error) {
+	rows, err := q.db.Query(ctx, totalsActivity)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TotalsActivityRow
+	for rows.Next() {
+		var i TotalsActivityRow
+		if err := rows.Scan(
+			&i.CorpusID,
+			&i.ServiceID,
+			&i.DeadLetters,
+			&i.RepliesLastMinute,
+			&i.LeasesLastMinute,
+			&i.LeaseShareLastMinute,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const totalsProgress = `-- name: TotalsProgress :many
 WITH totals AS (
     SELECT corpus_id, service_id, status, sum(tasks) AS n
@@ -61,28 +134,6 @@ WITH totals AS (
     FROM dispatch d
     JOIN tasks t ON t.id = d.task_id
     GROUP BY t.corpus_id, t.service_id
-), dead AS (
-    SELECT t.corpus_id, t.service_id, count(*) AS dead_letters
-    FROM tasks t
-    WHERE t.status = -4
-      AND EXISTS (SELECT 1 FROM attempts x
-                  WHERE x.task_id = t.id AND x.run = t.run
-                    AND (x.outcome = 'dead_lettered' OR (x.outcome = 'retryable' AND x.status = -4)))
-      AND NOT EXISTS (SELECT 1 FROM attempts x
-                      WHERE x.task_id = t.id AND x.run = t.run AND x.outcome = 'accepted')
-    GROUP BY t.corpus_id, t.service_id
-), recent AS (
-    SELECT corpus_id, service_id, replies, leases,
-           coalesce(leases::float8 / nullif(sum(leases) OVER (PARTITION BY service_id), 0), 0) AS lease_share
-    FROM (
-        SELECT t.corpus_id, t.service_id,
-               count(*) FILTER (WHERE a.answered_at > now() - interval '1 minute') AS replies,
-               count(*) FILTER (WHERE a.leased_at > now() - interval '1 minute') AS leases
-        FROM attempts a
-        JOIN tasks t ON t.id = a.task_id
-        WHERE a.answered_at > now() - interval '1 minute' OR a.leased_at > now() - interval '1 minute'
-        GROUP BY t.corpus_id, t.service_id
-    ) r
 )
 SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
@@ -91,48 +142,39 @@ SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        coalesce(rows.in_flight, 0)::bigint AS in_flight,
        coalesce(rows.settling, 0)::bigint AS settling,
        coalesce(rows.queued, 0)::bigint AS queued,
-       coalesce(dead.dead_letters, 0)::bigint AS dead_letters,
        tally.no_problem::bigint AS no_problem, tally.warning::bigint AS warning,
        tally.error::bigint AS error, tally.fatal::bigint AS fatal,
-       tally.invalid::bigint AS invalid, tally.blocked::bigint AS blocked,
-       coalesce(recent.replies, 0)::bigint AS replies_last_minute,
-       coalesce(recent.leases, 0)::bigint AS leases_last_minute,
-       coalesce(recent.lease_share, 0)::float8 AS lease_share_last_minute
+       tally.invalid::bigint AS invalid, tally.blocked::bigint AS blocked
 FROM tally
 JOIN corpora c ON c.id = tally.corpus_id
 JOIN services s ON s.id = tally.service_id
 LEFT JOIN rows ON rows.corpus_id = tally.corpus_id AND rows.service_id = tally.service_id
-LEFT JOIN dead ON dead.corpus_id = tally.corpus_id AND dead.service_id = tally.service_id
-LEFT JOIN recent ON recent.corpus_id = tally.corpus_id AND recent.service_id = tally.service_id
 ORDER BY c.name, s.name
 `
 
 type TotalsProgressRow struct {
-	Corpus               string  `json:"corpus"`
-	Service              string  `json:"service"`
-	CorpusID             int32   `json:"corpus_id"`
-	ServiceID            int32   `json:"service_id"`
-	Tasks                int64   `json:"tasks"`
-	Todo                 int64   `json:"todo"`
-	Dispatched           int64   `json:"dispatched"`
-	Reserved             int64   `json:"reserved"`
-	InFlight             int64   `json:"in_flight"`
-	Settling             int64   `json:"settling"`
-	Queued               int64   `json:"queued"`
-	DeadLetters          int64   `json:"dead_letters"`
-	NoProblem            int64   `json:"no_problem"`
-	Warning              int64   `json:"warning"`
-	Error                int64   `json:"error"`
-	Fatal                int64   `json:"fatal"`
-	Invalid              int64   `json:"invalid"`
-	Blocked              int64   `json:"blocked"`
-	RepliesLastMinute    int64   `json:"replies_last_minute"`
-	LeasesLastMinute     int64   `json:"leases_last_minute"`
-	LeaseShareLastMinute float64 `json:"lease_share_last_minute"`
+	Corpus     string `json:"corpus"`
+	Service    string `json:"service"`
+	CorpusID   int32  `json:"corpus_id"`
+	ServiceID  int32  `json:"service_id"`
+	Tasks      int64  `json:"tasks"`
+	Todo       int64  `json:"todo"`
+	Dispatched int64  `json:"dispatched"`
+	Reserved   int64  `json:"reserved"`
+	InFlight   int64  `json:"in_flight"`
+	Settling   int64  `json:"settling"`
+	Queued     int64  `json:"queued"`
+	NoProblem  int64  `json:"no_problem"`
+	Warning    int64  `json:"warning"`
+	Error      int64  `json:"error"`
+	Fatal      int64  `json:"fatal"`
+	Invalid    int64  `json:"invalid"`
+	Blocked    int64  `json:"blocked"`
 }
 
 // TotalsProgress is TaskProgress with the tasks by status read from task_totals instead of
-// counted, for the dashboard's overview and its live figures: every corpus and service with tasks.
+// counted, and without the figures read from the attempts trail (TotalsActivity): for the
+// dashboard's overview and its live figures, every corpus and service with tasks.
 func (q *Queries) TotalsProgress(ctx context.Context) ([]TotalsProgressRow, error) {
 	rows, err := q.db.Query(ctx, totalsProgress)
 	if err != nil {
@@ -154,16 +196,12 @@ func (q *Queries) TotalsProgress(ctx context.Context) ([]TotalsProgressRow, erro
 			&i.InFlight,
 			&i.Settling,
 			&i.Queued,
-			&i.DeadLetters,
 			&i.NoProblem,
 			&i.Warning,
 			&i.Error,
 			&i.Fatal,
 			&i.Invalid,
 			&i.Blocked,
-			&i.RepliesLastMinute,
-			&i.LeasesLastMinute,
-			&i.LeaseShareLastMinute,
 		); err != nil {
 			return nil, err
 		}
