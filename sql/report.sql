@@ -2,11 +2,13 @@
 -- them for psql). They only read, in plain snapshots: no lock a claim or a rerun waits on.
 
 -- name: ReportStatuses :many
--- ReportStatuses counts the tasks of a corpus and service by status.
-SELECT status, count(*)::bigint AS tasks
-FROM tasks
+-- ReportStatuses counts the tasks of a corpus and service by status, from the task_totals ledger
+-- (migrations/00013_task_totals.sql): exact, without counting the tasks.
+SELECT status, sum(tasks)::bigint AS tasks
+FROM task_totals
 WHERE corpus_id = @corpus_id AND service_id = @service_id
-GROUP BY status;
+GROUP BY status
+HAVING sum(tasks) <> 0;
 
 -- name: ReportCategories :many
 -- ReportCategories lists the categories of the messages of a status's severity in the current

@@ -22,6 +22,7 @@ var auditTables = []string{
 	"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "runs", "run_statuses",
 	"workers", "reaper_passes", "worker_keys", "corpus_shares", "report_rollup", "report_fold_state",
 	"report_changes", "report_folded", "run_diffs", "diff_current", "diff_current_state", "diff_touched",
+	"task_totals",
 }
 
 func grantAuditCommand() *cli.Command {

@@ -45,6 +45,10 @@ func (s *Store) foldReports(ctx context.Context, batch int, force bool) (FoldSum
 		batch = FoldBatchDefault
 	}
 	var sum FoldSummary
+	// The dashboard's task totals are compacted at the same pace (migration 00013).
+	if _, err := s.CompactTaskTotals(ctx); err != nil {
+		return sum, err
+	}
 	// Whether any diff matrix is kept (DiffFold has work): one look a call.
 	diffKept, err := dbsqlc.New(s.pool).DiffKeptAny(ctx)
 	if err != nil {

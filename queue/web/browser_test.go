@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -321,7 +322,11 @@ func TestBrowserOverviewUpdatesLive(t *testing.T) {
 		if !time.Now().Before(deadline) {
 			ps, err := inspect.New(pool, nil).Progress(ctx, "live", "echo")
 			require.NoError(t, err)
-			t.Fatalf("the overview still shows %s of 150 done (seen %v); the database: %+v", done, seen, ps)
+			lr, err := http.Get(hs.URL + "/live")
+			require.NoError(t, err)
+			lb, _ := io.ReadAll(lr.Body)
+			lr.Body.Close()
+			t.Fatalf("the overview still shows %s of 150 done (seen %v); the database: %+v; /live: %s", done, seen, ps, lb)
 		}
 		time.Sleep(500 * time.Millisecond)
 		done, _ = read()

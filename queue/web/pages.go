@@ -1,11 +1,13 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +89,9 @@ type liveFigures struct {
 	DeadLetters   int64              `json:"dead_letters"`
 	Replicas      []liveReplica      `json:"replicas"`
 	At            string             `json:"at"`
+	// Every is when the browser should ask again, in milliseconds: liveEvery, or the longer
+	// wait that keeps reading the figures within LiveBudget.
+	Every int64 `json:"every"`
 }
 
 type liveRow struct {
@@ -111,7 +116,7 @@ func rowKey(p inspect.Progress) string { return fmt.Sprintf("%d-%d", p.CorpusID,
 
 func (s *Server) overview(r *http.Request) (view, error) {
 	ctx := r.Context()
-	progress, err := s.inspect.Progress(ctx, "", "")
+	progress, err := s.inspect.TotalsProgress(ctx)
 	if err != nil {
 		return view{}, err
 	}
@@ -123,14 +128,12 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	for _, sb := range sandboxes {
 		parent[sb.Name] = sb.Parent
 	}
-	through, err := s.throughput(r)
+	trail, err := s.trail(ctx)
 	if err != nil {
 		return view{}, err
 	}
-	replicas, err := s.store.ReplicaLoads(ctx)
-	if err != nil {
-		return view{}, err
-	}
+	withActivity(progress, trail)
+	through, replicas := trail.through, trail.replicas
 	active, err := s.store.ActiveWorkers(ctx)
 	if err != nil {
 		return view{}, err
@@ -160,23 +163,35 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	}{rows, replicas, active, dead, lastReap}}, nil
 }
 
+// liveEvery is how often a browser refreshes the overview's live figures at the quickest;
+// static/live.js slows down to liveSlowest while they do not change.
+const liveEvery = 1500 * time.Millisecond
+
 // liveJSON serves the overview's changing figures for static/live.js. They are computed at
 // most once per LiveMaxAge however many browsers poll, and never more often than keeps their
-// queries under LiveBudget of the database's time: figures that took 100 ms to read are read
-// again after 20 s at the earliest (with the default 5 ms a second).
+// queries under half of LiveBudget of the database's time (the attempts trail's figures, read
+// in the background, get the other half): figures that took 100 ms to read are read again after
+// 40 s at the earliest (with the default 5 ms a second). Read from task_totals they take about a
+// millisecond (docs/web.md#speed).
 func (s *Server) liveJSON(w http.ResponseWriter, r *http.Request) {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
 	if s.live == nil || time.Since(s.liveAt) >= s.liveMaxAge() {
 		start := time.Now()
-		body, err := s.liveFigures(r)
+		fig, err := s.liveFigures(r)
+		if err == nil {
+			s.liveCosts = append(s.liveCosts[max(0, len(s.liveCosts)-2):], time.Since(start))
+			fig.Every = s.liveMaxAge().Milliseconds()
+			s.live, err = json.Marshal(fig)
+		}
 		if err != nil {
+			s.live = nil
 			s.liveMu.Unlock()
 			s.fail(w, r, err)
 			s.liveMu.Lock()
 			return
 		}
-		s.live, s.liveAt, s.liveCost = body, time.Now(), time.Since(start)
+		s.liveAt = time.Now()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -184,48 +199,105 @@ func (s *Server) liveJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 // liveMaxAge is how long the last live figures serve: LiveMaxAge, or longer when reading them
-// cost more than LiveBudget allows.
+// cost more than LiveBudget allows. The cost is the least of the last three reads: one read
+// slowed by a busy machine does not stop the figures for minutes; reads that stay dear do.
 func (s *Server) liveMaxAge() time.Duration {
-	return max(s.cfg.LiveMaxAge, time.Duration(float64(s.liveCost)*float64(time.Second)/float64(s.cfg.LiveBudget)))
-}
-
-// throughputMaxAge is how old the sparklines' figures may be: they move by the minute, and
-// counting an hour of attempts is the overview's dearest query.
-const throughputMaxAge = 15 * time.Second
-
-// throughput returns the replies per minute of each corpus and service, read at most once per
-// throughputMaxAge.
-func (s *Server) throughput(r *http.Request) (map[queue.Scope][]int64, error) {
-	s.throughMu.Lock()
-	defer s.throughMu.Unlock()
-	if s.through == nil || time.Since(s.throughAt) >= throughputMaxAge {
-		t, err := s.store.Throughput(r.Context())
-		if err != nil {
-			return nil, err
-		}
-		s.through, s.throughAt = t, time.Now()
+	if len(s.liveCosts) == 0 {
+		return s.cfg.LiveMaxAge
 	}
-	return s.through, nil
+	cost := slices.Min(s.liveCosts)
+	return max(s.cfg.LiveMaxAge, time.Duration(float64(cost)*float64(time.Second)/(float64(s.cfg.LiveBudget)/2)))
 }
 
-func (s *Server) liveFigures(r *http.Request) ([]byte, error) {
-	ctx := r.Context()
-	progress, err := s.inspect.Progress(ctx, "", "")
+// trailEvery is how often the figures read from the attempts trail (sparklines, replicas, dead
+// letters, the last minute's replies and leases) are read at the quickest: they move by the
+// minute, and on millions of attempts they take a second.
+const trailEvery = 15 * time.Second
+
+// trailFigures are the overview's figures read from the attempts trail.
+type trailFigures struct {
+	through  map[queue.Scope][]int64
+	replicas []lease.ReplicaLoad
+	activity map[queue.Scope]inspect.Activity
+}
+
+// trail returns the figures of the attempts trail. Only the first call waits for them; later
+// ones get the last figures read while, once they are older than trailEvery (or than keeps their
+// reading within half of LiveBudget), one read in the background replaces them.
+func (s *Server) trail(ctx context.Context) (trailFigures, error) {
+	s.trailMu.Lock()
+	defer s.trailMu.Unlock()
+	if s.trailAt.IsZero() {
+		start := time.Now()
+		t, err := s.readTrail(ctx)
+		if err != nil {
+			return t, err
+		}
+		s.trailData, s.trailAt, s.trailCost = t, time.Now(), time.Since(start)
+		return t, nil
+	}
+	wait := max(trailEvery, time.Duration(float64(s.trailCost)*float64(time.Second)/(float64(s.cfg.LiveBudget)/2)))
+	if !s.trailBusy && time.Since(s.trailAt) >= wait {
+		s.trailBusy = true
+		go s.refreshTrail()
+	}
+	return s.trailData, nil
+}
+
+func (s *Server) refreshTrail() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	t, err := s.readTrail(ctx)
+	s.trailMu.Lock()
+	defer s.trailMu.Unlock()
+	s.trailBusy = false
 	if err != nil {
-		return nil, err
+		s.logger.Error("overview: reading the attempts trail", "error", err)
+		s.trailAt = time.Now() // try again after the same wait
+		return
+	}
+	s.trailData, s.trailAt, s.trailCost = t, time.Now(), time.Since(start)
+}
+
+func (s *Server) readTrail(ctx context.Context) (trailFigures, error) {
+	var t trailFigures
+	var err error
+	if t.through, err = s.store.Throughput(ctx); err != nil {
+		return t, err
+	}
+	if t.replicas, err = s.store.ReplicaLoads(ctx); err != nil {
+		return t, err
+	}
+	t.activity, err = s.inspect.Activity(ctx)
+	return t, err
+}
+
+// withActivity adds the trail's figures to progress read from the totals.
+func withActivity(progress []inspect.Progress, t trailFigures) {
+	for i, p := range progress {
+		a := t.activity[queue.Scope{CorpusID: p.CorpusID, ServiceID: p.ServiceID}]
+		progress[i].DeadLetters, progress[i].RepliesLastMinute = a.DeadLetters, a.RepliesLastMinute
+		progress[i].LeasesLastMinute, progress[i].LeaseShare = a.LeasesLastMinute, a.LeaseShare
+	}
+}
+
+func (s *Server) liveFigures(r *http.Request) (liveFigures, error) {
+	ctx := r.Context()
+	progress, err := s.inspect.TotalsProgress(ctx)
+	if err != nil {
+		return liveFigures{}, err
 	}
 	active, err := s.store.ActiveWorkers(ctx)
 	if err != nil {
-		return nil, err
+		return liveFigures{}, err
 	}
-	replicas, err := s.store.ReplicaLoads(ctx)
+	trail, err := s.trail(ctx)
 	if err != nil {
-		return nil, err
+		return liveFigures{}, err
 	}
-	through, err := s.throughput(r)
-	if err != nil {
-		return nil, err
-	}
+	withActivity(progress, trail)
+	through, replicas := trail.through, trail.replicas
 	out := liveFigures{Rows: map[string]liveRow{}, ActiveWorkers: active, Replicas: []liveReplica{},
 		At: time.Now().UTC().Format("15:04:05")}
 	for _, p := range progress {
@@ -241,7 +313,7 @@ func (s *Server) liveFigures(r *http.Request) ([]byte, error) {
 			LeasesLastMinute: rp.LeasesLastMinute, ResultsLastMinute: rp.ResultsLastMinute,
 			LastLeasedAt: stamp(rp.LastLeasedAt), LastReaperPass: stamp(rp.LastReaperPass)})
 	}
-	return json.Marshal(out)
+	return out, nil
 }
 
 // ---- Report

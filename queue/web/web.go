@@ -53,7 +53,7 @@ type Config struct {
 	// Logger receives request errors; nil discards them.
 	Logger *slog.Logger
 	// LiveMaxAge is how long the overview's live figures are shared between browsers
-	// (default 1 s).
+	// (default 1.5 s, the browsers' quickest refresh).
 	LiveMaxAge time.Duration
 	// LiveBudget is the database time a second the live figures may cost, all browsers
 	// together (default 5 ms): on a corpus where reading them is slow they refresh less often.
@@ -71,14 +71,23 @@ type Server struct {
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 
-	liveMu   sync.Mutex
-	liveAt   time.Time
-	liveCost time.Duration
-	live     []byte
+	liveMu    sync.Mutex
+	liveAt    time.Time
+	liveCosts []time.Duration // the last three reads' durations
+	live      []byte
 
-	throughMu sync.Mutex
-	throughAt time.Time
-	through   map[queue.Scope][]int64
+	// The figures read from the attempts trail, refreshed in the background (trail).
+	trailMu   sync.Mutex
+	trailAt   time.Time
+	trailCost time.Duration
+	trailBusy bool
+	trailData trailFigures
+
+	signIn *signInLimiter
+
+	// revoked holds the sessions signed out before their expiry, by id, with that expiry.
+	revokedMu sync.Mutex
+	revoked   map[string]time.Time
 }
 
 // SessionCookie names the admin session's cookie.
@@ -96,14 +105,15 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.LiveMaxAge <= 0 {
-		cfg.LiveMaxAge = time.Second
+		cfg.LiveMaxAge = liveEvery
 	}
 	if cfg.LiveBudget <= 0 {
 		cfg.LiveBudget = 5 * time.Millisecond
 	}
 	s := &Server{cfg: cfg, store: cfg.Store, catalog: catalog.New(cfg.Store.Pool(), nil),
 		inspect: inspect.New(cfg.Store.Pool(), cfg.Store.Config().NowFunc), logger: cfg.Logger,
-		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux()}
+		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux(),
+		signIn: newSignInLimiter(), revoked: map[string]time.Time{}}
 	if _, err := rand.Read(s.key); err != nil {
 		return nil, err
 	}
@@ -285,14 +295,38 @@ func (s *Server) mac(parts ...string) []byte {
 	return h.Sum(nil)
 }
 
-// newSession returns a session cookie's value: its expiry and a MAC of it.
-func (s *Server) newSession(now time.Time) string {
-	var exp [8]byte
-	binary.BigEndian.PutUint64(exp[:], uint64(now.Add(sessionMaxAge).Unix()))
-	return base64.RawURLEncoding.EncodeToString(append(exp[:], s.mac("session", string(exp[:]))...))
+// sessionIDLen is the length of a session's random id, which signing out revokes.
+const sessionIDLen = 16
+
+// newSession returns a session cookie's value: its expiry, a random id and a MAC of both.
+func (s *Server) newSession(now time.Time) (string, error) {
+	head := make([]byte, 8+sessionIDLen)
+	binary.BigEndian.PutUint64(head, uint64(now.Add(sessionMaxAge).Unix()))
+	if _, err := rand.Read(head[8:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(append(head, s.mac("session", string(head))...)), nil
 }
 
-// session returns the request's admin session, if it holds a valid one.
+// parseSession checks a session cookie's value: its MAC and expiry. It returns the session's
+// id and expiry; it does not look at revocations.
+func (s *Server) parseSession(value string) (string, time.Time, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(value)
+	if err != nil || len(raw) != 8+sessionIDLen+sha256.Size {
+		return "", time.Time{}, false
+	}
+	head := raw[:8+sessionIDLen]
+	if !hmac.Equal(raw[len(head):], s.mac("session", string(head))) {
+		return "", time.Time{}, false
+	}
+	exp := time.Unix(int64(binary.BigEndian.Uint64(head[:8])), 0)
+	if time.Now().After(exp) {
+		return "", time.Time{}, false
+	}
+	return string(head[8:]), exp, true
+}
+
+// session returns the request's admin session, if it holds a valid one not signed out.
 func (s *Server) session(r *http.Request) (string, bool) {
 	if !s.actionsAllowed() {
 		return "", false
@@ -301,17 +335,36 @@ func (s *Server) session(r *http.Request) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(c.Value)
-	if err != nil || len(raw) != 8+sha256.Size {
+	id, _, ok := s.parseSession(c.Value)
+	if !ok {
 		return "", false
 	}
-	if !hmac.Equal(raw[8:], s.mac("session", string(raw[:8]))) {
-		return "", false
-	}
-	if time.Now().Unix() > int64(binary.BigEndian.Uint64(raw[:8])) {
+	s.revokedMu.Lock()
+	_, gone := s.revoked[id]
+	s.revokedMu.Unlock()
+	if gone {
 		return "", false
 	}
 	return c.Value, true
+}
+
+// revoke signs a session out for good: a copy of its cookie kept elsewhere stops working too.
+// Revocations last until the session would have expired (and until the dashboard restarts,
+// which makes every session invalid with a new key).
+func (s *Server) revoke(value string) {
+	id, exp, ok := s.parseSession(value)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	s.revokedMu.Lock()
+	defer s.revokedMu.Unlock()
+	for k, e := range s.revoked {
+		if now.After(e) {
+			delete(s.revoked, k)
+		}
+	}
+	s.revoked[id] = exp
 }
 
 // csrfToken is the hidden field of a session's forms.
@@ -404,17 +457,35 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest("give the admin token"))
 		return
 	}
+	addr := clientAddr(r)
+	if wait := s.signIn.take(addr); wait > 0 {
+		s.logger.Warn("web sign-in refused: too many failed attempts", "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", retryAfter(wait))
+		s.fail(w, r, httpError{http.StatusTooManyRequests,
+			fmt.Sprintf("too many failed sign-ins: try again in %s", wait.Round(time.Second))})
+		return
+	}
 	if !s.tokenOK(token) {
 		s.logger.Warn("web sign-in refused: wrong token", "remote", r.RemoteAddr)
 		s.fail(w, r, forbidden("wrong admin token"))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.newSession(time.Now()), Path: "/",
+	s.signIn.refund(addr)
+	value, err := s.newSession(time.Now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: value, Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r), MaxAge: int(sessionMaxAge / time.Second)})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
+// logout revokes the browser's session (a copy of the cookie stops working too) and clears it.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(SessionCookie); err == nil && sameOrigin(r) {
+		s.revoke(c.Value)
+	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: secure(r), MaxAge: -1})
 	http.Redirect(w, r, "/", http.StatusSeeOther)

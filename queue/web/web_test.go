@@ -3,9 +3,11 @@ package web_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -312,4 +314,72 @@ func TestWebLiveKeepsToItsBudget(t *testing.T) {
 		after := c.get("/live").body
 		require.Equal(t, tc.reread, before != after, tc.comment)
 	}
+}
+
+// TestWebSignInRateLimit: after 10 wrong tokens from one address, that address is refused (429,
+// Retry-After) even with the right token, while another address still signs in; after 50 failures
+// from all addresses together, every address is refused. A right token does not use up the limit.
+func TestWebSignInRateLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{AdminToken: token})
+	srv, err := web.New(web.Config{Store: f.store, AdminToken: token})
+	require.NoError(t, err)
+	login := func(addr, tok string) *httptest.ResponseRecorder {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(url.Values{"token": {tok}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.RemoteAddr = addr + ":40000"
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		return rec
+	}
+	for range 20 {
+		require.Equal(t, http.StatusSeeOther, login("10.0.0.1", token).Code, "right tokens are not limited")
+	}
+	for i := range 10 {
+		require.Equal(t, http.StatusForbidden, login("10.0.0.1", "wrong").Code, "wrong token %d", i+1)
+	}
+	r := login("10.0.0.1", token)
+	require.Equal(t, http.StatusTooManyRequests, r.Code, "the 11th attempt, right token or not")
+	require.Contains(t, r.Body.String(), "too many failed sign-ins")
+	wait, err := strconv.Atoi(r.Header().Get("Retry-After"))
+	require.NoError(t, err)
+	require.True(t, wait >= 1 && wait <= 30, "Retry-After %d", wait)
+	require.Empty(t, r.Header().Values("Set-Cookie"))
+	require.Equal(t, http.StatusSeeOther, login("10.0.0.2", token).Code, "another address")
+	// 40 more failures from other addresses make 50 in all.
+	for i := range 40 {
+		require.Equal(t, http.StatusForbidden, login(fmt.Sprintf("10.0.1.%d", i), "wrong").Code)
+	}
+	r = login("10.0.0.3", token)
+	require.Equal(t, http.StatusTooManyRequests, r.Code, "the overall limit")
+	wait, err = strconv.Atoi(r.Header().Get("Retry-After"))
+	require.NoError(t, err)
+	require.True(t, wait >= 1 && wait <= 2, "Retry-After %d", wait)
+}
+
+// TestWebSignOutRevokesTheSession: after signing out, a copy of the session's cookie is no
+// session: no buttons, and its actions are refused.
+func TestWebSignOutRevokesTheSession(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{AdminToken: token})
+	c := f.client()
+	require.Equal(t, http.StatusSeeOther, c.login(token).code)
+	csrf := c.csrf()
+	u, err := url.Parse(f.srv.URL)
+	require.NoError(t, err)
+	stolen := f.client()
+	stolen.c.Jar.SetCookies(u, c.c.Jar.Cookies(u))
+	require.Contains(t, stolen.get(pages(f)["report"]).body, `action="/rerun"`, "the copy works while signed in")
+	other := f.client()
+	require.Equal(t, http.StatusSeeOther, other.login(token).code)
+
+	require.Equal(t, http.StatusSeeOther, c.post("/logout", nil).code)
+	require.NotContains(t, c.get(pages(f)["report"]).body, `action="/rerun"`)
+	require.NotContains(t, stolen.get(pages(f)["report"]).body, `action="/rerun"`, "the copy is revoked")
+	r := stolen.post("/pause", url.Values{"corpus": {"papers"}, "service": {"tex_to_html"}, "csrf": {csrf}})
+	require.Equal(t, http.StatusForbidden, r.code)
+	require.Contains(t, r.body, "sign in with the admin token first")
+	require.Equal(t, 0, f.status(f.todo), "the task is still TODO")
+	require.Contains(t, other.get(pages(f)["report"]).body, `action="/rerun"`, "another session lives on")
 }

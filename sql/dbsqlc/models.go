@@ -318,6 +318,14 @@ type TaskMessage struct {
 	Details  string `json:"details"`
 }
 
+// Signed counts of tasks per corpus, service and status: a total is the sum of its rows.
+type TaskTotal struct {
+	CorpusID  int32 `json:"corpus_id"`
+	ServiceID int32 `json:"service_id"`
+	Status    int16 `json:"status"`
+	Tasks     int64 `json:"tasks"`
+}
+
 type Worker struct {
 	Name        string     `json:"name"`
 	ServiceID   int32      `json:"service_id"`

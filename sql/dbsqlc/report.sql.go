@@ -1090,10 +1090,11 @@ func (q *Queries) ReportNoMessages(ctx context.Context, arg ReportNoMessagesPara
 
 const reportStatuses = `-- name: ReportStatuses :many
 
-SELECT status, count(*)::bigint AS tasks
-FROM tasks
+SELECT status, sum(tasks)::bigint AS tasks
+FROM task_totals
 WHERE corpus_id = $1 AND service_id = $2
 GROUP BY status
+HAVING sum(tasks) <> 0
 `
 
 type ReportStatusesRow struct {
@@ -1103,7 +1104,8 @@ type ReportStatusesRow struct {
 
 // The queries behind `cortexq report`, `runs`, `diff` and `sandbox` (docs/reports.md shows
 // them for psql). They only read, in plain snapshots: no lock a claim or a rerun waits on.
-// ReportStatuses counts the tasks of a corpus and service by status.
+// ReportStatuses counts the tasks of a corpus and service by status, from the task_totals ledger
+// (migrations/00013_task_totals.sql): exact, without counting the tasks.
 func (q *Queries) ReportStatuses(ctx context.Context, corpusID int32, serviceID int32) ([]ReportStatusesRow, error) {
 	rows, err := q.db.Query(ctx, reportStatuses, corpusID, serviceID)
 	if err != nil {

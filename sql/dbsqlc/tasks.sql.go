@@ -326,15 +326,15 @@ func (q *Queries) TaskRerun(ctx context.Context, arg TaskRerunParams) ([]TaskRer
 }
 
 const taskTally = `-- name: TaskTally :one
-SELECT count(*)::bigint AS tasks,
-       count(*) FILTER (WHERE status = 0)::bigint AS todo,
-       count(*) FILTER (WHERE status = -1)::bigint AS no_problem,
-       count(*) FILTER (WHERE status = -2)::bigint AS warning,
-       count(*) FILTER (WHERE status = -3)::bigint AS error,
-       count(*) FILTER (WHERE status = -4)::bigint AS fatal,
-       count(*) FILTER (WHERE status = -5)::bigint AS invalid,
-       count(*) FILTER (WHERE status <= -6)::bigint AS blocked
-FROM tasks
+SELECT coalesce(sum(tasks), 0)::bigint AS tasks,
+       coalesce(sum(tasks) FILTER (WHERE status = 0), 0)::bigint AS todo,
+       coalesce(sum(tasks) FILTER (WHERE status = -1), 0)::bigint AS no_problem,
+       coalesce(sum(tasks) FILTER (WHERE status = -2), 0)::bigint AS warning,
+       coalesce(sum(tasks) FILTER (WHERE status = -3), 0)::bigint AS error,
+       coalesce(sum(tasks) FILTER (WHERE status = -4), 0)::bigint AS fatal,
+       coalesce(sum(tasks) FILTER (WHERE status = -5), 0)::bigint AS invalid,
+       coalesce(sum(tasks) FILTER (WHERE status <= -6), 0)::bigint AS blocked
+FROM task_totals
 WHERE corpus_id = $1 AND service_id = $2
 `
 
@@ -349,6 +349,8 @@ type TaskTallyRow struct {
 	Blocked   int64 `json:"blocked"`
 }
 
+// TaskTally counts the tasks of a corpus and service by status, from the task_totals ledger
+// (migrations/00013_task_totals.sql): exact, without counting the tasks.
 func (q *Queries) TaskTally(ctx context.Context, corpusID int32, serviceID int32) (TaskTallyRow, error) {
 	row := q.db.QueryRow(ctx, taskTally, corpusID, serviceID)
 	var i TaskTallyRow
