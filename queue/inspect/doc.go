@@ -1,7 +1,8 @@
 // Package inspect answers operators' questions about the dispatch state, reading only: the
 // progress of each corpus and service, everything on record about one task, dispatch counts,
-// latency, the reaper's last pass and the invariants of sql/audit/invariants.sql. The CLI
-// (status, task) and the web dashboard use it; the transitions are queue/lease's.
+// latency, the reaper's last pass, the invariants of sql/audit/invariants.sql, and the
+// dashboard's figures (task totals, throughput, replicas, workers, leases out). The CLI (status,
+// task) and the web dashboard use it; the transitions are queue/lease's.
 package inspect
 
 import (

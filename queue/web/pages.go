@@ -134,7 +134,7 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	}
 	withActivity(progress, trail)
 	through, replicas := trail.through, trail.replicas
-	active, err := s.store.ActiveWorkers(ctx)
+	active, err := s.inspect.ActiveWorkers(ctx)
 	if err != nil {
 		return view{}, err
 	}
@@ -156,7 +156,7 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	}
 	return view{Page: "overview", Title: "Overview", Data: struct {
 		Rows          []overviewRow
-		Replicas      []lease.ReplicaLoad
+		Replicas      []inspect.ReplicaLoad
 		ActiveWorkers int64
 		DeadLetters   int64
 		LastReap      string
@@ -217,7 +217,7 @@ const trailEvery = 15 * time.Second
 // trailFigures are the overview's figures read from the attempts trail.
 type trailFigures struct {
 	through  map[queue.Scope][]int64
-	replicas []lease.ReplicaLoad
+	replicas []inspect.ReplicaLoad
 	activity map[queue.Scope]inspect.Activity
 }
 
@@ -263,10 +263,10 @@ func (s *Server) refreshTrail() {
 func (s *Server) readTrail(ctx context.Context) (trailFigures, error) {
 	var t trailFigures
 	var err error
-	if t.through, err = s.store.Throughput(ctx); err != nil {
+	if t.through, err = s.inspect.Throughput(ctx); err != nil {
 		return t, err
 	}
-	if t.replicas, err = s.store.ReplicaLoads(ctx); err != nil {
+	if t.replicas, err = s.inspect.ReplicaLoads(ctx); err != nil {
 		return t, err
 	}
 	t.activity, err = s.inspect.Activity(ctx)
@@ -288,7 +288,7 @@ func (s *Server) liveFigures(r *http.Request) (liveFigures, error) {
 	if err != nil {
 		return liveFigures{}, err
 	}
-	active, err := s.store.ActiveWorkers(ctx)
+	active, err := s.inspect.ActiveWorkers(ctx)
 	if err != nil {
 		return liveFigures{}, err
 	}
@@ -701,23 +701,23 @@ func (s *Server) diffCell(r *http.Request) (view, error) {
 // ---- Workers
 
 type workerRow struct {
-	lease.WorkerActivity
+	inspect.WorkerActivity
 	LastSeen *time.Time
 	PerMin   string
-	Leases   []lease.LeaseOut
+	Leases   []inspect.LeaseOut
 }
 
 func (s *Server) workers(r *http.Request) (view, error) {
 	ctx := r.Context()
-	acts, err := s.store.WorkerActivities(ctx, 500)
+	acts, err := s.inspect.WorkerActivities(ctx, 500)
 	if err != nil {
 		return view{}, err
 	}
-	leases, err := s.store.LeasesOut(ctx, 2000)
+	leases, err := s.inspect.LeasesOut(ctx, 2000)
 	if err != nil {
 		return view{}, err
 	}
-	held := map[string][]lease.LeaseOut{}
+	held := map[string][]inspect.LeaseOut{}
 	for _, l := range leases {
 		k := l.Worker + "\x00" + l.Service
 		held[k] = append(held[k], l)

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -24,16 +25,16 @@ func newSparkline(minutes []int64) sparkline {
 		sp.Max = max(sp.Max, n)
 	}
 	var pts []string
-	for i := 0; i < lease.ThroughputMinutes; i++ {
+	for i := 0; i < inspect.ThroughputMinutes; i++ {
 		var n int64
-		if m := lease.ThroughputMinutes - 1 - i; m < len(minutes) {
+		if m := inspect.ThroughputMinutes - 1 - i; m < len(minutes) {
 			n = minutes[m]
 		}
 		y := float64(sparkH - 1)
 		if sp.Max > 0 {
 			y = float64(sparkH-1) - float64(n)/float64(sp.Max)*float64(sparkH-2)
 		}
-		x := float64(i) * float64(sparkW) / float64(lease.ThroughputMinutes-1)
+		x := float64(i) * float64(sparkW) / float64(inspect.ThroughputMinutes-1)
 		pts = append(pts, strconv.FormatFloat(x, 'f', 1, 64)+","+strconv.FormatFloat(y, 'f', 1, 64))
 	}
 	sp.Points = strings.Join(pts, " ")
