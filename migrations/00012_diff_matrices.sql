@@ -1,4 +1,4 @@
--- Stored diff matrices (docs/reports.md#diff): `cortexq diff` reads counts kept ahead of time
+-- Stored diff matrices (docs/reports.md#diff-matrices): `cortexq diff` reads counts kept ahead of time
 -- instead of joining a million tasks with their statuses in an earlier run (0.45 s, more under
 -- load).
 --

@@ -1,4 +1,4 @@
--- The dashboard's speed at a million tasks (docs/web.md#speed).
+-- The dashboard's speed at a million tasks (docs/web.md#cost-to-the-database).
 --
 -- Task totals: the dashboard's live figures, the report's first level and the current run's tally
 -- read the number of tasks per corpus, service and status from task_totals, a few rows, instead

@@ -172,7 +172,7 @@ const liveEvery = 1500 * time.Millisecond
 // queries under half of LiveBudget of the database's time (the attempts trail's figures, read
 // in the background, get the other half): figures that took 100 ms to read are read again after
 // 40 s at the earliest (with the default 5 ms a second). Read from task_totals they take about a
-// millisecond (docs/web.md#speed).
+// millisecond (docs/web.md#cost-to-the-database).
 func (s *Server) liveJSON(w http.ResponseWriter, r *http.Request) {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
