@@ -150,7 +150,7 @@ func runLatexmlDemo(c *cli.Context) error {
 	}
 	// The drill-down reads the report rollups: fold the demo's results into them now rather
 	// than wait for the replica's periodic fold.
-	if _, err := store.FoldAll(ctx, 0); err != nil {
+	if _, err := reportsOf(store).FoldAll(ctx, 0); err != nil {
 		return err
 	}
 	if err := printDemoReport(c, out, name); err != nil {

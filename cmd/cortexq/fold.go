@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 )
 
 func foldCommand() *cli.Command {
@@ -18,7 +19,7 @@ func foldCommand() *cli.Command {
 			"a migration that noted every task, say), waiting for a fold running elsewhere to end first.\n" +
 			"docs/reports.md#rollups describes them.",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "batch", Usage: "changes folded per transaction", Value: lease.FoldBatchDefault, EnvVars: envVars("FOLD_BATCH")},
+			&cli.IntFlag{Name: "batch", Usage: "changes folded per transaction", Value: reports.FoldBatchDefault, EnvVars: envVars("FOLD_BATCH")},
 		},
 		Action: runFold,
 	}
@@ -36,12 +37,12 @@ func runFold(c *cli.Context) error {
 // foldAll folds every noted change, waiting for a fold running elsewhere, and says what it did
 // (on stderr when another command folds first).
 func foldAll(c *cli.Context, store *lease.Store) error {
-	batch := lease.FoldBatchDefault
+	batch := reports.FoldBatchDefault
 	if c.IsSet("batch") {
 		batch = c.Int("batch")
 	}
 	start := time.Now()
-	sum, err := store.FoldAll(c.Context, batch)
+	sum, err := reportsOf(store).FoldAll(c.Context, batch)
 	if err != nil {
 		return err
 	}

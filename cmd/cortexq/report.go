@@ -14,6 +14,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 )
 
 func reportCommand() *cli.Command {
@@ -94,13 +95,13 @@ func pageFlags(env string) []cli.Flag {
 	return append([]cli.Flag{
 		&cli.IntFlag{
 			Name:    "limit",
-			Usage:   fmt.Sprintf("rows per page, at most %d", lease.ReportMaxLimit),
+			Usage:   fmt.Sprintf("rows per page, at most %d", reports.ReportMaxLimit),
 			Value:   100,
 			EnvVars: envVars(strings.ToUpper(env) + "_LIMIT"),
 		},
 		&cli.IntFlag{
 			Name:    "offset",
-			Usage:   fmt.Sprintf("rows to skip, at most %d", lease.ReportMaxOffset),
+			Usage:   fmt.Sprintf("rows to skip, at most %d", reports.ReportMaxOffset),
 			EnvVars: envVars(strings.ToUpper(env) + "_OFFSET"),
 		},
 	}, formatFlags(env)...)
@@ -140,10 +141,10 @@ func openListStore(c *cli.Context) (*lease.Store, func(), error) {
 func pageOf(c *cli.Context) (limit, offset int, err error) {
 	limit, offset = c.Int("limit"), c.Int("offset")
 	switch {
-	case limit < 1 || limit > lease.ReportMaxLimit:
-		return 0, 0, usagef(c, "--limit %d: want 1 to %d", limit, lease.ReportMaxLimit)
-	case offset < 0 || offset > lease.ReportMaxOffset:
-		return 0, 0, usagef(c, "--offset %d: want 0 to %d", offset, lease.ReportMaxOffset)
+	case limit < 1 || limit > reports.ReportMaxLimit:
+		return 0, 0, usagef(c, "--limit %d: want 1 to %d", limit, reports.ReportMaxLimit)
+	case offset < 0 || offset > reports.ReportMaxOffset:
+		return 0, 0, usagef(c, "--offset %d: want 0 to %d", offset, reports.ReportMaxOffset)
 	case c.Bool("json") && c.Bool("csv"):
 		return 0, 0, usagef(c, "give --json or --csv, not both")
 	}
@@ -298,7 +299,7 @@ func runReport(c *cli.Context) error {
 	if sevName != "" && !ok {
 		return usagef(c, "--severity %q: want one of %s", sevName, lease.ReportSeverityNames())
 	}
-	store, done, err := openStore(c, lease.Config{}, lease.TuneReportPool)
+	store, done, err := openStore(c, lease.Config{}, reports.TuneReportPool)
 	if err != nil {
 		return err
 	}
@@ -311,7 +312,7 @@ func runReport(c *cli.Context) error {
 	rerun := commandLine("rerun", flagCorpus, corpus, flagService, service, "severity", sevName, "category", category, "what", what)
 	where := fmt.Sprintf("corpus %s, service %s", corpus, service)
 	if sevName == "" {
-		counts, err := store.ReportStatuses(c.Context, scope)
+		counts, err := reportsOf(store).ReportStatuses(c.Context, scope)
 		if err != nil {
 			return err
 		}
@@ -353,10 +354,10 @@ func runReport(c *cli.Context) error {
 			"severities": rows, "rerun": rerun}
 		return t.print(c)
 	}
-	slice := lease.ReportSlice{Scope: scope, Status: sevStatus, Severity: sevMessage,
+	slice := reports.ReportSlice{Scope: scope, Status: sevStatus, Severity: sevMessage,
 		Category: category, What: what, Limit: limit, Offset: offset}
 	if what != "" {
-		msgs, err := store.ReportMessages(c.Context, slice)
+		msgs, err := reportsOf(store).ReportMessages(c.Context, slice)
 		if err != nil {
 			return err
 		}
@@ -369,7 +370,7 @@ func runReport(c *cli.Context) error {
 			t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), m.Entry, m.Details})
 		}
 		if msgs == nil {
-			msgs = []lease.ReportMessage{}
+			msgs = []reports.ReportMessage{}
 		}
 		t.JSON = map[string]any{"corpus": corpus, "service": service, "severity": sevName, "category": category,
 			"what": what, "offset": offset, "limit": limit, "messages": msgs, "rerun": rerun}
@@ -380,18 +381,18 @@ func runReport(c *cli.Context) error {
 			return err
 		}
 	}
-	fold, err := store.ReportFoldState(c.Context)
+	fold, err := reportsOf(store).ReportFoldState(c.Context)
 	if err != nil {
 		return err
 	}
-	var rows []lease.ReportRow
+	var rows []reports.ReportRow
 	var total int64
 	level, title := "category", fmt.Sprintf("%s: severity %s, by category", where, sevName)
 	if category == "" {
-		rows, total, err = store.ReportCategories(c.Context, slice)
+		rows, total, err = reportsOf(store).ReportCategories(c.Context, slice)
 	} else {
 		level, title = "what", fmt.Sprintf("%s: severity %s, category %s, by what", where, sevName, category)
-		rows, total, err = store.ReportWhats(c.Context, slice)
+		rows, total, err = reportsOf(store).ReportWhats(c.Context, slice)
 	}
 	if err != nil {
 		return err
@@ -406,7 +407,7 @@ func runReport(c *cli.Context) error {
 		}
 	}
 	if rows == nil {
-		rows = []lease.ReportRow{}
+		rows = []reports.ReportRow{}
 	}
 	t.JSON = map[string]any{"corpus": corpus, "service": service, "severity": sevName, "category": category,
 		"level": level, "offset": offset, "limit": limit, "total": total, "rows": rows, "rerun": rerun,
@@ -415,7 +416,7 @@ func runReport(c *cli.Context) error {
 }
 
 // foldAge says how fresh the rollups a category or what level reads are.
-func foldAge(f lease.FoldState) string {
+func foldAge(f reports.FoldState) string {
 	if f.FoldedAt == nil {
 		return fmt.Sprintf("counts as of no fold yet (%s changes wait for one: cortexq fold, or a replica's periodic fold)", commas(f.Pending))
 	}

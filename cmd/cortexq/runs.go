@@ -10,6 +10,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 )
 
 func runsCommand() *cli.Command {
@@ -38,7 +39,7 @@ func runRuns(c *cli.Context) error {
 	if c.Bool("json") && c.Bool("csv") {
 		return usagef(c, "give --json or --csv, not both")
 	}
-	store, done, err := openStore(c, lease.Config{}, lease.TuneReportPool)
+	store, done, err := openStore(c, lease.Config{}, reports.TuneReportPool)
 	if err != nil {
 		return err
 	}
@@ -47,7 +48,7 @@ func runRuns(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	runs, err := store.Runs(c.Context, scope)
+	runs, err := reportsOf(store).Runs(c.Context, scope)
 	if err != nil {
 		return err
 	}
@@ -157,7 +158,7 @@ func runDiff(c *cli.Context) error {
 	if toName != "" && !ok {
 		return usagef(c, "--to-status %q: want one of %s", toName, names)
 	}
-	store, done, err := openStore(c, lease.Config{}, lease.TuneReportPool)
+	store, done, err := openStore(c, lease.Config{}, reports.TuneReportPool)
 	if err != nil {
 		return err
 	}
@@ -166,7 +167,7 @@ func runDiff(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	runs, err := store.Runs(c.Context, scope)
+	runs, err := reportsOf(store).Runs(c.Context, scope)
 	if err != nil {
 		return err
 	}
@@ -177,7 +178,7 @@ func runDiff(c *cli.Context) error {
 	d.Scope = scope
 	corpus, service := c.String(flagCorpus), c.String(flagService)
 	if toStatus != nil {
-		tasks, err := store.DiffCellTasks(c.Context, d, fromStatus, *toStatus, limit, offset)
+		tasks, err := reportsOf(store).DiffCellTasks(c.Context, d, fromStatus, *toStatus, limit, offset)
 		if err != nil {
 			return err
 		}
@@ -189,7 +190,7 @@ func runDiff(c *cli.Context) error {
 			t.Rows = append(t.Rows, []string{strconv.FormatInt(x.TaskID, 10), x.Entry})
 		}
 		if tasks == nil {
-			tasks = []lease.DiffTask{}
+			tasks = []reports.DiffTask{}
 		}
 		t.JSON = map[string]any{"corpus": corpus, "service": service, "from": d.From, "to": d.To,
 			"from_status": strings.ToLower(fromName), "to_status": statusName(*toStatus), "offset": offset, "limit": limit, "tasks": tasks}
@@ -200,7 +201,7 @@ func runDiff(c *cli.Context) error {
 			return err
 		}
 	}
-	cells, swept, err := store.DiffMatrixSwept(c.Context, d)
+	cells, swept, err := reportsOf(store).DiffMatrixSwept(c.Context, d)
 	if err != nil {
 		return err
 	}
@@ -209,9 +210,9 @@ func runDiff(c *cli.Context) error {
 		Header: []string{"from", "", "to", "tasks"},
 		Next:   "the tasks of a cell: " + commandLine("diff", flagCorpus, corpus, flagService, service, "from", strconv.FormatInt(d.From, 10), "to", nonZero(d.To)) + " --from-status S --to-status S",
 	}
-	var fold lease.FoldState
+	var fold reports.FoldState
 	if swept != nil {
-		if fold, err = store.ReportFoldState(c.Context); err != nil {
+		if fold, err = reportsOf(store).ReportFoldState(c.Context); err != nil {
 			return err
 		}
 		t.Note = foldAge(fold) + "; todo, in_flight and blocked as of " + swept.UTC().Format("15:04:05 UTC")
@@ -252,7 +253,7 @@ func nonZero(n int64) string {
 
 // pickRuns resolves --from and --to among the runs (oldest first) of the corpus and service.
 // The current run is To 0.
-func pickRuns(c *cli.Context, runs []lease.Run) (lease.DiffRuns, string, error) {
+func pickRuns(c *cli.Context, runs []reports.Run) (reports.DiffRuns, string, error) {
 	from, to := c.Int64("from"), c.Int64("to")
 	find := func(id int64) int {
 		for i, r := range runs {
@@ -265,25 +266,25 @@ func pickRuns(c *cli.Context, runs []lease.Run) (lease.DiffRuns, string, error) 
 	toIdx := len(runs) - 1
 	if to != 0 {
 		if toIdx = find(to); toIdx < 0 {
-			return lease.DiffRuns{}, "", usagef(c, "--to %d: no such run of the corpus and service (see cortexq runs)", to)
+			return reports.DiffRuns{}, "", usagef(c, "--to %d: no such run of the corpus and service (see cortexq runs)", to)
 		}
 	}
 	if toIdx < 0 {
-		return lease.DiffRuns{}, "", usagef(c, "the corpus and service have no runs")
+		return reports.DiffRuns{}, "", usagef(c, "the corpus and service have no runs")
 	}
 	fromIdx := toIdx - 1
 	if from != 0 {
 		if fromIdx = find(from); fromIdx < 0 {
-			return lease.DiffRuns{}, "", usagef(c, "--from %d: no such run of the corpus and service (see cortexq runs)", from)
+			return reports.DiffRuns{}, "", usagef(c, "--from %d: no such run of the corpus and service (see cortexq runs)", from)
 		}
 		if fromIdx >= toIdx {
-			return lease.DiffRuns{}, "", usagef(c, "--from %d: want a run before run %d", from, runs[toIdx].ID)
+			return reports.DiffRuns{}, "", usagef(c, "--from %d: want a run before run %d", from, runs[toIdx].ID)
 		}
 	}
 	if fromIdx < 0 {
-		return lease.DiffRuns{}, "", usagef(c, "run %d is the first run of the corpus and service: nothing to compare it with", runs[toIdx].ID)
+		return reports.DiffRuns{}, "", usagef(c, "run %d is the first run of the corpus and service: nothing to compare it with", runs[toIdx].ID)
 	}
-	d := lease.DiffRuns{From: runs[fromIdx].ID}
+	d := reports.DiffRuns{From: runs[fromIdx].ID}
 	label := fmt.Sprintf("run %d → run %d", runs[fromIdx].ID, runs[toIdx].ID)
 	if runs[toIdx].EndedAt == nil {
 		label += " (current)"
@@ -291,7 +292,7 @@ func pickRuns(c *cli.Context, runs []lease.Run) (lease.DiffRuns, string, error) 
 		d.To = runs[toIdx].ID
 	}
 	if runs[fromIdx].EndedAt == nil {
-		return lease.DiffRuns{}, "", usagef(c, "--from %d: the run is not closed", runs[fromIdx].ID)
+		return reports.DiffRuns{}, "", usagef(c, "--from %d: the run is not closed", runs[fromIdx].ID)
 	}
 	return d, label, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 )
 
 type diffJSON struct {
@@ -117,7 +118,7 @@ func TestDiffOfARerunThatFixedSomeTasks(t *testing.T) {
 	// A third run: the closed runs compare with each other, and with a new task imported meanwhile.
 	d.importList("c", "echo", entries("t", 13)...)
 	d.ok("rerun", "--corpus", "c", "--service", "echo", "--severity", "error")
-	var runs []lease.Run
+	var runs []reports.Run
 	require.NoError(t, json.Unmarshal([]byte(d.ok("runs", "--corpus", "c", "--service", "echo", "--json")), &runs))
 	require.Len(t, runs, 3)
 	require.Equal(t, "new latexml", runs[1].Note)

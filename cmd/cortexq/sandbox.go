@@ -11,6 +11,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 )
 
 func sandboxCommand() *cli.Command {
@@ -115,7 +116,7 @@ func runSandboxCreate(c *cli.Context) error {
 		return err
 	}
 	scope.CorpusID, scope.ServiceID = ids.CorpusID, ids.ServiceID
-	sum, err := store.CreateSandbox(c.Context, name, scope, *priority)
+	sum, err := reportsOf(store).CreateSandbox(c.Context, name, scope, *priority)
 	if errors.Is(err, queue.ErrDuplicate) {
 		return usagef(c, "a corpus named %s already exists", name)
 	}
@@ -136,12 +137,12 @@ func runSandboxList(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	boxes, err := store.Sandboxes(c.Context)
+	boxes, err := reportsOf(store).Sandboxes(c.Context)
 	if err != nil {
 		return err
 	}
 	if boxes == nil {
-		boxes = []lease.Sandbox{}
+		boxes = []reports.Sandbox{}
 	}
 	t := table{Title: fmt.Sprintf("%d sandboxes", len(boxes)), Header: []string{"id", "name", "parent", "created", "tasks"}, JSON: boxes}
 	for _, b := range boxes {
@@ -161,7 +162,7 @@ func runSandboxDelete(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	sum, err := store.DeleteSandbox(c.Context, name)
+	sum, err := reportsOf(store).DeleteSandbox(c.Context, name)
 	if errors.Is(err, queue.ErrNotFound) {
 		return usagef(c, "no sandbox named %s", name)
 	}

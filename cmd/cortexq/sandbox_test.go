@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 )
 
 // A sandbox of a corpus's Error tasks runs on real replicas and workers, publishes
@@ -102,7 +102,7 @@ func TestSandboxRunLeavesTheParentUntouched(t *testing.T) {
 	// The sandbox is a corpus to the other commands.
 	out = d.ok("report", "--corpus", "sb", "--service", "echo")
 	require.Regexp(t, fmt.Sprintf(`(?m)^no_problem\s+%d\s+100\.00%%`, errored), out)
-	var runs []lease.Run
+	var runs []reports.Run
 	require.NoError(t, json.Unmarshal([]byte(d.ok("runs", "--corpus", "sb", "--service", "echo", "--json")), &runs))
 	require.Len(t, runs, 1)
 	require.Equal(t, "sandbox of c", runs[0].Note)

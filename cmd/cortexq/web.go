@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/queue/web"
 )
 
@@ -63,7 +64,7 @@ func runWeb(c *cli.Context) error {
 	if token != "" && len(token) < minAdminToken {
 		return usagef(c, "--admin-token: want at least %d characters", minAdminToken)
 	}
-	tune := []func(*pgxpool.Config){lease.TuneReportPool}
+	tune := []func(*pgxpool.Config){reports.TuneReportPool}
 	if readOnly {
 		tune = append(tune, func(cfg *pgxpool.Config) {
 			cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"

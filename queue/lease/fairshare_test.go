@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
-	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -127,21 +126,6 @@ func TestFairShare(t *testing.T) {
 		by, _ := f.leaseBatch(fairBatch)
 		require.Zero(t, by[high])
 		require.Equal(t, fairBatch, by[low]+by[other])
-	})
-
-	t.Run("SandboxStartsAtAHigherPriority", func(t *testing.T) {
-		f := newFixture(t)
-		parent := f.corpusWith("parent", 1_000)
-		sb, err := f.store.CreateSandbox(f.ctx, "box", RerunScope{CorpusID: parent, ServiceID: f.svc, Note: "box"}, catalog.SandboxPriority)
-		require.NoError(t, err)
-		require.Equal(t, int64(1_000), sb.Tasks)
-		shares, err := f.catalog().Shares(f.ctx, "echo")
-		require.NoError(t, err)
-		require.Equal(t, "box", shares[0].Corpus, "highest priority first")
-		require.Equal(t, int32(catalog.SandboxPriority), shares[0].Priority)
-		require.True(t, shares[0].Sandbox)
-		by, _ := f.leaseBatch(fairBatch)
-		require.Equal(t, fairBatch, by[sb.ID], "the sandbox's tasks go before its parent's")
 	})
 
 	t.Run("QueuedRetryOfAnyCorpusGoesFirst", func(t *testing.T) {

@@ -45,8 +45,8 @@ type RerunSummary struct {
 // errNothingToRerun rolls back a rerun that selected no task: no run is closed or opened.
 var errNothingToRerun = errors.New("no task selected")
 
-// selection returns the filters of a scope as the queries take them.
-func (scope RerunScope) selection() (statuses []int16, severity, category, what *string) {
+// Selection returns the filters of a scope as the queries take them (TaskRerun, SandboxCopyTasks).
+func (scope RerunScope) Selection() (statuses []int16, severity, category, what *string) {
 	for _, st := range scope.Statuses {
 		statuses = append(statuses, int16(st))
 	}
@@ -88,7 +88,7 @@ func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, erro
 			return fmt.Errorf("record the run's statuses: %w", err)
 		}
 		p := dbsqlc.TaskRerunParams{CorpusID: scope.CorpusID, ServiceID: scope.ServiceID, NoMessages: scope.NoMessages}
-		p.Statuses, p.Severity, p.Category, p.What = scope.selection()
+		p.Statuses, p.Severity, p.Category, p.What = scope.Selection()
 		rows, err := q.TaskRerun(ctx, p)
 		if err != nil {
 			return fmt.Errorf("move tasks to a new run: %w", err)

@@ -8,6 +8,10 @@ import (
 	"github.com/cortexq/cortexq/queue"
 )
 
+// NoMessages is the category under which the report lists the tasks of a severity with no
+// message of that severity (a Fatal whose worker said nothing, say).
+const NoMessages = "no_messages"
+
 // reportSeverities maps a report's severity name to the task status it selects and the message
 // severity it filters (info for no_problem).
 var reportSeverities = map[string]struct {
@@ -88,4 +92,15 @@ func SelectSlice(severity, category, what string) (RerunScope, error) {
 		scope.Severity = string(msg)
 	}
 	return scope, nil
+}
+
+// StatusSeverity is the severity of the messages the report counts for tasks of a final status
+// (info for NoProblem; ReportSeverity's), and false for a status that is not final.
+func StatusSeverity(st queue.Status) (queue.Severity, bool) {
+	for _, s := range reportSeverities {
+		if s.status == st {
+			return s.message, true
+		}
+	}
+	return "", false
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 )
 
 // Args is the periodic reap job.
@@ -50,18 +51,18 @@ const FoldIntervalDefault = 10 * time.Second
 
 type foldWorker struct {
 	river.WorkerDefaults[FoldArgs]
-	store  *lease.Store
-	logger *slog.Logger
+	reports *reports.Reports
+	logger  *slog.Logger
 }
 
 // Work folds the changes noted since the last fold.
 func (w *foldWorker) Work(ctx context.Context, _ *river.Job[FoldArgs]) error {
 	start := time.Now()
-	sum, err := w.store.FoldReports(ctx, 0)
+	sum, err := w.reports.FoldReports(ctx, 0)
 	if err != nil {
 		return fmt.Errorf("report fold: %w", err)
 	}
-	if sum.Tasks >= lease.FoldBatchDefault {
+	if sum.Tasks >= reports.FoldBatchDefault {
 		w.logger.Info("report rollups folded", "changes", sum.Changes, "tasks", sum.Tasks,
 			"took", time.Since(start).Round(time.Millisecond))
 	}
@@ -156,7 +157,7 @@ func New(pool *pgxpool.Pool, store *lease.Store, cfg Config) (*river.Client[pgx.
 	if err := river.AddWorkerSafely(workers, &reapWorker{store: store, clock: clock, logger: logger.With("component", "reaper"), onPass: cfg.OnPass}); err != nil {
 		return nil, fmt.Errorf("reaper worker: %w", err)
 	}
-	if err := river.AddWorkerSafely(workers, &foldWorker{store: store, logger: logger.With("component", "report_fold")}); err != nil {
+	if err := river.AddWorkerSafely(workers, &foldWorker{reports: reports.New(pool, store.Config().NowFunc, logger), logger: logger.With("component", "report_fold")}); err != nil {
 		return nil, fmt.Errorf("fold worker: %w", err)
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

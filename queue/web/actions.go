@@ -94,7 +94,7 @@ func (s *Server) sandbox(r *http.Request) (string, error) {
 		return "", badRequest("sandbox name: %v", err)
 	}
 	scope.Note = "sandbox of " + corpus
-	sum, err := s.store.CreateSandbox(r.Context(), name, scope, catalog.SandboxPriority)
+	sum, err := s.reports.CreateSandbox(r.Context(), name, scope, catalog.SandboxPriority)
 	switch {
 	case errors.Is(err, queue.ErrDuplicate):
 		return "", badRequest("sandbox name %q: a corpus of that name exists", name)

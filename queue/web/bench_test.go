@@ -16,37 +16,39 @@ import (
 
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/queue/web"
 )
 
 // BenchmarkWebPages loads each page of the dashboard on the arXiv-like corpus that
-// BenchmarkReport (queue/lease) generates and keeps in $CORTEXQ_REPORT_BENCH_DSN, reporting the
+// BenchmarkReport (queue/reports) generates and keeps in $CORTEXQ_REPORT_BENCH_DSN, reporting the
 // p95 of the loads (two loads warm each page up), and the cost of the overview's live figures:
 //
-//	CORTEXQ_REPORT_BENCH_DSN=… CORTEXQ_REPORT_BENCH_SCALE=1 go test -run '^$' -bench BenchmarkReport -benchtime 1x ./queue/lease
+//	CORTEXQ_REPORT_BENCH_DSN=… CORTEXQ_REPORT_BENCH_SCALE=1 go test -run '^$' -bench BenchmarkReport -benchtime 1x ./queue/reports
 //	CORTEXQ_REPORT_BENCH_DSN=… go test -run '^$' -bench BenchmarkWebPages -benchtime 20x ./queue/web
 func BenchmarkWebPages(b *testing.B) {
 	dsn := os.Getenv("CORTEXQ_REPORT_BENCH_DSN")
 	if dsn == "" {
-		b.Fatal("set CORTEXQ_REPORT_BENCH_DSN to a database where BenchmarkReport (queue/lease) generated its corpus")
+		b.Fatal("set CORTEXQ_REPORT_BENCH_DSN to a database where BenchmarkReport (queue/reports) generated its corpus")
 	}
 	ctx := context.Background()
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	require.NoError(b, err)
-	lease.TuneReportPool(pcfg)
+	reports.TuneReportPool(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
 	store := lease.New(pool, lease.Config{})
 	sc, err := catalog.New(pool, nil).LookupScope(ctx, "arxiv", "tex_to_html")
 	require.NoError(b, err, "no corpus arxiv: run BenchmarkReport on this database first")
-	errSlice := lease.ReportSlice{Scope: sc, Status: -3, Severity: "error", Limit: 100}
-	cats, _, err := store.ReportCategories(ctx, errSlice)
+	errSlice := reports.ReportSlice{Scope: sc, Status: -3, Severity: "error", Limit: 100}
+	rep := reports.New(pool, nil, nil)
+	cats, _, err := rep.ReportCategories(ctx, errSlice)
 	require.NoError(b, err)
 	errSlice.Category = cats[0].Name
-	whats, _, err := store.ReportWhats(ctx, errSlice)
+	whats, _, err := rep.ReportWhats(ctx, errSlice)
 	require.NoError(b, err)
-	runs, err := store.Runs(ctx, sc)
+	runs, err := rep.Runs(ctx, sc)
 	require.NoError(b, err)
 	var task, heavy int64
 	require.NoError(b, pool.QueryRow(ctx, `SELECT min(task_id) FROM task_messages WHERE severity = 'error'`).Scan(&task))

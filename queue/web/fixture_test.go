@@ -22,6 +22,7 @@ import (
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
+	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/queue/web"
 )
 
@@ -78,7 +79,7 @@ func newFixture(t *testing.T, cfg web.Config) *fixture {
 		f.bad, "what"+xssScript, xssAttr+" "+xssScript, f.warn)
 	// Written behind the write paths' backs: noted and folded for the report's rollups.
 	f.exec(`INSERT INTO report_changes (task_id) SELECT id FROM tasks`)
-	_, err = f.store.FoldAll(ctx, 0)
+	_, err = reports.New(pool, nil, nil).FoldAll(ctx, 0)
 	require.NoError(t, err)
 	f.exec(`INSERT INTO workers (name, service_id, last_request, last_result, dispatched, results) VALUES ($1, $2, now(), now(), 2, 2)`,
 		"worker"+xssAttr, svc.ID)

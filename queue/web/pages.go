@@ -15,6 +15,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 )
 
 // scopeParams reads the required corpus and service of a request and looks them up.
@@ -49,10 +50,10 @@ func intParam(q url.Values, name string, def, min, max int) (int, error) {
 
 // pageParams reads limit (default 100) and offset within the report's caps.
 func pageParams(q url.Values) (limit, offset int, err error) {
-	if limit, err = intParam(q, "limit", 100, 1, lease.ReportMaxLimit); err != nil {
+	if limit, err = intParam(q, "limit", 100, 1, reports.ReportMaxLimit); err != nil {
 		return 0, 0, err
 	}
-	offset, err = intParam(q, "offset", 0, 0, lease.ReportMaxOffset)
+	offset, err = intParam(q, "offset", 0, 0, reports.ReportMaxOffset)
 	return limit, offset, err
 }
 
@@ -120,7 +121,7 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	sandboxes, err := s.store.Sandboxes(ctx)
+	sandboxes, err := s.reports.Sandboxes(ctx)
 	if err != nil {
 		return view{}, err
 	}
@@ -349,7 +350,7 @@ type reportPage struct {
 	Heading     string
 	All, Total  int64
 	Rows        []reportRow
-	Messages    []lease.ReportMessage
+	Messages    []reports.ReportMessage
 	Crumbs      []reportRow
 	Limit       int
 	Offset      int
@@ -384,7 +385,7 @@ func (s *Server) report(r *http.Request) (view, error) {
 		return view{}, badRequest("%v", err)
 	}
 	ctx := r.Context()
-	counts, err := s.store.ReportStatuses(ctx, scope)
+	counts, err := s.reports.ReportStatuses(ctx, scope)
 	if err != nil {
 		return view{}, err
 	}
@@ -421,28 +422,28 @@ func (s *Server) report(r *http.Request) (view, error) {
 	status, severity, _ := lease.ReportSeverity(sl.Severity)
 	of := counts[status]
 	p.SliceStatus = fmt.Sprintf("%s tasks %s", commas(of), sl.Severity)
-	rs := lease.ReportSlice{Scope: scope, Status: status, Severity: severity, Category: sl.Category, What: sl.What, Limit: limit, Offset: offset}
+	rs := reports.ReportSlice{Scope: scope, Status: status, Severity: severity, Category: sl.Category, What: sl.What, Limit: limit, Offset: offset}
 	if sl.What != "" {
 		p.Level, p.Heading = "messages", "Messages and their tasks"
-		if p.Messages, err = s.store.ReportMessages(ctx, rs); err != nil {
+		if p.Messages, err = s.reports.ReportMessages(ctx, rs); err != nil {
 			return view{}, err
 		}
-		if len(p.Messages) == limit && offset+limit <= lease.ReportMaxOffset {
+		if len(p.Messages) == limit && offset+limit <= reports.ReportMaxOffset {
 			p.Next = link("/report", append(sl.pairs(), "offset", strconv.Itoa(offset+limit), "limit", strconv.Itoa(limit))...)
 		}
 	} else {
-		var rows []lease.ReportRow
+		var rows []reports.ReportRow
 		if sl.Category == "" {
 			p.Level, p.Heading = "category", "Categories of "+sl.Severity
-			rows, p.Count, err = s.store.ReportCategories(ctx, rs)
+			rows, p.Count, err = s.reports.ReportCategories(ctx, rs)
 		} else {
 			p.Level, p.Heading = "what", "Whats of "+sl.Category
-			rows, p.Count, err = s.store.ReportWhats(ctx, rs)
+			rows, p.Count, err = s.reports.ReportWhats(ctx, rs)
 		}
 		if err != nil {
 			return view{}, err
 		}
-		fold, err := s.store.ReportFoldState(ctx)
+		fold, err := s.reports.ReportFoldState(ctx)
 		if err != nil {
 			return view{}, err
 		}
@@ -455,7 +456,7 @@ func (s *Server) report(r *http.Request) (view, error) {
 			p.Rows = append(p.Rows, reportRow{Name: row.Name, Tasks: row.Tasks, Msgs: row.Messages,
 				Percent: percent(row.Tasks, of), Slice: next, Open: true})
 		}
-		if int64(offset+limit) < p.Count && offset+limit <= lease.ReportMaxOffset {
+		if int64(offset+limit) < p.Count && offset+limit <= reports.ReportMaxOffset {
 			p.Next = link("/report", append(sl.pairs(), "offset", strconv.Itoa(offset+limit), "limit", strconv.Itoa(limit))...)
 		}
 	}
@@ -466,7 +467,7 @@ func (s *Server) report(r *http.Request) (view, error) {
 }
 
 // foldAge says how fresh the report rollups are, as cortexq report says it.
-func foldAge(f lease.FoldState) string {
+func foldAge(f reports.FoldState) string {
 	if f.FoldedAt == nil {
 		return fmt.Sprintf("Counts as of no fold yet (%s changes wait for one).", commas(f.Pending))
 	}
@@ -484,7 +485,7 @@ func statusName(s queue.Status) string {
 // ---- Runs and diffs
 
 type runRow struct {
-	lease.Run
+	reports.Run
 	Bar  []barPart
 	Done int64
 }
@@ -502,7 +503,7 @@ func (s *Server) runs(r *http.Request) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	runs, err := s.store.Runs(r.Context(), scope)
+	runs, err := s.reports.Runs(r.Context(), scope)
 	if err != nil {
 		return view{}, err
 	}
@@ -516,7 +517,7 @@ func (s *Server) runs(r *http.Request) (view, error) {
 		if err != nil {
 			return view{}, err
 		}
-		cells, err := s.store.DiffMatrix(r.Context(), d)
+		cells, err := s.reports.DiffMatrix(r.Context(), d)
 		if err != nil {
 			return view{}, err
 		}
@@ -528,9 +529,9 @@ func (s *Server) runs(r *http.Request) (view, error) {
 
 // diffParams reads from (a closed run of the scope) and to (a later run of it; 0 or "current":
 // the open one).
-func diffParams(q url.Values, scope queue.Scope, runs []lease.Run) (lease.DiffRuns, error) {
-	d := lease.DiffRuns{Scope: scope}
-	known := map[int64]lease.Run{}
+func diffParams(q url.Values, scope queue.Scope, runs []reports.Run) (reports.DiffRuns, error) {
+	d := reports.DiffRuns{Scope: scope}
+	known := map[int64]reports.Run{}
 	for _, r := range runs {
 		known[r.ID] = r
 	}
@@ -580,7 +581,7 @@ type diffMatrixCell struct {
 	Same  bool
 }
 
-func newDiffMatrix(corpus, service string, d lease.DiffRuns, cells []lease.DiffCell) *diffMatrix {
+func newDiffMatrix(corpus, service string, d reports.DiffRuns, cells []reports.DiffCell) *diffMatrix {
 	m := &diffMatrix{}
 	for _, st := range diffStatuses {
 		m.Cols = append(m.Cols, statusName(st))
@@ -649,7 +650,7 @@ func (s *Server) diffCell(r *http.Request) (view, error) {
 		return view{}, err
 	}
 	q := r.URL.Query()
-	runs, err := s.store.Runs(r.Context(), scope)
+	runs, err := s.reports.Runs(r.Context(), scope)
 	if err != nil {
 		return view{}, err
 	}
@@ -673,7 +674,7 @@ func (s *Server) diffCell(r *http.Request) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	tasks, err := s.store.DiffCellTasks(r.Context(), d, from, to, limit, offset)
+	tasks, err := s.reports.DiffCellTasks(r.Context(), d, from, to, limit, offset)
 	if err != nil {
 		return view{}, err
 	}
@@ -686,13 +687,13 @@ func (s *Server) diffCell(r *http.Request) (view, error) {
 	if offset > 0 {
 		prev = link("/runs/cell", append(base, "offset", strconv.Itoa(max(0, offset-limit)))...)
 	}
-	if len(tasks) == limit && offset+limit <= lease.ReportMaxOffset {
+	if len(tasks) == limit && offset+limit <= reports.ReportMaxOffset {
 		next = link("/runs/cell", append(base, "offset", strconv.Itoa(offset+limit))...)
 	}
 	return view{Page: "cell", Title: "Diff cell", Data: struct {
 		Corpus, Service, FromStatus, ToStatus string
 		From, To                              int64
-		Tasks                                 []lease.DiffTask
+		Tasks                                 []reports.DiffTask
 		Back, Prev, Next                      string
 	}{corpus, service, fromName, statusName(to), d.From, d.To, tasks,
 		link("/runs", "corpus", corpus, "service", service, "from", q.Get("from"), "to", q.Get("to")), prev, next}}, nil

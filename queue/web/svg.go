@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/cortexq/cortexq/queue/inspect"
-	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 )
 
 // sparkline is an hour of replies per minute, drawn by the server as an SVG polyline (oldest
@@ -64,7 +64,7 @@ type runColumn struct {
 // The run chart's bar height, column width and left margin (for the axis labels).
 const chartH, colW, chartLeft = 160, 36, 40
 
-func newRunChart(runs []lease.Run) runChart {
+func newRunChart(runs []reports.Run) runChart {
 	c := runChart{H: chartH + 20, W: max(len(runs), 1)*colW + chartLeft + 5}
 	for i, r := range runs {
 		col := runColumn{X: chartLeft + i*colW, Label: "#" + strconv.FormatInt(r.ID, 10)}

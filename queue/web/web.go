@@ -35,6 +35,7 @@ import (
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 )
 
 //go:embed templates/*.html
@@ -66,6 +67,7 @@ type Server struct {
 	store   *lease.Store
 	catalog *catalog.Catalog
 	inspect *inspect.Reader
+	reports *reports.Reports
 	logger  *slog.Logger
 	key     []byte // signs sessions and CSRF tokens; new at each start
 	pages   map[string]*template.Template
@@ -111,7 +113,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.LiveBudget = 5 * time.Millisecond
 	}
 	s := &Server{cfg: cfg, store: cfg.Store, catalog: catalog.New(cfg.Store.Pool(), nil),
-		inspect: inspect.New(cfg.Store.Pool(), cfg.Store.Config().NowFunc), logger: cfg.Logger,
+		inspect: inspect.New(cfg.Store.Pool(), cfg.Store.Config().NowFunc),
+		reports: reports.New(cfg.Store.Pool(), cfg.Store.Config().NowFunc, cfg.Logger), logger: cfg.Logger,
 		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux(),
 		signIn: newSignInLimiter(), revoked: map[string]time.Time{}}
 	if _, err := rand.Read(s.key); err != nil {

@@ -1,4 +1,4 @@
-package lease
+package reports
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/internal/pgtx"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -35,12 +35,12 @@ type FoldSummary struct {
 // then those are swept or reset where due (foldDiffs). Folds take turns through an advisory
 // lock; one that finds it taken returns at once with Busy. Claims and reruns never wait on a
 // fold: they only append to report_changes, which a fold only deletes from.
-func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error) {
+func (s *Reports) FoldReports(ctx context.Context, batch int) (FoldSummary, error) {
 	return s.foldReports(ctx, batch, false)
 }
 
 // foldReports is FoldReports; force recounts the kept diff matrices now (foldDiffs).
-func (s *Store) foldReports(ctx context.Context, batch int, force bool) (FoldSummary, error) {
+func (s *Reports) foldReports(ctx context.Context, batch int, force bool) (FoldSummary, error) {
 	if batch <= 0 {
 		batch = FoldBatchDefault
 	}
@@ -52,7 +52,7 @@ func (s *Store) foldReports(ctx context.Context, batch int, force bool) (FoldSum
 	// Whether any diff matrix is kept (DiffFold has work): one look a call.
 	diffKept, err := dbsqlc.New(s.pool).DiffKeptAny(ctx)
 	if err != nil {
-		return sum, translate("report fold", err)
+		return sum, pgtx.Wrap("report fold", err)
 	}
 	for sum.Batches < foldMaxBatches {
 		var done dbsqlc.ReportFoldRow
@@ -107,10 +107,10 @@ const diffPause = 19
 // recounts the tasks whose status is not final (leases, expiries and pauses change those
 // without noting them for the fold). Each is rate-limited (diffPause) unless force, and runs in a
 // transaction of its own holding the fold's lock; busy says another fold held it.
-func (s *Store) foldDiffs(ctx context.Context, force bool) (busy bool, err error) {
+func (s *Reports) foldDiffs(ctx context.Context, force bool) (busy bool, err error) {
 	scopes, err := dbsqlc.New(s.pool).DiffScopes(ctx)
 	if err != nil {
-		return false, translate("diff fold", err)
+		return false, pgtx.Wrap("diff fold", err)
 	}
 	for _, sc := range scopes {
 		if !force && !sc.Due {
@@ -165,38 +165,27 @@ type FoldState struct {
 }
 
 // ReportFoldState says when the rollups were last folded and what waits for the next fold.
-func (s *Store) ReportFoldState(ctx context.Context) (FoldState, error) {
+func (s *Reports) ReportFoldState(ctx context.Context) (FoldState, error) {
 	q := dbsqlc.New(s.pool)
 	r, err := q.ReportFoldState(ctx)
 	if err != nil {
-		return FoldState{}, translate("report fold state", err)
+		return FoldState{}, pgtx.Wrap("report fold state", err)
 	}
 	st := FoldState{FoldedAt: r.FoldedAt, Pending: r.Pending}
 	if r.FoldedAt != nil {
 		now, err := q.ClockNow(ctx, s.injectedNow())
 		if err != nil {
-			return FoldState{}, translate("report fold state", err)
+			return FoldState{}, pgtx.Wrap("report fold state", err)
 		}
 		st.Age = max(now.Sub(*r.FoldedAt), 0)
 	}
 	return st, nil
 }
 
-// StatusSeverity is the severity of the messages the report counts for tasks of a final status
-// (info for NoProblem; ReportSeverity's), and false for a status that is not final.
-func StatusSeverity(st queue.Status) (queue.Severity, bool) {
-	for _, s := range reportSeverities {
-		if s.status == st {
-			return s.message, true
-		}
-	}
-	return "", false
-}
-
 // FoldAll folds every noted change as FoldReports does, waiting its turn while another fold
 // runs (the periodic one, say): when it returns without error, every change committed before
 // it was called is folded.
-func (s *Store) FoldAll(ctx context.Context, batch int) (FoldSummary, error) {
+func (s *Reports) FoldAll(ctx context.Context, batch int) (FoldSummary, error) {
 	var sum FoldSummary
 	for {
 		f, err := s.foldReports(ctx, batch, true)

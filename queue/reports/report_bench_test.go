@@ -1,4 +1,4 @@
-package lease
+package reports
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func reportBenchScale(b *testing.B) float64 {
 // tasks over 5 runs (4 closed, with their statuses in run_statuses, and the current one) and
 // messages messages of the current runs, skewed as arXiv's are: a few categories and whats hold
 // most messages, and one Warning task holds a tenth of them.
-func generateReportCorpus(b *testing.B, pool *pgxpool.Pool, tasks, messages int) Scope {
+func generateReportCorpus(b *testing.B, pool *pgxpool.Pool, tasks, messages int) queue.Scope {
 	b.Helper()
 	ctx := context.Background()
 	start := time.Now()
@@ -46,7 +46,7 @@ func generateReportCorpus(b *testing.B, pool *pgxpool.Pool, tasks, messages int)
 		require.NoError(b, err, what)
 		b.Logf("generate: %s in %s", what, time.Since(t0).Round(time.Millisecond))
 	}
-	var sc Scope
+	var sc queue.Scope
 	require.NoError(b, pool.QueryRow(ctx, `INSERT INTO corpora (name, path) VALUES ('arxiv', '/arxiv') RETURNING id`).Scan(&sc.CorpusID))
 	require.NoError(b, pool.QueryRow(ctx, `INSERT INTO services (name) VALUES ('tex_to_html') RETURNING id`).Scan(&sc.ServiceID))
 	// Statuses of the current run by a hash of the task number: 40% NoProblem, 35% Warning,
@@ -120,7 +120,7 @@ func generateReportCorpus(b *testing.B, pool *pgxpool.Pool, tasks, messages int)
 // page) on a generated arXiv-like corpus (reportBenchScale), reporting the p95 of the calls
 // (run it with -benchtime 20x for the issue's p95 over 20 warm calls; two calls warm each up).
 //
-//	CORTEXQ_REPORT_BENCH_SCALE=1 go test -run '^$' -bench BenchmarkReport -benchtime 20x -timeout 2h ./queue/lease
+//	CORTEXQ_REPORT_BENCH_SCALE=1 go test -run '^$' -bench BenchmarkReport -benchtime 20x -timeout 2h ./queue/reports
 func BenchmarkReport(b *testing.B) {
 	scale := reportBenchScale(b)
 	ctx := context.Background()
@@ -136,7 +136,7 @@ func BenchmarkReport(b *testing.B) {
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
-	var sc Scope
+	var sc queue.Scope
 	err = pool.QueryRow(ctx, `SELECT c.id, s.id FROM corpora c, services s WHERE c.name = 'arxiv' AND s.name = 'tex_to_html'`).
 		Scan(&sc.CorpusID, &sc.ServiceID)
 	if err != nil {
@@ -145,7 +145,7 @@ func BenchmarkReport(b *testing.B) {
 	var have int
 	require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE corpus_id = $1`, sc.CorpusID).Scan(&have))
 	require.Positive(b, have, "corpus arxiv has no tasks: a generation that failed? Start from an empty database")
-	store := New(pool, Config{Replica: "bench"})
+	store := New(pool, nil, nil)
 	// The category and what levels read the rollups: fold what is noted (the whole corpus,
 	// after a generation) first.
 	t0 := time.Now()

@@ -1,4 +1,4 @@
-package lease
+package reports
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/lease"
 )
 
 // bruteReport counts the category and what levels of a status over the rows themselves: the
@@ -17,7 +18,7 @@ import (
 // and (for Fatal) the tasks with none of them as the category no_messages.
 func (f *fixture) bruteReport(corpus int32, st queue.Status) (cats map[string]ReportRow, whats map[string]map[string]ReportRow) {
 	f.t.Helper()
-	sev, _ := StatusSeverity(st)
+	sev, _ := lease.StatusSeverity(st)
 	rows, err := f.pool.Query(f.ctx, `
 		SELECT t.id, m.Category::text, m.What::text
 		FROM tasks t JOIN task_messages m ON m.Task_id = t.id AND m.run = t.run AND m.severity = $3
@@ -53,7 +54,7 @@ func (f *fixture) bruteReport(corpus int32, st queue.Status) (cats map[string]Re
 		require.NoError(f.t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM tasks WHERE corpus_id = $1 AND service_id = $2 AND status = -4`,
 			corpus, f.svc).Scan(&fatal))
 		if n := fatal - int64(len(withAny)); n > 0 {
-			cats[NoMessages] = ReportRow{Name: NoMessages, Tasks: n}
+			cats[lease.NoMessages] = ReportRow{Name: lease.NoMessages, Tasks: n}
 		}
 	}
 	return cats, whats
@@ -64,15 +65,15 @@ func (f *fixture) folded(corpus int32) map[queue.Status][]ReportRow {
 	f.t.Helper()
 	out := map[queue.Status][]ReportRow{}
 	for _, st := range []queue.Status{queue.StatusNoProblem, queue.StatusWarning, queue.StatusError, queue.StatusFatal, queue.StatusInvalid} {
-		sev, _ := StatusSeverity(st)
-		sl := ReportSlice{Scope: Scope{CorpusID: corpus, ServiceID: f.svc}, Status: st, Severity: sev, Limit: ReportMaxLimit}
-		cats, total, err := f.store.ReportCategories(f.ctx, sl)
+		sev, _ := lease.StatusSeverity(st)
+		sl := ReportSlice{Scope: queue.Scope{CorpusID: corpus, ServiceID: f.svc}, Status: st, Severity: sev, Limit: ReportMaxLimit}
+		cats, total, err := f.rep.ReportCategories(f.ctx, sl)
 		require.NoError(f.t, err)
 		require.Equal(f.t, int64(len(cats)), total)
 		out[st] = cats
 		for _, c := range cats {
 			sl.Category = c.Name
-			ws, total, err := f.store.ReportWhats(f.ctx, sl)
+			ws, total, err := f.rep.ReportWhats(f.ctx, sl)
 			require.NoError(f.t, err)
 			require.Equal(f.t, int64(len(ws)), total)
 			for _, w := range ws {
@@ -92,7 +93,7 @@ func (f *fixture) requireFoldedEqualsBrute(corpus int32, when string) {
 		gotCats, gotWhats := map[string]ReportRow{}, map[string]map[string]ReportRow{}
 		for _, r := range rows {
 			if c, w, ok := cutSlash(r.Name); ok {
-				if c == NoMessages {
+				if c == lease.NoMessages {
 					continue
 				}
 				if gotWhats[c] == nil {
@@ -133,7 +134,7 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 			sevs := []queue.Severity{queue.SeverityInfo, queue.SeverityWarning, queue.SeverityError, queue.SeverityFatal, queue.SeverityInvalid}
 			cats, whats := []string{"undefined", "missing_file", "latex"}, []string{`\foo`, "x.sty", "all"}
 			convert := func() {
-				// Lease every TODO task (of any corpus) and answer most of them.
+				// lease.Lease every TODO task (of any corpus) and answer most of them.
 				for round := 0; round < 100; round++ {
 					leases := f.lease("w0", "w1", "w2", "w3")
 					if len(leases) == 0 {
@@ -144,7 +145,7 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 							continue // left in flight
 						}
 						i := rng.IntN(len(finals))
-						r := Result{TaskID: l.TaskID, Worker: l.Worker, Kind: KindReport, Status: finals[i]}
+						r := lease.Result{TaskID: l.TaskID, Worker: l.Worker, Kind: lease.KindReport, Status: finals[i]}
 						for range rng.IntN(5) {
 							sev := sevs[i]
 							if rng.IntN(3) == 0 {
@@ -153,12 +154,12 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 							r.Messages = append(r.Messages, queue.Message{Severity: sev,
 								Category: cats[rng.IntN(len(cats))], What: whats[rng.IntN(len(whats))], Details: "d"})
 						}
-						require.Equal(t, OutcomeAccepted, f.reply(r, nil).Outcome)
+						require.Equal(t, lease.OutcomeAccepted, f.reply(r, nil).Outcome)
 					}
 				}
 			}
 			fold := func() {
-				_, err := f.store.FoldAll(f.ctx, 1+rng.IntN(20)) // small batches: many transactions
+				_, err := f.rep.FoldAll(f.ctx, 1+rng.IntN(20)) // small batches: many transactions
 				require.NoError(t, err)
 			}
 			convert()
@@ -168,7 +169,7 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 				// A rerun of a random slice, then conversions; the reports stay as they were
 				// until the next fold.
 				before := f.folded(f.corpus)
-				scope := RerunScope{CorpusID: f.corpus, ServiceID: f.svc}
+				scope := lease.RerunScope{CorpusID: f.corpus, ServiceID: f.svc}
 				switch rng.IntN(3) {
 				case 0:
 					scope.Statuses = []queue.Status{finals[rng.IntN(len(finals))]}
@@ -180,7 +181,7 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 				require.NoError(t, err)
 				convert()
 				require.Equal(t, before, f.folded(f.corpus), "step %d: reports as of the last fold", step)
-				st, err := f.store.ReportFoldState(f.ctx)
+				st, err := f.rep.ReportFoldState(f.ctx)
 				require.NoError(t, err)
 				require.NotNil(t, st.FoldedAt)
 				fold()
@@ -189,13 +190,13 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 
 			// A sandbox: converted, folded, deleted, folded: nothing of it is left in the
 			// rollups, and the parent's counts are untouched.
-			sb, err := f.store.CreateSandbox(f.ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, catalog.SandboxPriority)
+			sb, err := f.rep.CreateSandbox(f.ctx, "sb", lease.RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, catalog.SandboxPriority)
 			require.NoError(t, err)
 			convert()
 			fold()
 			f.requireFoldedEqualsBrute(sb.ID, "sandbox")
 			f.requireFoldedEqualsBrute(f.corpus, "parent of a sandbox")
-			_, err = f.store.DeleteSandbox(f.ctx, "sb")
+			_, err = f.rep.DeleteSandbox(f.ctx, "sb")
 			require.NoError(t, err)
 			fold()
 			var left int
@@ -204,7 +205,7 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 			require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM report_folded WHERE corpus_id = $1`, sb.ID).Scan(&left))
 			require.Zero(t, left)
 			f.requireFoldedEqualsBrute(f.corpus, "after the sandbox's deletion")
-			st, err := f.store.ReportFoldState(f.ctx)
+			st, err := f.rep.ReportFoldState(f.ctx)
 			require.NoError(t, err)
 			require.Zero(t, st.Pending)
 		})
@@ -227,7 +228,7 @@ func TestFoldTakesTurns(t *testing.T) {
 	var locked bool
 	require.NoError(t, tx.QueryRow(f.ctx, `SELECT pg_try_advisory_xact_lock(hashtext('cortexq report fold'))`).Scan(&locked))
 	require.True(t, locked)
-	sum, err := f.store.FoldReports(f.ctx, 0)
+	sum, err := f.rep.FoldReports(f.ctx, 0)
 	require.NoError(t, err)
 	require.True(t, sum.Busy)
 	require.Zero(t, sum.Tasks)
@@ -237,7 +238,7 @@ func TestFoldTakesTurns(t *testing.T) {
 	}
 	f.rerun()
 	require.NoError(t, tx.Rollback(f.ctx))
-	sum, err = f.store.FoldAll(f.ctx, 0)
+	sum, err = f.rep.FoldAll(f.ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), sum.Tasks)
 	f.requireFoldedEqualsBrute(f.corpus, "after the rerun")

@@ -1,4 +1,4 @@
-package lease
+package reports
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/internal/pgtx"
+	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -24,14 +26,10 @@ const (
 	ReportMaxOffset = 100000
 )
 
-// NoMessages is the category under which the report lists the tasks of a severity with no
-// message of that severity (a Fatal whose worker said nothing, say).
-const NoMessages = "no_messages"
-
 // ReportSlice names one slice of a corpus and service's report: a status, and within it a
 // category and a what of the messages of the status's severity; Limit and Offset page the rows.
 type ReportSlice struct {
-	Scope
+	queue.Scope
 	Status   queue.Status
 	Severity queue.Severity
 	Category string
@@ -43,7 +41,7 @@ type ReportSlice struct {
 // check says whether the rollups hold a slice: they count, for a final status, the messages of
 // its severity (StatusSeverity).
 func (sl ReportSlice) check() error {
-	if sev, ok := StatusSeverity(sl.Status); !ok || sev != sl.Severity {
+	if sev, ok := lease.StatusSeverity(sl.Status); !ok || sev != sl.Severity {
 		return fmt.Errorf("report: the tasks of status %d are reported with the messages of their own severity, not %q", sl.Status, sl.Severity)
 	}
 	return nil
@@ -65,10 +63,10 @@ type ReportMessage struct {
 }
 
 // ReportStatuses counts the tasks of a corpus and service by status.
-func (s *Store) ReportStatuses(ctx context.Context, scope Scope) (map[queue.Status]int64, error) {
+func (s *Reports) ReportStatuses(ctx context.Context, scope queue.Scope) (map[queue.Status]int64, error) {
 	rows, err := dbsqlc.New(s.pool).ReportStatuses(ctx, scope.CorpusID, scope.ServiceID)
 	if err != nil {
-		return nil, translate("report", err)
+		return nil, pgtx.Wrap("report", err)
 	}
 	out := make(map[queue.Status]int64, len(rows))
 	for _, r := range rows {
@@ -80,8 +78,8 @@ func (s *Store) ReportStatuses(ctx context.Context, scope Scope) (map[queue.Stat
 // ReportCategories lists a page of the categories of a slice's status, most tasks first, with
 // the number of categories in all, as of the last fold (FoldReports): the messages counted are
 // those of the status's severity (StatusSeverity). A Fatal task with no fatal message counts
-// under NoMessages.
-func (s *Store) ReportCategories(ctx context.Context, sl ReportSlice) ([]ReportRow, int64, error) {
+// under lease.NoMessages.
+func (s *Reports) ReportCategories(ctx context.Context, sl ReportSlice) ([]ReportRow, int64, error) {
 	if err := sl.check(); err != nil {
 		return nil, 0, err
 	}
@@ -90,7 +88,7 @@ func (s *Store) ReportCategories(ctx context.Context, sl ReportSlice) ([]ReportR
 		NoMessages: sl.Status == queue.StatusFatal, Lim: int32(sl.Limit), Off: int32(sl.Offset),
 	})
 	if err != nil {
-		return nil, 0, translate("report categories", err)
+		return nil, 0, pgtx.Wrap("report categories", err)
 	}
 	out, total := make([]ReportRow, len(rows)), int64(0)
 	for i, r := range rows {
@@ -100,20 +98,20 @@ func (s *Store) ReportCategories(ctx context.Context, sl ReportSlice) ([]ReportR
 }
 
 // ReportWhats lists a page of the whats of a slice's category, as ReportCategories does. The
-// category NoMessages has one what, NoMessages.
-func (s *Store) ReportWhats(ctx context.Context, sl ReportSlice) ([]ReportRow, int64, error) {
+// category lease.NoMessages has one what, lease.NoMessages.
+func (s *Reports) ReportWhats(ctx context.Context, sl ReportSlice) ([]ReportRow, int64, error) {
 	if err := sl.check(); err != nil {
 		return nil, 0, err
 	}
-	if sl.Category == NoMessages && sl.Status == queue.StatusFatal {
+	if sl.Category == lease.NoMessages && sl.Status == queue.StatusFatal {
 		cats, _, err := s.ReportCategories(ctx, ReportSlice{Scope: sl.Scope, Status: sl.Status, Severity: sl.Severity, Limit: ReportMaxLimit})
 		if err != nil {
 			return nil, 0, err
 		}
 		for _, c := range cats {
-			if c.Name == NoMessages && sl.Offset == 0 {
-				return []ReportRow{{Name: NoMessages, Tasks: c.Tasks}}, 1, nil
-			} else if c.Name == NoMessages {
+			if c.Name == lease.NoMessages && sl.Offset == 0 {
+				return []ReportRow{{Name: lease.NoMessages, Tasks: c.Tasks}}, 1, nil
+			} else if c.Name == lease.NoMessages {
 				return nil, 1, nil
 			}
 		}
@@ -124,7 +122,7 @@ func (s *Store) ReportWhats(ctx context.Context, sl ReportSlice) ([]ReportRow, i
 		Lim: int32(sl.Limit), Off: int32(sl.Offset),
 	})
 	if err != nil {
-		return nil, 0, translate("report whats", err)
+		return nil, 0, pgtx.Wrap("report whats", err)
 	}
 	out, total := make([]ReportRow, len(rows)), int64(0)
 	for i, r := range rows {
@@ -134,11 +132,11 @@ func (s *Store) ReportWhats(ctx context.Context, sl ReportSlice) ([]ReportRow, i
 }
 
 // ReportMessages lists a page of the messages of a slice's what with their tasks, by task id;
-// for the category NoMessages, the tasks with no message of the severity.
-func (s *Store) ReportMessages(ctx context.Context, sl ReportSlice) ([]ReportMessage, error) {
+// for the category lease.NoMessages, the tasks with no message of the severity.
+func (s *Reports) ReportMessages(ctx context.Context, sl ReportSlice) ([]ReportMessage, error) {
 	q := dbsqlc.New(s.pool)
-	if sl.Category == NoMessages && sl.Status == queue.StatusFatal {
-		if sl.What != NoMessages {
+	if sl.Category == lease.NoMessages && sl.Status == queue.StatusFatal {
+		if sl.What != lease.NoMessages {
 			return nil, nil
 		}
 		rows, err := q.ReportNoMessages(ctx, dbsqlc.ReportNoMessagesParams{
@@ -146,7 +144,7 @@ func (s *Store) ReportMessages(ctx context.Context, sl ReportSlice) ([]ReportMes
 			Severity: string(sl.Severity), Lim: int32(sl.Limit), Off: int32(sl.Offset),
 		})
 		if err != nil {
-			return nil, translate("report tasks", err)
+			return nil, pgtx.Wrap("report tasks", err)
 		}
 		out := make([]ReportMessage, len(rows))
 		for i, r := range rows {
@@ -160,7 +158,7 @@ func (s *Store) ReportMessages(ctx context.Context, sl ReportSlice) ([]ReportMes
 		Lim: int32(sl.Limit), Off: int32(sl.Offset),
 	})
 	if err != nil {
-		return nil, translate("report tasks", err)
+		return nil, pgtx.Wrap("report tasks", err)
 	}
 	out := make([]ReportMessage, len(rows))
 	for i, r := range rows {
@@ -197,11 +195,11 @@ func (t Tally) InFlight() int64 {
 }
 
 // Runs lists the runs of a corpus and service, oldest first.
-func (s *Store) Runs(ctx context.Context, scope Scope) ([]Run, error) {
+func (s *Reports) Runs(ctx context.Context, scope queue.Scope) ([]Run, error) {
 	q := dbsqlc.New(s.pool)
 	rows, err := q.RunList(ctx, scope.CorpusID, scope.ServiceID)
 	if err != nil {
-		return nil, translate("runs", err)
+		return nil, pgtx.Wrap("runs", err)
 	}
 	out := make([]Run, len(rows))
 	for i, r := range rows {
@@ -211,7 +209,7 @@ func (s *Store) Runs(ctx context.Context, scope Scope) ([]Run, error) {
 		if r.EndedAt == nil {
 			t, err := q.TaskTally(ctx, scope.CorpusID, scope.ServiceID)
 			if err != nil {
-				return nil, translate("runs", err)
+				return nil, pgtx.Wrap("runs", err)
 			}
 			out[i].Tally = Tally{Tasks: t.Tasks, TODO: t.Todo, NoProblem: t.NoProblem, Warning: t.Warning,
 				Error: t.Error, Fatal: t.Fatal, Invalid: t.Invalid, Blocked: t.Blocked}
@@ -230,12 +228,12 @@ type DiffCell struct {
 
 // DiffRuns are the two runs a diff compares; To is 0 for the current (open) run.
 type DiffRuns struct {
-	Scope
+	queue.Scope
 	From, To int64
 }
 
 // DiffMatrix counts the tasks by their status in two runs (DiffMatrixSwept, without when).
-func (s *Store) DiffMatrix(ctx context.Context, d DiffRuns) ([]DiffCell, error) {
+func (s *Reports) DiffMatrix(ctx context.Context, d DiffRuns) ([]DiffCell, error) {
 	cells, _, err := s.DiffMatrixSwept(ctx, d)
 	return cells, err
 }
@@ -244,7 +242,7 @@ func (s *Store) DiffMatrix(ctx context.Context, d DiffRuns) ([]DiffCell, error) 
 // counted once and kept (run_diffs); that of the last closed run and the current one is kept by
 // the report fold (diff_current), as of the last fold, and its todo, in-flight and blocked
 // cells as of the last sweep (sweptAt; nil: counted now). Other pairs are counted now.
-func (s *Store) DiffMatrixSwept(ctx context.Context, d DiffRuns) (cells []DiffCell, sweptAt *time.Time, err error) {
+func (s *Reports) DiffMatrixSwept(ctx context.Context, d DiffRuns) (cells []DiffCell, sweptAt *time.Time, err error) {
 	q := dbsqlc.New(s.pool)
 	add := func(from *int16, to int16, n int64) {
 		c := DiffCell{To: queue.Status(to), Tasks: n}
@@ -257,7 +255,7 @@ func (s *Store) DiffMatrixSwept(ctx context.Context, d DiffRuns) (cells []DiffCe
 	if d.To == 0 {
 		kept, err := q.DiffCurrentStored(ctx, d.CorpusID, d.ServiceID, d.From)
 		if err != nil {
-			return nil, nil, translate("diff", err)
+			return nil, nil, pgtx.Wrap("diff", err)
 		}
 		for _, r := range kept {
 			add(r.FromStatus, r.ToStatus, r.Tasks)
@@ -268,7 +266,7 @@ func (s *Store) DiffMatrixSwept(ctx context.Context, d DiffRuns) (cells []DiffCe
 		}
 		rows, err := q.DiffMatrixCurrent(ctx, d.From, d.CorpusID, d.ServiceID)
 		if err != nil {
-			return nil, nil, translate("diff", err)
+			return nil, nil, pgtx.Wrap("diff", err)
 		}
 		for _, r := range rows {
 			add(r.FromStatus, r.ToStatus, r.Tasks)
@@ -277,7 +275,7 @@ func (s *Store) DiffMatrixSwept(ctx context.Context, d DiffRuns) (cells []DiffCe
 	}
 	kept, err := q.DiffClosedStored(ctx, d.From, d.To)
 	if err != nil {
-		return nil, nil, translate("diff", err)
+		return nil, nil, pgtx.Wrap("diff", err)
 	}
 	for _, r := range kept {
 		add(r.FromStatus, r.ToStatus, r.Tasks)
@@ -287,7 +285,7 @@ func (s *Store) DiffMatrixSwept(ctx context.Context, d DiffRuns) (cells []DiffCe
 	}
 	rows, err := q.DiffMatrixClosed(ctx, d.From, d.To)
 	if err != nil {
-		return nil, nil, translate("diff", err)
+		return nil, nil, pgtx.Wrap("diff", err)
 	}
 	p := dbsqlc.DiffClosedStoreParams{CorpusID: d.CorpusID, ServiceID: d.ServiceID, FromRun: d.From, ToRun: d.To}
 	for _, r := range rows {
@@ -303,7 +301,7 @@ func (s *Store) DiffMatrixSwept(ctx context.Context, d DiffRuns) (cells []DiffCe
 	if len(rows) > 0 {
 		var pgErr *pgconn.PgError
 		if err := q.DiffClosedStore(ctx, p); err != nil && !(errors.As(err, &pgErr) && (pgErr.Code == "42501" || pgErr.Code == "25006")) {
-			return nil, nil, translate("diff", err)
+			return nil, nil, pgtx.Wrap("diff", err)
 		}
 	}
 	return cells, nil, nil
@@ -319,7 +317,7 @@ type DiffTask struct {
 // last closed run and the current one (DiffMatrixSwept), a cell whose statuses differ lists its
 // tasks as of the last fold that are still in it (a task that entered it since shows after the
 // next fold); a cell whose statuses are the same lists its tasks now.
-func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Status, to queue.Status, limit, offset int) ([]DiffTask, error) {
+func (s *Reports) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Status, to queue.Status, limit, offset int) ([]DiffTask, error) {
 	q := dbsqlc.New(s.pool)
 	var fromStatus *int16
 	if from != nil {
@@ -336,7 +334,7 @@ func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Statu
 		rows, err := q.DiffCellSame(ctx, dbsqlc.DiffCellSameParams{FromRun: d.From, Status: int16(to),
 			CorpusID: d.CorpusID, ServiceID: d.ServiceID, Lim: int32(limit), Off: int32(offset)})
 		if err != nil {
-			return nil, translate("diff tasks", err)
+			return nil, pgtx.Wrap("diff tasks", err)
 		}
 		for _, r := range rows {
 			out = append(out, DiffTask{TaskID: r.ID, Entry: r.Entry})
@@ -349,7 +347,7 @@ func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Statu
 		kept, err := q.DiffKeptCell(ctx, dbsqlc.DiffKeptCellParams{FromKey: fromKey, ToStatus: int16(to),
 			CorpusID: d.CorpusID, ServiceID: d.ServiceID, FromRun: d.From})
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return nil, translate("diff tasks", err)
+			return nil, pgtx.Wrap("diff tasks", err)
 		}
 		if err == nil {
 			if kept.Tasks == 0 {
@@ -358,7 +356,7 @@ func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Statu
 			rows, err := q.DiffCellKept(ctx, dbsqlc.DiffCellKeptParams{Gen: kept.Gen, ToStatus: int16(to), FromKey: fromKey,
 				Lim: int32(limit), Off: int32(offset)})
 			if err != nil {
-				return nil, translate("diff tasks", err)
+				return nil, pgtx.Wrap("diff tasks", err)
 			}
 			for _, r := range rows {
 				out = append(out, DiffTask{TaskID: r.ID, Entry: r.Entry})
@@ -369,7 +367,7 @@ func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Statu
 		// An empty cell of a kept closed pair is not looked for.
 		kept, err := q.DiffClosedCell(ctx, fromKey, int16(to), d.From, d.To)
 		if err != nil {
-			return nil, translate("diff tasks", err)
+			return nil, pgtx.Wrap("diff tasks", err)
 		}
 		if kept.Kept && kept.Tasks == 0 {
 			return nil, nil
@@ -379,7 +377,7 @@ func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Statu
 		rows, err := q.DiffCellCurrent(ctx, dbsqlc.DiffCellCurrentParams{FromRun: d.From, CorpusID: d.CorpusID,
 			ServiceID: d.ServiceID, ToStatus: int16(to), FromStatus: fromStatus, Lim: int32(limit), Off: int32(offset)})
 		if err != nil {
-			return nil, translate("diff tasks", err)
+			return nil, pgtx.Wrap("diff tasks", err)
 		}
 		for _, r := range rows {
 			out = append(out, DiffTask{TaskID: r.ID, Entry: r.Entry})
@@ -389,7 +387,7 @@ func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Statu
 	rows, err := q.DiffCellClosed(ctx, dbsqlc.DiffCellClosedParams{FromRun: d.From, ToRun: d.To,
 		ToStatus: int16(to), FromStatus: fromStatus, Lim: int32(limit), Off: int32(offset)})
 	if err != nil {
-		return nil, translate("diff tasks", err)
+		return nil, pgtx.Wrap("diff tasks", err)
 	}
 	for _, r := range rows {
 		out = append(out, DiffTask{TaskID: r.ID, Entry: r.Entry})
@@ -409,7 +407,7 @@ type SandboxSummary struct {
 // <service>.sandbox-<id>.zip, so nothing of the parent changes. A scope selecting no task
 // makes no sandbox: queue.ErrNotFound. The sandbox's fair-share priority for the service is
 // priority (cortexq sandbox create gives SandboxPriority unless told otherwise).
-func (s *Store) CreateSandbox(ctx context.Context, name string, scope RerunScope, priority int32) (SandboxSummary, error) {
+func (s *Reports) CreateSandbox(ctx context.Context, name string, scope lease.RerunScope, priority int32) (SandboxSummary, error) {
 	if err := catalog.CheckShare(nil, &priority); err != nil {
 		return SandboxSummary{}, err
 	}
@@ -421,7 +419,7 @@ func (s *Store) CreateSandbox(ctx context.Context, name string, scope RerunScope
 		}
 		p := dbsqlc.SandboxCopyTasksParams{SandboxID: id, CorpusID: scope.CorpusID, ServiceID: scope.ServiceID,
 			NoMessages: scope.NoMessages}
-		p.Statuses, p.Severity, p.Category, p.What = scope.selection()
+		p.Statuses, p.Severity, p.Category, p.What = scope.Selection()
 		n, err := q.SandboxCopyTasks(ctx, p)
 		if err != nil {
 			return fmt.Errorf("copy tasks: %w", err)
@@ -448,10 +446,10 @@ type Sandbox struct {
 }
 
 // Sandboxes lists the sandbox corpora.
-func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
+func (s *Reports) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 	rows, err := dbsqlc.New(s.pool).SandboxList(ctx)
 	if err != nil {
-		return nil, translate("sandboxes", err)
+		return nil, pgtx.Wrap("sandboxes", err)
 	}
 	out := make([]Sandbox, len(rows))
 	for i, r := range rows {
@@ -470,7 +468,7 @@ type SandboxDeleted struct {
 // messages), its runs, and, once that has committed, its result archives
 // (<service>.sandbox-<id>.zip beside each task's source). Nothing of the parent is touched: a
 // corpus that is no sandbox is queue.ErrNotFound.
-func (s *Store) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted, error) {
+func (s *Reports) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted, error) {
 	var sum SandboxDeleted
 	var archives []string
 	err := s.inTx(ctx, "sandbox delete", false, func(q *dbsqlc.Queries, _ pgx.Tx, _ time.Time) error {
@@ -538,4 +536,12 @@ func TuneReportPool(cfg *pgxpool.Config) {
 	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	cfg.ConnConfig.RuntimeParams["work_mem"] = "64MB"
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
+}
+
+// CompactTaskTotals sums the task_totals ledger's rows into one per corpus, service and status
+// (the triggers on tasks append a row per statement that moves tasks). The report fold calls
+// it; it reports how many rows remain.
+func (s *Reports) CompactTaskTotals(ctx context.Context) (int64, error) {
+	n, err := dbsqlc.New(s.pool).TaskTotalsCompact(ctx)
+	return n, pgtx.Wrap("compact task totals", err)
 }

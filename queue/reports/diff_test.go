@@ -1,4 +1,4 @@
-package lease
+package reports
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/lease"
 )
 
 // diffKey is one cell of a diff matrix: -128 stands for "new" (no task in the earlier run).
@@ -66,8 +67,8 @@ func (f *fixture) bruteDiff(d DiffRuns) map[diffKey]int64 {
 // and that the pair the fold keeps is read from diff_current.
 func (f *fixture) requireDiffsEqualBrute(when string) {
 	f.t.Helper()
-	sc := Scope{CorpusID: f.corpus, ServiceID: f.svc}
-	runs, err := f.store.Runs(f.ctx, sc)
+	sc := queue.Scope{CorpusID: f.corpus, ServiceID: f.svc}
+	runs, err := f.rep.Runs(f.ctx, sc)
 	require.NoError(f.t, err)
 	for i := range runs {
 		for j := i + 1; j < len(runs); j++ {
@@ -79,7 +80,7 @@ func (f *fixture) requireDiffsEqualBrute(when string) {
 				d.To = runs[j].ID
 			}
 			for range 2 { // counted, then kept
-				cells, swept, err := f.store.DiffMatrixSwept(f.ctx, d)
+				cells, swept, err := f.rep.DiffMatrixSwept(f.ctx, d)
 				require.NoError(f.t, err)
 				require.Equal(f.t, f.bruteDiff(d), matrixOf(cells), "%s: diff of runs %d and %d", when, runs[i].ID, runs[j].ID)
 				if d.To == 0 && j == i+1 {
@@ -122,7 +123,7 @@ func (f *fixture) requireDiffCellsEqualBrute(d DiffRuns, when string) {
 			st := queue.Status(k.from)
 			from = &st
 		}
-		tasks, err := f.store.DiffCellTasks(f.ctx, d, from, queue.Status(k.to), ReportMaxLimit, 0)
+		tasks, err := f.rep.DiffCellTasks(f.ctx, d, from, queue.Status(k.to), ReportMaxLimit, 0)
 		require.NoError(f.t, err)
 		var got []int64
 		for _, x := range tasks {
@@ -163,13 +164,13 @@ func TestKeptDiffEqualsBruteForce(t *testing.T) {
 				}
 			}
 			foldAll := func() {
-				_, err := f.store.FoldAll(f.ctx, 1+rng.IntN(20))
+				_, err := f.rep.FoldAll(f.ctx, 1+rng.IntN(20))
 				require.NoError(t, err)
 			}
 			convert(false)
 			foldAll()
 			for step := range 5 {
-				scope := RerunScope{CorpusID: f.corpus, ServiceID: f.svc}
+				scope := lease.RerunScope{CorpusID: f.corpus, ServiceID: f.svc}
 				if rng.IntN(3) > 0 {
 					scope.Statuses = []queue.Status{finals[rng.IntN(len(finals))], finals[rng.IntN(len(finals))]}
 				}
@@ -187,7 +188,7 @@ func TestKeptDiffEqualsBruteForce(t *testing.T) {
 				_, err := f.pool.Exec(f.ctx, `UPDATE diff_current_state SET next_sweep_at = 'infinity'`)
 				require.NoError(t, err)
 				convert(false)
-				sum, err := f.store.FoldReports(f.ctx, 1+rng.IntN(20))
+				sum, err := f.rep.FoldReports(f.ctx, 1+rng.IntN(20))
 				require.NoError(t, err)
 				require.False(t, sum.Busy)
 				f.requireDiffsEqualBrute(fmt.Sprintf("step %d, results folded", step))
@@ -198,15 +199,15 @@ func TestKeptDiffEqualsBruteForce(t *testing.T) {
 				f.requireDiffsEqualBrute(fmt.Sprintf("step %d, swept", step))
 			}
 
-			sb, err := f.store.CreateSandbox(f.ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, 0)
+			sb, err := f.rep.CreateSandbox(f.ctx, "sb", lease.RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, 0)
 			require.NoError(t, err)
 			convert(false)
-			_, err = f.store.Rerun(f.ctx, RerunScope{CorpusID: sb.ID, ServiceID: f.svc})
+			_, err = f.store.Rerun(f.ctx, lease.RerunScope{CorpusID: sb.ID, ServiceID: f.svc})
 			require.NoError(t, err)
 			convert(true)
 			foldAll()
 			f.requireDiffsEqualBrute("beside a sandbox")
-			_, err = f.store.DeleteSandbox(f.ctx, "sb")
+			_, err = f.rep.DeleteSandbox(f.ctx, "sb")
 			require.NoError(t, err)
 			foldAll()
 			var left int

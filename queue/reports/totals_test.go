@@ -1,4 +1,4 @@
-package lease
+package reports
 
 import (
 	"testing"
@@ -27,7 +27,7 @@ func TestTaskTotalsFollowEveryWrite(t *testing.T) {
 		totals, err := read.TotalsProgress(f.ctx)
 		require.NoError(t, err, step)
 		require.Equal(t, counted, totals, "%s: totals against counts", step)
-		_, err = f.store.FoldAll(f.ctx, 0) // compacts the ledger
+		_, err = f.rep.FoldAll(f.ctx, 0) // compacts the ledger
 		require.NoError(t, err, step)
 		totals, err = read.TotalsProgress(f.ctx)
 		require.NoError(t, err, step)
@@ -54,10 +54,10 @@ func TestTaskTotalsFollowEveryWrite(t *testing.T) {
 	check("expired")
 	f.rerun()
 	check("rerun")
-	_, err := f.store.Pause(f.ctx, Scope{CorpusID: f.corpus, ServiceID: f.svc})
+	_, err := f.store.Pause(f.ctx, queue.Scope{CorpusID: f.corpus, ServiceID: f.svc})
 	require.NoError(t, err)
 	check("paused")
-	_, err = f.store.Resume(f.ctx, Scope{CorpusID: f.corpus, ServiceID: f.svc})
+	_, err = f.store.Resume(f.ctx, queue.Scope{CorpusID: f.corpus, ServiceID: f.svc})
 	require.NoError(t, err)
 	check("resumed")
 	_, err = f.pool.Exec(f.ctx, `UPDATE tasks SET status = -3 WHERE id = ANY($1)`, ids[:3])

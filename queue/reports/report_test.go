@@ -1,7 +1,8 @@
-package lease
+package reports
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -24,10 +26,10 @@ func TestReportsHoldNoLockClaimsOrRerunsWaitOn(t *testing.T) {
 	for i, l := range f.lease("w0", "w1", "w2") {
 		f.accepted(l.TaskID, l.Worker, []queue.Status{queue.StatusError, queue.StatusFatal, queue.StatusNoProblem}[i])
 	}
-	f.rerun()                           // a closed run to diff with
-	_, err := f.store.FoldAll(f.ctx, 0) // and a kept matrix
+	f.rerun()                         // a closed run to diff with
+	_, err := f.rep.FoldAll(f.ctx, 0) // and a kept matrix
 	require.NoError(t, err)
-	runs, err := f.store.Runs(f.ctx, Scope{CorpusID: f.corpus, ServiceID: f.svc})
+	runs, err := f.rep.Runs(f.ctx, queue.Scope{CorpusID: f.corpus, ServiceID: f.svc})
 	require.NoError(t, err)
 	require.Len(t, runs, 2)
 
@@ -77,21 +79,49 @@ func TestReportsHoldNoLockClaimsOrRerunsWaitOn(t *testing.T) {
 	// With the report's transaction open, the writers go through (a wait would hit the deadline).
 	ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)
 	defer cancel()
-	leases, err := f.store.Lease(ctx, LeaseRequest{ServiceID: f.svc, Workers: []string{"w3", "w4"}})
+	leases, err := f.store.Lease(ctx, lease.LeaseRequest{ServiceID: f.svc, Workers: []string{"w3", "w4"}})
 	require.NoError(t, err)
 	require.Len(t, leases, 2)
-	ds, err := f.store.Claim(ctx, []Result{{TaskID: leases[0].TaskID, Worker: "w3", Kind: KindReport,
+	ds, err := f.store.Claim(ctx, []lease.Result{{TaskID: leases[0].TaskID, Worker: "w3", Kind: lease.KindReport,
 		Status: queue.StatusWarning}}, nil)
 	require.NoError(t, err)
-	require.Equal(t, OutcomeAccepted, ds[0].Outcome)
-	sum, err := f.store.Rerun(ctx, RerunScope{CorpusID: f.corpus, ServiceID: f.svc})
+	require.Equal(t, lease.OutcomeAccepted, ds[0].Outcome)
+	sum, err := f.store.Rerun(ctx, lease.RerunScope{CorpusID: f.corpus, ServiceID: f.svc})
 	require.NoError(t, err)
 	require.Equal(t, 6, sum.Tasks)
-	sb, err := f.store.CreateSandbox(ctx, "sb", RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, catalog.SandboxPriority)
+	sb, err := f.rep.CreateSandbox(ctx, "sb", lease.RerunScope{CorpusID: f.corpus, ServiceID: f.svc}, catalog.SandboxPriority)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), sb.Tasks)
-	gone, err := f.store.DeleteSandbox(ctx, "sb")
+	gone, err := f.rep.DeleteSandbox(ctx, "sb")
 	require.NoError(t, err)
 	require.Equal(t, 6, gone.Tasks)
 	require.NoError(t, ctx.Err())
+}
+
+// TestSandboxStartsAtAHigherPriority: a sandbox's tasks are leased before its parent's, which
+// it copied them from (catalog.SandboxPriority).
+func TestSandboxStartsAtAHigherPriority(t *testing.T) {
+	f := newFixture(t)
+	parent, err := dbsqlc.New(f.pool).CorpusCreate(f.ctx, "parent", "/parent", nil)
+	require.NoError(t, err)
+	_, err = f.pool.Exec(f.ctx, `INSERT INTO tasks (service_id, corpus_id, entry)
+		SELECT $1, $2, '/parent/' || g || '.zip' FROM generate_series(1, 1000) g`, f.svc, parent.ID)
+	require.NoError(t, err)
+	sb, err := f.rep.CreateSandbox(f.ctx, "box", lease.RerunScope{CorpusID: parent.ID, ServiceID: f.svc, Note: "box"}, catalog.SandboxPriority)
+	require.NoError(t, err)
+	require.Equal(t, int64(1_000), sb.Tasks)
+	shares, err := f.catalog().Shares(f.ctx, "echo")
+	require.NoError(t, err)
+	require.Equal(t, "box", shares[0].Corpus, "highest priority first")
+	require.Equal(t, int32(catalog.SandboxPriority), shares[0].Priority)
+	require.True(t, shares[0].Sandbox)
+	workers := make([]string, 64)
+	for i := range workers {
+		workers[i] = fmt.Sprintf("w%d", i)
+	}
+	by := map[int32]int{}
+	for _, l := range f.lease(workers...) {
+		by[l.CorpusID]++
+	}
+	require.Equal(t, len(workers), by[sb.ID], "the sandbox's tasks go before its parent's")
 }

@@ -1,0 +1,136 @@
+package reports
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/queuetest"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+func TestMain(m *testing.M) { queuetest.Main(m) }
+
+// fixture is one test's database with a corpus "corpus" and a service "echo": a lease store that
+// makes the results the reports read, and the Reports under test.
+type fixture struct {
+	t      *testing.T
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	store  *lease.Store
+	rep    *Reports
+	clock  *testClock
+	corpus int32
+	svc    int32
+	seq    atomic.Int64
+}
+
+// testLease is the tests' lease: long enough that only moved time expires it.
+const testLease = time.Hour
+
+// testClock stands in for the database clock, so tests move time (lease.Config.NowFunc).
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func noWindow(c *lease.Config) { c.LateResultWindow = lease.LateResultWindowNone }
+
+func newFixture(t *testing.T, opts ...func(*lease.Config)) *fixture {
+	t.Helper()
+	t.Parallel()
+	ctx := context.Background()
+	pool := queuetest.NewPool(t)
+	var now time.Time
+	require.NoError(t, pool.QueryRow(ctx, "SELECT now()").Scan(&now))
+	clock := &testClock{now: now}
+	cfg := lease.Config{Replica: "r1", LeaseTimeout: testLease, NowFunc: clock.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f := &fixture{t: t, ctx: ctx, pool: pool, store: lease.New(pool, cfg), rep: New(pool, clock.Now, nil), clock: clock}
+	c, err := dbsqlc.New(pool).CorpusCreate(ctx, "corpus", "/corpus", nil)
+	require.NoError(t, err)
+	f.corpus = c.ID
+	f.svc = f.service("echo", 0)
+	return f
+}
+
+func (f *fixture) catalog() *catalog.Catalog { return catalog.New(f.pool, nil) }
+
+func (f *fixture) service(name string, leaseTimeout time.Duration) int32 {
+	f.t.Helper()
+	svc, err := f.catalog().AddService(f.ctx, name, leaseTimeout)
+	require.NoError(f.t, err)
+	return svc.ID
+}
+
+// task inserts a TODO task of the fixture's service.
+func (f *fixture) task() int64 { return f.taskOf(f.svc) }
+
+func (f *fixture) taskOf(svc int32) int64 {
+	f.t.Helper()
+	var id int64
+	err := f.pool.QueryRow(f.ctx, `INSERT INTO tasks (service_id, corpus_id, entry) VALUES ($1, $2, $3) RETURNING id`,
+		svc, f.corpus, fmt.Sprintf("/corpus/%d/source.zip", f.seq.Add(1))).Scan(&id)
+	require.NoError(f.t, err)
+	return id
+}
+
+func (f *fixture) lease(workers ...string) []lease.Lease {
+	f.t.Helper()
+	leases, err := f.store.Lease(f.ctx, lease.LeaseRequest{ServiceID: f.svc, Workers: workers})
+	require.NoError(f.t, err)
+	return leases
+}
+
+func (f *fixture) reply(r lease.Result, publish lease.PublishFunc) lease.Decision {
+	f.t.Helper()
+	ds, err := f.store.Claim(f.ctx, []lease.Result{r}, publish)
+	require.NoError(f.t, err)
+	require.Len(f.t, ds, 1)
+	return ds[0]
+}
+
+// accepted claims a result of status (one info message) and requires it accepted.
+func (f *fixture) accepted(id int64, worker string, status queue.Status) {
+	f.t.Helper()
+	d := f.reply(lease.Result{TaskID: id, Worker: worker, Kind: lease.KindReport, Status: status,
+		Messages: []queue.Message{{Severity: queue.SeverityInfo, Category: "test", What: worker}}}, nil)
+	require.Equal(f.t, lease.OutcomeAccepted, d.Outcome, "result of %s for task %d: %s", worker, id, d.Reason)
+}
+
+func (f *fixture) reap() lease.ReapSummary {
+	f.t.Helper()
+	sum, err := f.store.Reap(f.ctx, 0)
+	require.NoError(f.t, err)
+	return sum
+}
+
+func (f *fixture) rerun() lease.RerunSummary {
+	f.t.Helper()
+	sum, err := f.store.Rerun(f.ctx, lease.RerunScope{CorpusID: f.corpus, ServiceID: f.svc})
+	require.NoError(f.t, err)
+	return sum
+}
