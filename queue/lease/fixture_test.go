@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,31 +19,13 @@ import (
 
 func TestMain(m *testing.M) { queuetest.Main(m) }
 
-// testClock is the injected clock: it starts at the database's time and moves only when told.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // fixture is one test's database, store, clock, corpus and service.
 type fixture struct {
 	t      *testing.T
 	ctx    context.Context
 	pool   *pgxpool.Pool
 	store  *Store
-	clock  *testClock
+	clock  *queuetest.Clock
 	corpus int32
 	svc    int32
 	seq    atomic.Int64
@@ -60,7 +41,7 @@ func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 	pool := queuetest.NewPool(t)
 	var now time.Time
 	require.NoError(t, pool.QueryRow(ctx, "SELECT now()").Scan(&now))
-	clock := &testClock{now: now}
+	clock := queuetest.NewClock(now)
 	cfg := Config{Replica: "r1", LeaseTimeout: testLease, NowFunc: clock.Now}
 	for _, o := range opts {
 		o(&cfg)

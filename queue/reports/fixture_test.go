@@ -3,11 +3,11 @@ package reports
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -28,7 +28,7 @@ type fixture struct {
 	pool   *pgxpool.Pool
 	store  *lease.Store
 	rep    *Reports
-	clock  *testClock
+	clock  *queuetest.Clock
 	corpus int32
 	svc    int32
 	seq    atomic.Int64
@@ -36,24 +36,6 @@ type fixture struct {
 
 // testLease is the tests' lease: long enough that only moved time expires it.
 const testLease = time.Hour
-
-// testClock stands in for the database clock, so tests move time (lease.Config.NowFunc).
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func noWindow(c *lease.Config) { c.LateResultWindow = lease.LateResultWindowNone }
 
@@ -64,7 +46,7 @@ func newFixture(t *testing.T, opts ...func(*lease.Config)) *fixture {
 	pool := queuetest.NewPool(t)
 	var now time.Time
 	require.NoError(t, pool.QueryRow(ctx, "SELECT now()").Scan(&now))
-	clock := &testClock{now: now}
+	clock := queuetest.NewClock(now)
 	cfg := lease.Config{Replica: "r1", LeaseTimeout: testLease, NowFunc: clock.Now}
 	for _, o := range opts {
 		o(&cfg)
@@ -79,58 +61,47 @@ func newFixture(t *testing.T, opts ...func(*lease.Config)) *fixture {
 
 func (f *fixture) catalog() *catalog.Catalog { return catalog.New(f.pool, nil) }
 
-func (f *fixture) service(name string, leaseTimeout time.Duration) int32 {
-	f.t.Helper()
-	svc, err := f.catalog().AddService(f.ctx, name, leaseTimeout)
-	require.NoError(f.t, err)
-	return svc.ID
+// must(v, err)(t) fails the test on err and returns v.
+func must[T any](v T, err error) func(*testing.T) T {
+	return func(t *testing.T) T {
+		t.Helper()
+		require.NoError(t, err)
+		return v
+	}
 }
 
-// task inserts a TODO task of the fixture's service.
+func (f *fixture) service(name string, leaseTimeout time.Duration) int32 {
+	return must(f.catalog().AddService(f.ctx, name, leaseTimeout))(f.t).ID
+}
+
+// task inserts a TODO task of the fixture's service; taskOf, of service svc.
 func (f *fixture) task() int64 { return f.taskOf(f.svc) }
 
 func (f *fixture) taskOf(svc int32) int64 {
-	f.t.Helper()
-	var id int64
-	err := f.pool.QueryRow(f.ctx, `INSERT INTO tasks (service_id, corpus_id, entry) VALUES ($1, $2, $3) RETURNING id`,
-		svc, f.corpus, fmt.Sprintf("/corpus/%d/source.zip", f.seq.Add(1))).Scan(&id)
-	require.NoError(f.t, err)
-	return id
+	entry := fmt.Sprintf("/corpus/%d/source.zip", f.seq.Add(1))
+	return must(pgx.CollectExactlyOneRow(must(f.pool.Query(f.ctx,
+		`INSERT INTO tasks (service_id, corpus_id, entry) VALUES ($1, $2, $3) RETURNING id`, svc, f.corpus, entry))(f.t), pgx.RowTo[int64]))(f.t)
 }
 
 func (f *fixture) lease(workers ...string) []lease.Lease {
-	f.t.Helper()
-	leases, err := f.store.Lease(f.ctx, lease.LeaseRequest{ServiceID: f.svc, Workers: workers})
-	require.NoError(f.t, err)
-	return leases
+	return must(f.store.Lease(f.ctx, lease.LeaseRequest{ServiceID: f.svc, Workers: workers}))(f.t)
 }
 
 func (f *fixture) reply(r lease.Result, publish lease.PublishFunc) lease.Decision {
-	f.t.Helper()
-	ds, err := f.store.Claim(f.ctx, []lease.Result{r}, publish)
-	require.NoError(f.t, err)
+	ds := must(f.store.Claim(f.ctx, []lease.Result{r}, publish))(f.t)
 	require.Len(f.t, ds, 1)
 	return ds[0]
 }
 
 // accepted claims a result of status (one info message) and requires it accepted.
 func (f *fixture) accepted(id int64, worker string, status queue.Status) {
-	f.t.Helper()
 	d := f.reply(lease.Result{TaskID: id, Worker: worker, Kind: lease.KindReport, Status: status,
 		Messages: []queue.Message{{Severity: queue.SeverityInfo, Category: "test", What: worker}}}, nil)
 	require.Equal(f.t, lease.OutcomeAccepted, d.Outcome, "result of %s for task %d: %s", worker, id, d.Reason)
 }
 
-func (f *fixture) reap() lease.ReapSummary {
-	f.t.Helper()
-	sum, err := f.store.Reap(f.ctx, 0)
-	require.NoError(f.t, err)
-	return sum
-}
+func (f *fixture) reap() lease.ReapSummary { return must(f.store.Reap(f.ctx, 0))(f.t) }
 
 func (f *fixture) rerun() lease.RerunSummary {
-	f.t.Helper()
-	sum, err := f.store.Rerun(f.ctx, lease.RerunScope{CorpusID: f.corpus, ServiceID: f.svc})
-	require.NoError(f.t, err)
-	return sum
+	return must(f.store.Rerun(f.ctx, lease.RerunScope{CorpusID: f.corpus, ServiceID: f.svc}))(f.t)
 }
