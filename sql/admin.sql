@@ -84,28 +84,6 @@ WITH tally AS (
     FROM dispatch d
     JOIN tasks t ON t.id = d.task_id
     GROUP BY t.corpus_id, t.service_id
-), dead AS (
-    SELECT t.corpus_id, t.service_id, count(*) AS dead_letters
-    FROM tasks t
-    WHERE t.status = -4
-      AND EXISTS (SELECT 1 FROM attempts x
-                  WHERE x.task_id = t.id AND x.run = t.run
-                    AND (x.outcome = 'dead_lettered' OR (x.outcome = 'retryable' AND x.status = -4)))
-      AND NOT EXISTS (SELECT 1 FROM attempts x
-                      WHERE x.task_id = t.id AND x.run = t.run AND x.outcome = 'accepted')
-    GROUP BY t.corpus_id, t.service_id
-), recent AS (
-    SELECT corpus_id, service_id, replies, leases,
-           coalesce(leases::float8 / nullif(sum(leases) OVER (PARTITION BY service_id), 0), 0) AS lease_share
-    FROM (
-        SELECT t.corpus_id, t.service_id,
-               count(*) FILTER (WHERE a.answered_at > now() - interval '1 minute') AS replies,
-               count(*) FILTER (WHERE a.leased_at > now() - interval '1 minute') AS leases
-        FROM attempts a
-        JOIN tasks t ON t.id = a.task_id
-        WHERE a.answered_at > now() - interval '1 minute' OR a.leased_at > now() - interval '1 minute'
-        GROUP BY t.corpus_id, t.service_id
-    ) r
 )
 SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
@@ -114,19 +92,19 @@ SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        coalesce(rows.in_flight, 0)::bigint AS in_flight,
        coalesce(rows.settling, 0)::bigint AS settling,
        coalesce(rows.queued, 0)::bigint AS queued,
-       coalesce(dead.dead_letters, 0)::bigint AS dead_letters,
+       coalesce(act.dead_letters, 0)::bigint AS dead_letters,
        tally.no_problem::bigint AS no_problem, tally.warning::bigint AS warning,
        tally.error::bigint AS error, tally.fatal::bigint AS fatal,
        tally.invalid::bigint AS invalid, tally.blocked::bigint AS blocked,
-       coalesce(recent.replies, 0)::bigint AS replies_last_minute,
-       coalesce(recent.leases, 0)::bigint AS leases_last_minute,
-       coalesce(recent.lease_share, 0)::float8 AS lease_share_last_minute
+       coalesce(act.replies_last_minute, 0)::bigint AS replies_last_minute,
+       coalesce(act.leases_last_minute, 0)::bigint AS leases_last_minute,
+       coalesce(act.lease_share_last_minute, 0)::float8 AS lease_share_last_minute
 FROM tally
 JOIN corpora c ON c.id = tally.corpus_id
 JOIN services s ON s.id = tally.service_id
 LEFT JOIN rows ON rows.corpus_id = tally.corpus_id AND rows.service_id = tally.service_id
-LEFT JOIN dead ON dead.corpus_id = tally.corpus_id AND dead.service_id = tally.service_id
-LEFT JOIN recent ON recent.corpus_id = tally.corpus_id AND recent.service_id = tally.service_id
+-- Dead letters and the last minute: audit_corpus_activity (migrations/00014_corpus_activity.sql).
+LEFT JOIN audit_corpus_activity act ON act.corpus_id = tally.corpus_id AND act.service_id = tally.service_id
 WHERE (sqlc.narg('corpus')::text IS NULL OR c.name = sqlc.narg('corpus')::text)
   AND (sqlc.narg('service')::text IS NULL OR s.name = sqlc.narg('service')::text)
 ORDER BY c.name, s.name;

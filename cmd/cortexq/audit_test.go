@@ -60,6 +60,7 @@ func TestAuditViews(t *testing.T) {
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM audit_replica_load WHERE replica = 'r1' AND in_flight = 1 AND leases_last_minute = 3`))
 	require.Equal(t, 0, d.count(`SELECT count(*) FROM audit_late_results`))
 	require.Equal(t, 0, d.count(`SELECT count(*) FROM audit_dead_letters`))
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM audit_corpus_activity WHERE corpus = 'c' AND service = 'echo' AND dead_letters = 0 AND leases_last_minute = 3 AND replies_last_minute = 1 AND lease_share_last_minute = 1`))
 
 	// A rerun holds the in-flight row for late results, which are now stale.
 	d.ok("rerun", "--corpus", "c", "--service", "echo")

@@ -325,7 +325,7 @@ func TestMigrate(t *testing.T) {
 	require.Equal(t, 0, d.count(`SELECT count(*) FROM pg_views WHERE viewname LIKE 'audit_%'`))
 	require.Regexp(t, `(?m)^00003\s+pending\s+-\s+00003_audit_views.sql$`, d.ok("migrate", "status"))
 	require.Contains(t, d.ok("migrate", "up"), "up 00003 00003_audit_views.sql")
-	require.Equal(t, 7, d.count(`SELECT count(*) FROM pg_views WHERE viewname LIKE 'audit_%'`))
+	require.Equal(t, 8, d.count(`SELECT count(*) FROM pg_views WHERE viewname LIKE 'audit_%'`))
 	require.Contains(t, d.ok("migrate", "up", "--wait", "5s"), "nothing to apply")
 }
 

@@ -181,7 +181,7 @@ func TestGrantAudit(t *testing.T) {
 	d.importList("c", "echo", entries("t", 2)...)
 	role := testRole(t, d, "auditor")
 	out := d.ok("db", "grant-audit", role, "--password", "s3cret")
-	require.Contains(t, out, "role "+role+" created (LOGIN): SELECT on 21 tables and 7 audit views")
+	require.Contains(t, out, "role "+role+" created (LOGIN): SELECT on 21 tables and 8 audit views")
 	require.Contains(t, d.ok("db", "grant-audit", role), "updated", "running it again is fine")
 
 	conn, err := pgx.Connect(d.ctx, asRole(t, d.dsn, role, "s3cret"))
@@ -191,6 +191,7 @@ func TestGrantAudit(t *testing.T) {
 		"SELECT count(*) FROM audit_in_flight", "SELECT count(*) FROM audit_late_results",
 		"SELECT count(*) FROM audit_dead_letters", "SELECT count(*) FROM audit_task_history",
 		"SELECT count(*) FROM audit_worker_activity", "SELECT count(*) FROM audit_replica_load",
+		"SELECT count(*) FROM audit_corpus_activity",
 		"SELECT count(*) FROM tasks", "SELECT count(*) FROM dispatch", "SELECT count(*) FROM attempts",
 		"SELECT count(*) FROM worker_keys", "SELECT task_status_name(status) FROM tasks",
 		"SELECT count(*) FROM run_statuses",

@@ -36,6 +36,10 @@ type Server struct {
 	fileTag archive.Tag // in the names of this process's temp and backup files
 
 	stopLeasing atomic.Bool
+	// backpressured is set when the ventilator held hand-outs back for the sink's backlog
+	// (ventilator.serve): the claimer that next shrinks the backlog wakes the ventilator's loop,
+	// whose waiting requests would otherwise wait for a poll interval.
+	backpressured atomic.Bool
 	// leasing counts the ventilator's reservation jobs (reserve, release, check) not yet
 	// delivered: Drain waits for them too; stocked counts the tasks in its stock, reserved and
 	// not handed out. attrib writes the hand-outs' workers (attribute.go).
@@ -258,7 +262,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	var claimers sync.WaitGroup
 	for range s.cfg.Claimers {
-		claimers.Go(func() { s.claimer(runCtx, s.claimIn) })
+		claimers.Go(func() {
+			err := v.withPoke(zctx, func(poke func()) { s.claimer(runCtx, s.claimIn, poke) })
+			if err != nil {
+				cancel(err)
+				s.claimer(runCtx, s.claimIn, func() {}) // the results still need their claims
+			}
+		})
 	}
 	// Ventilator and its leasers.
 	for range s.cfg.Leasers {

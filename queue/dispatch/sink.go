@@ -305,8 +305,9 @@ func (s *Server) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
 	return s.coldTask(ctx, id) // bounded for bogus ids: guard.go
 }
 
-// claimer decides batches of items in claim transactions.
-func (s *Server) claimer(ctx context.Context, in <-chan *item) {
+// claimer decides batches of items in claim transactions. poke wakes the ventilator's loop:
+// after a claim, if the loop held hand-outs back for the sink's backlog.
+func (s *Server) claimer(ctx context.Context, in <-chan *item, poke func()) {
 	batch := make([]*item, 0, s.cfg.ClaimBatch)
 	for {
 		it, ok := <-in
@@ -334,6 +335,9 @@ func (s *Server) claimer(ctx context.Context, in <-chan *item) {
 		for _, it := range batch {
 			s.parsed.Release(it.weight)
 			s.parsedBytes.Add(-it.weight)
+		}
+		if s.backpressured.CompareAndSwap(true, false) {
+			poke()
 		}
 	}
 }

@@ -249,6 +249,7 @@ func (v *ventilator) handOutMaxAge() time.Duration { return v.s.store.Config().R
 // to every result's latency. See docs/performance.md#sink-backpressure.
 func (v *ventilator) serve(ctx context.Context, now time.Time) {
 	if v.s.hot.Replied() >= v.s.cfg.ClaimBatch {
+		v.s.backpressured.Store(true) // the next claim wakes the loop (Server.claimer)
 		return
 	}
 	oldest := now.Add(-v.handOutMaxAge())

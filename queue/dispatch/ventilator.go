@@ -151,16 +151,23 @@ func (v *ventilator) close() {
 
 // runLeaser runs a leaser (stock.go) with a socket that pokes the ventilator's loop.
 func (v *ventilator) runLeaser(ctx context.Context, zctx *zmq.Context) error {
+	return v.withPoke(zctx, func(poke func()) { v.leaser(ctx, poke) })
+}
+
+// withPoke runs loop with a function that wakes the ventilator's loop, through a PUSH socket
+// of the calling goroutine's own (a socket belongs to one goroutine). A poke never blocks: one
+// the loop has not taken yet is enough.
+func (v *ventilator) withPoke(zctx *zmq.Context, loop func(poke func())) error {
 	poke, err := zctx.NewSocket(zmq.PUSH)
 	if err != nil {
-		return fmt.Errorf("leaser socket: %w", err)
+		return fmt.Errorf("ventilator poke socket: %w", err)
 	}
 	defer poke.Close()
 	_ = poke.SetLinger(0)
 	if err := poke.Connect(v.wakeEP); err != nil {
-		return fmt.Errorf("leaser socket: %w", err)
+		return fmt.Errorf("ventilator poke socket: %w", err)
 	}
-	v.leaser(ctx, func() { _, _ = poke.Send("", zmq.DONTWAIT) })
+	loop(func() { _, _ = poke.Send("", zmq.DONTWAIT) })
 	return nil
 }
 

@@ -24,6 +24,18 @@ type Attempt struct {
 	Status     *int16     `json:"status"`
 }
 
+// Per corpus and service with anything moving: dead letters of the current runs, replies and leases over the last minute, and the corpus's share of its service's leases.
+type AuditCorpusActivity struct {
+	Corpus               string  `json:"corpus"`
+	Service              string  `json:"service"`
+	CorpusID             int32   `json:"corpus_id"`
+	ServiceID            int32   `json:"service_id"`
+	DeadLetters          int64   `json:"dead_letters"`
+	RepliesLastMinute    int64   `json:"replies_last_minute"`
+	LeasesLastMinute     int64   `json:"leases_last_minute"`
+	LeaseShareLastMinute float64 `json:"lease_share_last_minute"`
+}
+
 // Tasks whose current run gave up and still stand as a stand-in Fatal.
 type AuditDeadLetter struct {
 	TaskID       int64       `json:"task_id"`

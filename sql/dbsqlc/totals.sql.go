@@ -34,37 +34,12 @@ func (q *Queries) TaskTotalsCompact(ctx context.Context) (int64, error) {
 }
 
 const totalsActivity = `-- name: TotalsActivity :many
-WITH dead AS (
-    SELECT t.corpus_id, t.service_id, count(*) AS dead_letters
-    FROM tasks t
-    WHERE t.status = -4
-      AND EXISTS (SELECT 1 FROM attempts x
-                  WHERE x.task_id = t.id AND x.run = t.run
-                    AND (x.outcome = 'dead_lettered' OR (x.outcome = 'retryable' AND x.status = -4)))
-      AND NOT EXISTS (SELECT 1 FROM attempts x
-                      WHERE x.task_id = t.id AND x.run = t.run AND x.outcome = 'accepted')
-    GROUP BY t.corpus_id, t.service_id
-), recent AS (
-    SELECT corpus_id, service_id, replies, leases,
-           coalesce(leases::float8 / nullif(sum(leases) OVER (PARTITION BY service_id), 0), 0) AS lease_share
-    FROM (
-        SELECT t.corpus_id, t.service_id,
-               count(*) FILTER (WHERE a.answered_at > now() - interval '1 minute') AS replies,
-               count(*) FILTER (WHERE a.leased_at > now() - interval '1 minute') AS leases
-        FROM attempts a
-        JOIN tasks t ON t.id = a.task_id
-        WHERE a.answered_at > now() - interval '1 minute' OR a.leased_at > now() - interval '1 minute'
-        GROUP BY t.corpus_id, t.service_id
-    ) r
-)
-SELECT coalesce(dead.corpus_id, recent.corpus_id)::int AS corpus_id,
-       coalesce(dead.service_id, recent.service_id)::int AS service_id,
-       coalesce(dead.dead_letters, 0)::bigint AS dead_letters,
-       coalesce(recent.replies, 0)::bigint AS replies_last_minute,
-       coalesce(recent.leases, 0)::bigint AS leases_last_minute,
-       coalesce(recent.lease_share, 0)::float8 AS lease_share_last_minute
-FROM dead
-FULL JOIN recent ON recent.corpus_id = dead.corpus_id AND recent.service_id = dead.service_id
+SELECT corpus_id::int AS corpus_id, service_id::int AS service_id,
+       dead_letters::bigint AS dead_letters,
+       replies_last_minute::bigint AS replies_last_minute,
+       leases_last_minute::bigint AS leases_last_minute,
+       lease_share_last_minute::float8 AS lease_share_last_minute
+FROM audit_corpus_activity
 `
 
 type TotalsActivityRow struct {
@@ -76,9 +51,10 @@ type TotalsActivityRow struct {
 	LeaseShareLastMinute float64 `json:"lease_share_last_minute"`
 }
 
-// TotalsActivity is the rest of TaskProgress, read from the attempts trail: dead letters of the
-// current runs, replies and leases over the last minute, each corpus's share of its service's
-// leases. On millions of attempts it takes a second: the dashboard reads it in the background.
+// TotalsActivity is the rest of TaskProgress, read from the attempts trail through
+// audit_corpus_activity: dead letters of the current runs, replies and leases over the last
+// minute, each corpus's share of its service's leases. On millions of attempts it takes a
+// second: the dashboard reads it in the background.
 func (q *Queries) TotalsActivity(ctx context.Context) ([]TotalsActivityRow, error) {
 	rows, err := q.db.Query(ctx, totalsActivity)
 	if err != nil {
