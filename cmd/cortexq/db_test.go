@@ -44,7 +44,7 @@ func TestEmbeddedDatabase(t *testing.T) {
 	require.NoError(t, conn.Close(ctx))
 	require.Equal(t, "on", fsync)
 	require.Empty(t, listen, "unix socket only")
-	require.Equal(t, 7, views, "migrated")
+	require.Equal(t, 8, views, "migrated")
 
 	run("service", "add", "echo")
 	require.Contains(t, run("service", "list"), "echo")
