@@ -75,6 +75,15 @@ WITH tally AS (
            count(*) FILTER (WHERE status <= -6) AS blocked
     FROM tasks
     GROUP BY corpus_id, service_id
+), rows AS (
+    SELECT t.corpus_id, t.service_id,
+           count(*) FILTER (WHERE d.state = 'reserved') AS reserved,
+           count(*) FILTER (WHERE d.state = 'in_flight') AS in_flight,
+           count(*) FILTER (WHERE d.state = 'settling' AND NOT d.queued) AS settling,
+           count(*) FILTER (WHERE d.queued) AS queued
+    FROM dispatch d
+    JOIN tasks t ON t.id = d.task_id
+    GROUP BY t.corpus_id, t.service_id
 )
 SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
@@ -93,8 +102,7 @@ SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
 FROM tally
 JOIN corpora c ON c.id = tally.corpus_id
 JOIN services s ON s.id = tally.service_id
--- Dispatch rows by state: dispatch_tally (migrations/00015_dispatch_tally.sql).
-LEFT JOIN dispatch_tally rows ON rows.corpus_id = tally.corpus_id AND rows.service_id = tally.service_id
+LEFT JOIN rows ON rows.corpus_id = tally.corpus_id AND rows.service_id = tally.service_id
 -- Dead letters and the last minute: audit_corpus_activity (migrations/00014_corpus_activity.sql).
 LEFT JOIN audit_corpus_activity act ON act.corpus_id = tally.corpus_id AND act.service_id = tally.service_id
 WHERE (sqlc.narg('corpus')::text IS NULL OR c.name = sqlc.narg('corpus')::text)

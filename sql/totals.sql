@@ -35,6 +35,15 @@ WITH totals AS (
     FROM totals
     GROUP BY corpus_id, service_id
     HAVING sum(n) > 0
+), rows AS (
+    SELECT t.corpus_id, t.service_id,
+           count(*) FILTER (WHERE d.state = 'reserved') AS reserved,
+           count(*) FILTER (WHERE d.state = 'in_flight') AS in_flight,
+           count(*) FILTER (WHERE d.state = 'settling' AND NOT d.queued) AS settling,
+           count(*) FILTER (WHERE d.queued) AS queued
+    FROM dispatch d
+    JOIN tasks t ON t.id = d.task_id
+    GROUP BY t.corpus_id, t.service_id
 )
 SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
@@ -49,8 +58,7 @@ SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
 FROM tally
 JOIN corpora c ON c.id = tally.corpus_id
 JOIN services s ON s.id = tally.service_id
--- Dispatch rows by state: dispatch_tally (migrations/00015_dispatch_tally.sql).
-LEFT JOIN dispatch_tally rows ON rows.corpus_id = tally.corpus_id AND rows.service_id = tally.service_id
+LEFT JOIN rows ON rows.corpus_id = tally.corpus_id AND rows.service_id = tally.service_id
 ORDER BY c.name, s.name;
 
 -- name: TotalsActivity :many

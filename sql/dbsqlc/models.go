@@ -221,16 +221,6 @@ type Dispatch struct {
 	ReceivedAt          *time.Time      `json:"received_at"`
 }
 
-// Dispatch rows per corpus and service: reserved, in flight, settling (not queued) and queued.
-type DispatchTally struct {
-	CorpusID  int32 `json:"corpus_id"`
-	ServiceID int32 `json:"service_id"`
-	Reserved  int64 `json:"reserved"`
-	InFlight  int64 `json:"in_flight"`
-	Settling  int64 `json:"settling"`
-	Queued    int64 `json:"queued"`
-}
-
 type ReaperPass struct {
 	ID           int64     `json:"id"`
 	Replica      string    `json:"replica"`

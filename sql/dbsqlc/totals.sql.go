@@ -101,6 +101,15 @@ WITH totals AS (
     FROM totals
     GROUP BY corpus_id, service_id
     HAVING sum(n) > 0
+), rows AS (
+    SELECT t.corpus_id, t.service_id,
+           count(*) FILTER (WHERE d.state = 'reserved') AS reserved,
+           count(*) FILTER (WHERE d.state = 'in_flight') AS in_flight,
+           count(*) FILTER (WHERE d.state = 'settling' AND NOT d.queued) AS settling,
+           count(*) FILTER (WHERE d.queued) AS queued
+    FROM dispatch d
+    JOIN tasks t ON t.id = d.task_id
+    GROUP BY t.corpus_id, t.service_id
 )
 SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,
@@ -115,7 +124,7 @@ SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
 FROM tally
 JOIN corpora c ON c.id = tally.corpus_id
 JOIN services s ON s.id = tally.service_id
-LEFT JOIN dispatch_tally rows ON rows.corpus_id = tally.corpus_id AND rows.service_id = tally.service_id
+LEFT JOIN rows ON rows.corpus_id = tally.corpus_id AND rows.service_id = tally.service_id
 ORDER BY c.name, s.name
 `
 
@@ -142,7 +151,6 @@ type TotalsProgressRow struct {
 // TotalsProgress is TaskProgress with the tasks by status read from task_totals instead of
 // counted, and without the figures read from the attempts trail (TotalsActivity): for the
 // dashboard's overview and its live figures, every corpus and service with tasks.
-// Dispatch rows by state: dispatch_tally (migrations/00015_dispatch_tally.sql).
 func (q *Queries) TotalsProgress(ctx context.Context) ([]TotalsProgressRow, error) {
 	rows, err := q.db.Query(ctx, totalsProgress)
 	if err != nil {
