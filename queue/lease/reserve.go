@@ -14,7 +14,7 @@ import (
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
-// Reservations (DESIGN §4 "Reserve / Hand-out / Attribute"). A replica reserves tasks ahead of
+// Reservations (docs/semantics.md#reserve, hand-out, attribute). A replica reserves tasks ahead of
 // demand, a batch per transaction (Reserve); hands them to requesting workers from memory,
 // recording the worker in its hot mirror before the first payload byte; and makes each
 // hand-out's worker durable in batched writes (Attribute), which start the lease clock. What a
