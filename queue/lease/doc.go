@@ -49,9 +49,10 @@
 //     run are deleted, its other open rows settle, so their late results are Stale; the runs
 //     table keeps the old tallies. [Store.Pause] and [Store.Resume] block and unblock TODO tasks.
 //
-// Tests also drive it through methods only they call: Store.Lease (Reserve, hand-out and
-// Attribute at once), Store.Return (undo a lease), Store.Claim (ClaimWithHooks with a publish
-// step) and Store.Receive (mark a result being written).
+// The tests drive it through steps of their own (export_test.go; queue/queuetest/leasetest for
+// other packages): Lease reserves, hands out and attributes at once; Claim is ClaimWithHooks with
+// a publish step; Return undoes an attributed lease and Receive marks a result being written,
+// which no production path does today.
 //
 // # Locks
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
+	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -84,11 +85,11 @@ func (f *fixture) taskOf(svc int32) int64 {
 }
 
 func (f *fixture) lease(workers ...string) []lease.Lease {
-	return must(f.store.Lease(f.ctx, lease.LeaseRequest{ServiceID: f.svc, Workers: workers}))(f.t)
+	return must(leasetest.Lease(f.ctx, f.store, leasetest.Request{ServiceID: f.svc, Workers: workers}))(f.t)
 }
 
 func (f *fixture) reply(r lease.Result, publish lease.PublishFunc) lease.Decision {
-	ds := must(f.store.Claim(f.ctx, []lease.Result{r}, publish))(f.t)
+	ds := must(leasetest.Claim(f.ctx, f.store, []lease.Result{r}, publish))(f.t)
 	require.Len(f.t, ds, 1)
 	return ds[0]
 }
