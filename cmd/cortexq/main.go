@@ -416,6 +416,11 @@ func connectDSN(ctx context.Context, dsn string, tune ...func(*pgxpool.Config)) 
 	return pool, nil
 }
 
+// checkMigrated refuses a database whose schema is behind this binary (migrations.Check).
+func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
+	return migrations.Check(ctx, pool, slog.Default())
+}
+
 // openStore connects and returns a lease store on the database; close closes its pool. Each of
 // tune adjusts the pool's configuration first (lease.TunePool for a store that serves workers).
 // A database whose schema is behind this binary is refused with the command that fixes it, not
