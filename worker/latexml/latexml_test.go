@@ -310,6 +310,13 @@ func convert(t *testing.T, c *Converter, src string) (string, map[string][]byte,
 	if err := c.Convert(context.Background(), src, out); err != nil {
 		return "", nil, err
 	}
+	log, members := readResult(t, out)
+	return log, members, nil
+}
+
+// readResult returns the result archive's cortex.log and members.
+func readResult(t *testing.T, out string) (string, map[string][]byte) {
+	t.Helper()
 	zr, err := zip.OpenReader(out)
 	require.NoError(t, err)
 	defer func() { _ = zr.Close() }() // only read
@@ -323,7 +330,7 @@ func convert(t *testing.T, c *Converter, src string) (string, map[string][]byte,
 		members[f.Name] = b
 	}
 	require.Equal(t, "cortex.log", zr.File[0].Name, "cortex.log comes first")
-	return string(members["cortex.log"]), members, nil
+	return string(members["cortex.log"]), members
 }
 
 func messageKeys(rep queue.Report) []string {
