@@ -150,6 +150,10 @@ func (c *Converter) Convert(ctx context.Context, in, out string) error {
 	return c.answer(ctx, out, main, head.Bytes(), run, filepath.Join(outHost, "latexml.log"), filepath.Join(outHost, "html"), scratch)
 }
 
+// sandboxBackstop is how long past the timeout a sandboxed latexmlc is killed from outside, if
+// the sandbox has not ended it and sent its output by then.
+const sandboxBackstop = 15 * time.Second
+
 // sandboxSrc is where a sandboxed latexmlc finds the task's source.
 const sandboxSrc = "/task/src"
 
@@ -242,7 +246,14 @@ func (r *run) stderrTail() string { return lastLine(r.stderr.String()) }
 // (paths as latexmlc sees them): unsandboxed if spec is nil, else in c.cfg.Sandbox with spec's
 // mounts.
 func (c *Converter) run(ctx context.Context, main, dest, logPath string, spec *sandbox.Spec) *run {
-	tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	timeout := c.cfg.Timeout
+	if spec != nil {
+		// The sandbox ends latexmlc at the timeout itself, and then sends what it wrote; the
+		// context is the backstop.
+		spec.Timeout = timeout
+		timeout += sandboxBackstop
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	args := append([]string{c.cfg.Latexmlc, "--format=html5", "--dest=" + dest, "--log=" + logPath}, c.cfg.Args...)
 	args = append(args, path.Base(main))
@@ -264,7 +275,7 @@ func (c *Converter) run(ctx context.Context, main, dest, logPath string, spec *s
 	if res.OutErr != nil && r.err == nil && r.limit == "" {
 		r.err = res.OutErr
 	}
-	r.timedOut = (r.err != nil || r.code != 0 || r.signal != 0) && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded)
+	r.timedOut = res.TimedOut || (r.err != nil || r.code != 0 || r.signal != 0) && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded)
 	return r
 }
 
@@ -295,6 +306,9 @@ func writeResult(out string, cortexLog []byte, rawLog, html string) (err error) 
 		if fi, serr := os.Lstat(rawLog); serr == nil && fi.Mode().IsRegular() && fi.Size() <= maxRawLogBytes {
 			err = addFile(zw, "latexml.log", rawLog)
 		}
+	}
+	if _, serr := os.Lstat(html); serr != nil {
+		html = "" // a sandboxed latexmlc killed before its output came back
 	}
 	if err == nil && html != "" {
 		err = filepath.WalkDir(html, func(p string, d fs.DirEntry, err error) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/report"
+	"github.com/cortexq/cortexq/worker/sandbox"
 )
 
 // needLatexmlc skips a test when latexmlc is not installed, except under CI, where
@@ -346,7 +347,8 @@ func messageKeys(rep queue.Report) []string {
 func TestConvertSamples(t *testing.T) {
 	t.Parallel()
 	needLatexmlc(t)
-	c := New(Config{Logger: discard()})
+	// Sandboxed, as cortexq worker latexml runs them by default, with test-sized limits.
+	c := New(Config{Logger: discard(), Sandbox: newSandbox(t, sandbox.Limits{MemoryBytes: 2 << 30, CPU: time.Minute, ScratchBytes: 256 << 20})})
 	for _, s := range Samples {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
@@ -354,8 +356,7 @@ func TestConvertSamples(t *testing.T) {
 			require.NoError(t, err)
 			src := filepath.Join(t.TempDir(), s.Name+".zip")
 			require.NoError(t, os.WriteFile(src, data, 0o644))
-			log, members, err := convert(t, c, src)
-			require.NoError(t, err)
+			log, members := convertIn(t, c, src)
 			rep := parseLog([]byte(log))
 			require.Equal(t, s.Want, rep.Status, log)
 			require.Contains(t, messageKeys(rep), s.WantMessage, log)

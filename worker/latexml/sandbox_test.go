@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -141,4 +142,109 @@ if ($s) { print $s "hello\n"; close($s); }`, tmpFile, corpusFile, secretFile, po
 		require.Len(t, written, 2, "unsandboxed, the binding writes outside the task")
 		require.Greater(t, connections.Load(), before, "unsandboxed, the binding reaches the host's loopback")
 	})
+}
+
+// processesNamed counts the host's processes whose command line holds mark.
+func processesNamed(mark string) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(mark)) {
+			n++
+		}
+	}
+	return n
+}
+
+// Papers that go after the machine's resources end at the sandbox's limits, each with the
+// cause in cortex.log, and leave no process behind.
+func TestSandboxLimits(t *testing.T) {
+	t.Parallel()
+	needLatexmlc(t)
+	limits := sandbox.Limits{MemoryBytes: 1 << 30, CPU: 4 * time.Second, FileBytes: 16 << 20, Processes: 32, OpenFiles: 256, ScratchBytes: 64 << 20}
+	sb := newSandbox(t, limits)
+	mark := func(name string) string {
+		return "cortexq-" + name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+
+	for _, tc := range []struct {
+		name, body string
+		timeout    time.Duration
+		want       string // the Fatal message's category:what
+	}{
+		{name: "MemoryHog", want: "sandbox:memory_limit", body: `my $x = 'x' x (1 << 31); DefMacro('\hog', length($x));`},
+		{name: "CPUHog", want: "sandbox:cpu_limit", body: `my $i = 0; $i++ while 1;`},
+		{name: "BigFile", want: "sandbox:file_size_limit", body: `open(my $w, '>', '/tmp/big') or die; print $w ('x' x (1 << 20)) for 1 .. 64; close($w);`},
+		{name: "DiskFiller", want: "sandbox:scratch_limit", body: `for my $i (1 .. 1000) { open(my $w, '>', "/tmp/fill$i") or last; print $w ('x' x (1 << 20)); close($w) or last; }`},
+		// Every process forks every 20 ms, for ever; the processes stay at the limit, and the
+		// task ends at the timeout (each spends little CPU time).
+		{name: "ForkBomb", want: "timeout:wallclock", timeout: 8 * time.Second, body: `$0 = '%s'; while (1) { fork(); select(undef, undef, undef, 0.02); }`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := mark(tc.name)
+			body := tc.body
+			if strings.Contains(body, "%s") {
+				body = fmt.Sprintf(body, m)
+			}
+			timeout := tc.timeout
+			if timeout == 0 {
+				timeout = 2 * time.Minute
+			}
+			stop := make(chan struct{})
+			var most atomic.Int64
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for {
+					if n := int64(processesNamed(m)); n > most.Load() {
+						most.Store(n)
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+			})
+			log, _ := convertIn(t, New(Config{Logger: discard(), Sandbox: sb, Timeout: timeout}), hostile(t, body, ""))
+			close(stop)
+			wg.Wait()
+			rep := parseLog([]byte(log))
+			require.Equal(t, queue.StatusFatal, rep.Status, log)
+			require.Contains(t, messageKeys(rep), "fatal:"+tc.want, log)
+			require.Zero(t, processesNamed(m), "no process is left")
+			require.LessOrEqual(t, most.Load(), limits.Processes, "the processes stay within the limit")
+			if tc.name == "ForkBomb" {
+				require.Greater(t, most.Load(), int64(limits.Processes/2), "the bomb went off")
+			}
+		})
+	}
+}
+
+// A child that daemonizes (a new session, its parent gone) does not outlive the conversion.
+func TestSandboxEndsDaemons(t *testing.T) {
+	t.Parallel()
+	needLatexmlc(t)
+	m := "cortexq-daemon-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	src := hostile(t, fmt.Sprintf(`
+my $pid = fork();
+if (defined $pid && $pid == 0) {
+	POSIX::setsid();
+	exit 0 if fork();
+	$0 = '%s';
+	open(STDIN, '<', '/dev/null'); open(STDOUT, '>', '/dev/null'); open(STDERR, '>', '/dev/null');
+	sleep 1 while 1;
+}
+waitpid($pid, 0) if $pid;
+select(undef, undef, undef, 0.3);
+DefMacro('\daemons', 'daemon started');`, m), "\\daemons\n")
+	t.Cleanup(func() { _ = exec.Command("pkill", "-KILL", "-f", m).Run() })
+	log, members := convertIn(t, New(Config{Logger: discard(), Sandbox: newSandbox(t, sandbox.Limits{})}), src)
+	require.Equal(t, queue.StatusNoProblem, parseLog([]byte(log)).Status, log)
+	require.Contains(t, string(members["main.html"]), "daemon started", "the binding ran")
+	require.Zero(t, processesNamed(m), "the daemon is gone once Convert returns")
 }

@@ -285,6 +285,10 @@ type Spec struct {
 	OutHost string
 	// Setup, if set, runs on the command before it starts (None mode: to set its process group).
 	Setup func(*exec.Cmd)
+	// Timeout, in Bwrap mode, ends the command (SIGTERM, SIGKILL two seconds later) after this
+	// long, and then its output is still copied back: give ctx a deadline some seconds later as
+	// a backstop. Zero: none. None mode: ctx's deadline is the timeout.
+	Timeout time.Duration
 }
 
 // Paths returns where a Spec's out directory is, as the command sees it: OutDir in the sandbox,
@@ -304,6 +308,8 @@ type Result struct {
 	// ExitCode is the command's exit status; Signal, if not zero, the signal that ended it.
 	ExitCode int
 	Signal   syscall.Signal
+	// TimedOut reports that Spec.Timeout ended the command.
+	TimedOut bool
 	// Limit names the limit the command reached, if that is what ended it: memory_limit,
 	// cpu_limit, file_size_limit or scratch_limit ("" otherwise).
 	Limit string
@@ -345,9 +351,10 @@ func (s *Sandbox) runNone(ctx context.Context, spec Spec) Result {
 // subshell (so that the shell itself can still fork once the command used up the processes),
 // then every process the command left is killed, the status line is written, and OutDir is sent
 // as a tar stream on fd 3, which the command does not get.
-const script = `(ulimit -S -t "$CPUS" && ulimit -H -t "$CPUH" && ulimit -v "$MEMKB" && ulimit -f "$FSBLK" && ulimit -n "$NOFILE" && ulimit -p "$NPROC" && exec "$@") 3>&-
+const script = `(ulimit -S -t "$CPUS" && ulimit -H -t "$CPUH" && ulimit -v "$MEMKB" && ulimit -f "$FSBLK" && ulimit -n "$NOFILE" && ulimit -p "$NPROC" &&
+if [ -n "$TIMEOUT" ]; then exec timeout -k 2 "$TIMEOUT" "$@"; else exec "$@"; fi) 3>&-
 s=$?
-kill -9 -1 2>/dev/null
+kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null
 echo "` + statusMark + `status $s free $(stat -f -c '%a %S' /tmp)" >&2
 cd ` + OutDir + ` && tar -cf - . >&3
 exit $s`
@@ -399,6 +406,9 @@ func (s *Sandbox) bwrapArgs(spec Spec) []string {
 	if spec.Dir != "" {
 		a = append(a, "--chdir", spec.Dir)
 	}
+	if spec.Timeout > 0 {
+		a = append(a, "--setenv", "TIMEOUT", strconv.FormatFloat(spec.Timeout.Seconds(), 'f', 3, 64))
+	}
 	return a
 }
 
@@ -432,6 +442,7 @@ func (s *Sandbox) runBwrap(ctx context.Context, spec Spec) Result {
 		return Result{Err: fmt.Errorf("sandbox: %w", err)}
 	}
 	cmd.ExtraFiles = []*os.File{pw}
+	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
@@ -467,6 +478,9 @@ func (s *Sandbox) runBwrap(ctx context.Context, spec Spec) Result {
 		r.Signal = syscall.Signal(r.ExitCode - 128)
 	}
 	switch {
+	case spec.Timeout > 0 && (r.ExitCode == 124 || r.Signal == syscall.SIGKILL && time.Since(start) >= spec.Timeout):
+		// timeout(1) exits 124, or dies of the SIGKILL it sends two seconds after SIGTERM.
+		r.TimedOut = true
 	case stderr.free < 64<<10:
 		r.Limit = "scratch_limit" // whatever the status: what it wrote last may be cut
 	case r.ExitCode == 0:
