@@ -188,6 +188,7 @@ func sandboxFlags(def sandbox.Mode, env, why string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "sandbox", Value: string(def), EnvVars: envVars(env + "_SANDBOX"),
 			Usage: "bwrap: run each conversion in a bubblewrap sandbox (no network, no host files beyond the system's programs, uid 65534, the limits below; the worker refuses to start if it cannot); none: unconfined (" + why + "); docs/security.md"},
+		&cli.StringFlag{Name: "sandbox-bwrap", Value: "bwrap", Usage: "the bwrap program (Debian and Ubuntu: apt-get install bubblewrap)", EnvVars: envVars(env + "_SANDBOX_BWRAP")},
 		&cli.StringSliceFlag{Name: "sandbox-ro", Usage: "a host path the sandbox may read, at the same path (repeat for more)", EnvVars: envVars(env + "_SANDBOX_RO")},
 		&cli.Int64Flag{Name: "sandbox-memory", Value: sandbox.MemoryDefault, Usage: "bytes of address space per process (RLIMIT_AS); past it: Fatal sandbox:memory_limit", EnvVars: envVars(env + "_SANDBOX_MEMORY")},
 		&cli.DurationFlag{Name: "sandbox-cpu", Value: sandbox.CPUDefault, Usage: "CPU time per process (RLIMIT_CPU); past it: Fatal sandbox:cpu_limit", EnvVars: envVars(env + "_SANDBOX_CPU")},
@@ -213,7 +214,7 @@ func openSandbox(c *cli.Context) (*sandbox.Sandbox, error) {
 		return nil, usagef(c, "--sandbox-cpu %s: want at least 1s", c.Duration("sandbox-cpu"))
 	}
 	sb, err := sandbox.New(c.Context, sandbox.Config{
-		Mode: mode, ReadOnly: c.StringSlice("sandbox-ro"),
+		Mode: mode, Bwrap: c.String("sandbox-bwrap"), ReadOnly: c.StringSlice("sandbox-ro"),
 		Limits: sandbox.Limits{
 			MemoryBytes: c.Int64("sandbox-memory"), CPU: c.Duration("sandbox-cpu"), Processes: c.Int64("sandbox-processes"),
 			OpenFiles: c.Int64("sandbox-open-files"), FileBytes: c.Int64("sandbox-file-size"), ScratchBytes: c.Int64("sandbox-scratch"),
