@@ -291,15 +291,6 @@ type Spec struct {
 	Timeout time.Duration
 }
 
-// Paths returns where a Spec's out directory is, as the command sees it: OutDir in the sandbox,
-// outHost itself without one.
-func (s *Sandbox) Paths(outHost string) string {
-	if s.cfg.Mode == None {
-		return outHost
-	}
-	return OutDir
-}
-
 // Result is how a command ended.
 type Result struct {
 	// Err is the error of starting or waiting for the command (bwrap, in Bwrap mode): nil for a
@@ -403,6 +394,9 @@ func (s *Sandbox) bwrapArgs(spec Spec) []string {
 	for _, m := range spec.Mounts {
 		a = append(a, "--ro-bind", m.Host, m.Sandbox)
 	}
+	// The root (bwrap's own tmpfs, which holds the mount points) read-only: /tmp is the only
+	// place to write, and it has a size.
+	a = append(a, "--remount-ro", "/")
 	if spec.Dir != "" {
 		a = append(a, "--chdir", spec.Dir)
 	}
