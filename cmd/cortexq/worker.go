@@ -138,7 +138,7 @@ func execHandler(argv []string, timeout time.Duration, sb *sandbox.Sandbox) work
 		spec.Stdout, spec.Stderr = &output, &output
 		r := sb.Run(ctx, spec)
 		switch {
-		case r.TimedOut || r.Err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		case r.TimedOut || errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return fmt.Errorf("%s: killed after %s", argv[0], timeout)
 		case r.Err != nil:
 			return fmt.Errorf("%s: %w: %s", argv[0], r.Err, lastLine(output.String()))
