@@ -50,10 +50,9 @@ func BenchmarkSandboxCost(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		for j, src := range srcs {
 			var d [2]time.Duration
-			if (i+j)%2 == 0 {
-				d[0], d[1] = convert(modes[0], src), convert(modes[1], src)
-			} else {
-				d[1], d[0] = convert(modes[1], src), convert(modes[0], src)
+			for k := range 2 {
+				m := (i + j + k) % 2 // the order swaps every pair
+				d[m] = convert(modes[m], src)
 			}
 			none = append(none, ms(d[0]))
 			bwrap = append(bwrap, ms(d[1]))

@@ -383,6 +383,9 @@ func (s *Sandbox) bwrapArgs(spec Spec) []string {
 	for _, e := range etc {
 		a = append(a, "--ro-bind-try", "/etc/"+e, "/etc/"+e)
 	}
+	for _, p := range varData {
+		a = append(a, "--ro-bind-try", p, p)
+	}
 	for _, p := range s.cfg.ReadOnly {
 		a = append(a, "--ro-bind", p, p)
 	}
@@ -414,6 +417,11 @@ var etc = []string{
 	"ImageMagick-6", "ImageMagick-7", "ghostscript", "fonts", "papersize", "libpaper.d", "xml",
 	"sgml", "mime.types", "magic", "magic.mime",
 }
+
+// varData are the system's generated data under /var that the programs read: TeX's file name
+// databases (ls-R, which /usr/share/texmf links to) and formats, and fontconfig's cache.
+// Without them kpathsea searches the disk, and fontconfig rebuilds its cache, every time.
+var varData = []string{"/var/lib/texmf", "/var/cache/fontconfig"}
 
 func (s *Sandbox) runBwrap(ctx context.Context, spec Spec) Result {
 	args := append(s.bwrapArgs(spec), "--", "/bin/sh", "-c", script, "sh")

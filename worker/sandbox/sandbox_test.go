@@ -47,13 +47,13 @@ func sh(t *testing.T, sb *Sandbox, spec Spec, script string) (string, string, Re
 func TestSandboxSeesLittleOfTheHost(t *testing.T) {
 	t.Setenv("CORTEXQ_TEST_SECRET", "hunter2")
 	sb := newBwrap(t, Limits{})
-	out, _, r := sh(t, sb, Spec{}, `id -u; id -g; ls -d /home /root /run /work /var /etc/passwd /etc/shadow /etc/ssh 2>&1; env;
+	out, _, r := sh(t, sb, Spec{}, `id -u; id -g; ls -d /home /root /run /work /var/log /var/lib/dpkg /etc/passwd /etc/shadow /etc/ssh 2>&1; env;
 grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status; cat /proc/net/dev; touch /usr/x 2>&1; touch /x 2>&1; echo done`)
 	require.Zero(t, r.ExitCode, out)
 	lines := strings.Split(out, "\n")
 	require.Equal(t, "65534", lines[0], out)
 	require.Equal(t, "65534", lines[1], out)
-	for _, p := range []string{"/home", "/root", "/run", "/work", "/var", "/etc/passwd", "/etc/shadow", "/etc/ssh"} {
+	for _, p := range []string{"/home", "/root", "/run", "/work", "/var/log", "/var/lib/dpkg", "/etc/passwd", "/etc/shadow", "/etc/ssh"} {
 		require.Contains(t, out, "ls: cannot access '"+p+"': No such file or directory", out)
 	}
 	require.NotContains(t, out, "hunter2", "the worker's environment does not reach the sandbox")
