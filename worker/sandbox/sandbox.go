@@ -123,6 +123,8 @@ type Sandbox struct {
 	cfg   Config
 	bwrap string
 	root  bool // the worker runs as root: bwrap is started as UID, GID
+	// noUserns: bwrap can refuse the sandbox further user namespaces.
+	noUserns bool
 }
 
 // New checks cfg and, for Bwrap, runs a probe command in the sandbox: an error means this machine
@@ -155,6 +157,9 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if s.bwrap, err = exec.LookPath(prog); err != nil {
 		return nil, fmt.Errorf("sandbox: bwrap: %w (Debian and Ubuntu: apt-get install bubblewrap)", err)
 	}
+	// --disable-userns came with bwrap 0.8.0 (Debian 12); older ones run without it.
+	help, _ := exec.CommandContext(ctx, s.bwrap, "--help").CombinedOutput()
+	s.noUserns = bytes.Contains(help, []byte("--disable-userns"))
 	if err := s.probe(ctx); err != nil {
 		return nil, err
 	}
@@ -354,7 +359,7 @@ exit $s`
 func (s *Sandbox) bwrapArgs(spec Spec) []string {
 	l := s.cfg.Limits
 	a := []string{
-		"--unshare-all", "--unshare-user", "--disable-userns",
+		"--unshare-all", "--unshare-user",
 		"--uid", strconv.Itoa(UID), "--gid", strconv.Itoa(GID), "--hostname", "sandbox",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
 		"--clearenv",
@@ -367,6 +372,9 @@ func (s *Sandbox) bwrapArgs(spec Spec) []string {
 		"--setenv", "NOFILE", strconv.FormatInt(l.OpenFiles, 10),
 		"--setenv", "NPROC", strconv.FormatInt(l.Processes, 10),
 		"--ro-bind", "/usr", "/usr",
+	}
+	if s.noUserns {
+		a = append(a, "--disable-userns")
 	}
 	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
 		fi, err := os.Lstat(d)

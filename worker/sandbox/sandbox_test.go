@@ -116,3 +116,12 @@ func TestSandboxProbeFails(t *testing.T) {
 	_, err = ParseMode("nsjail")
 	require.Error(t, err)
 }
+
+// The sandbox cannot make user namespaces of its own (bwrap 0.8.0 and later): the kernel's
+// namespace code is the usual way up from an unprivileged uid.
+func TestSandboxRefusesNestedUserNamespaces(t *testing.T) {
+	sb := newBwrap(t, Limits{})
+	require.True(t, sb.noUserns, "bwrap 0.8.0 or later (Debian 12's) has --disable-userns")
+	out, _, _ := sh(t, sb, Spec{}, `unshare --user true 2>&1; echo status $?`)
+	require.NotContains(t, out, "status 0", out)
+}
