@@ -405,9 +405,10 @@ func (s *Sandbox) bwrapArgs(spec Spec) []string {
 	for _, m := range spec.Mounts {
 		a = append(a, "--ro-bind", m.Host, m.Sandbox)
 	}
-	// The root (bwrap's own tmpfs, which holds the mount points) read-only: /tmp is the only
-	// place to write, and it has a size.
-	a = append(a, "--remount-ro", "/")
+	// The root (bwrap's own tmpfs, which holds the mount points) and /dev (another tmpfs, /dev/shm
+	// included) read-only: /tmp is the only place to write, and it has a size. The devices
+	// (/dev/null, ...) still work.
+	a = append(a, "--remount-ro", "/dev", "--remount-ro", "/")
 	if spec.Dir != "" {
 		a = append(a, "--chdir", spec.Dir)
 	}

@@ -48,7 +48,8 @@ func TestSandboxSeesLittleOfTheHost(t *testing.T) {
 	t.Setenv("CORTEXQ_TEST_SECRET", "hunter2")
 	sb := newBwrap(t, Limits{})
 	out, _, r := sh(t, sb, Spec{}, `id -u; id -g; ls -d /home /root /run /work /var/log /var/lib/dpkg /etc/passwd /etc/shadow /etc/ssh 2>&1; env;
-grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status; cat /proc/net/dev; touch /usr/x 2>&1; touch /x 2>&1; echo done`)
+grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status; cat /proc/net/dev; touch /usr/x 2>&1; touch /x 2>&1;
+touch /dev/x 2>&1; touch /dev/shm/x 2>&1; echo quiet > /dev/null && echo devnull; echo done`)
 	require.Zero(t, r.ExitCode, out)
 	lines := strings.Split(out, "\n")
 	require.Equal(t, "65534", lines[0], out)
@@ -64,6 +65,9 @@ grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status; cat /proc/net/dev; tou
 	require.NotContains(t, out, "eth0:")
 	require.Contains(t, out, "touch: cannot touch '/usr/x': Read-only file system")
 	require.Contains(t, out, "touch: cannot touch '/x'")
+	require.Contains(t, out, "touch: cannot touch '/dev/x'", "/dev is no place to write either")
+	require.Contains(t, out, "touch: cannot touch '/dev/shm/x'")
+	require.Contains(t, out, "devnull")
 	require.Contains(t, out, "done")
 }
 
