@@ -108,7 +108,11 @@ func splitEndpoints(list string) []string {
 
 // run works tasks until ctx is done or the budget is spent, then closes the sockets.
 func (l *loop) run(ctx context.Context) {
-	l.log.Info("worker started", "service", l.cfg.Service, "ventilator", l.cfg.Ventilator, "sink", l.cfg.Sink)
+	if l.cfg.Sandbox != "" {
+		l.log.Info("worker started", "service", l.cfg.Service, "ventilator", l.cfg.Ventilator, "sink", l.cfg.Sink, "sandbox", l.cfg.Sandbox)
+	} else {
+		l.log.Info("worker started", "service", l.cfg.Service, "ventilator", l.cfg.Ventilator, "sink", l.cfg.Sink)
+	}
 	defer func() {
 		linger := l.cfg.IOTimeout
 		if ctx.Err() != nil {
