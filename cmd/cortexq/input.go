@@ -10,8 +10,9 @@ import (
 var pathFlags = map[string]bool{"home": true, "pg-bin": true, "dir": true, "from-list": true, "key-file": true,
 	"curve-secret-key-file": true, "out": true, "cpuprofile": true, "latexmlc": true, "latexml": true}
 
-// pathArgs are the commands whose arguments are paths, or handed to another program.
-var pathArgs = map[string]bool{"import": true, "psql": true, "exec": true}
+// pathArgs are the commands whose arguments are paths (import, keys public, allow and revoke),
+// or handed to another program.
+var pathArgs = map[string]bool{"import": true, "psql": true, "exec": true, "public": true, "allow": true, "revoke": true}
 
 // checkTextInput refuses a flag's value or an argument that PostgreSQL could not store as text
 // (not UTF-8, or a NUL), in one line naming it, before the command runs (text.CheckInput, as
