@@ -419,4 +419,3 @@ func TestWebShowsBidiAndControlCharactersEscaped(t *testing.T) {
 	require.Contains(t, c.get(fmt.Sprintf("/task/%d", f.warn)).body, `a\u200eb\u2069c\x1b[2J\u009b`)
 	require.Contains(t, c.get("/workers").body, `w\u202eevil`)
 }
-
