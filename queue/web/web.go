@@ -7,7 +7,9 @@
 // (never template.HTML); pages carry a strict Content-Security-Policy (no inline script or
 // style); actions are POSTs that need the admin session (a token compared in constant time) and
 // a CSRF token bound to it; a result's HTML preview is served with CSP sandbox, in an opaque
-// origin, so its scripts never run with the dashboard's origin.
+// origin, so its scripts never run with the dashboard's origin (or from a separate preview
+// origin). Against hostile results and clients (docs/web.md#hostile-results) pages are bounded,
+// streamed and made at most HeavyLimit at once, and text is shown through text.Printable.
 package web
 
 import (
@@ -115,7 +117,7 @@ type Server struct {
 
 	signIn *signInLimiter
 	heavy  chan struct{} // a slot for each page being made
-	// previewHost is PreviewOrigin's host, if any.
+	// previewURL is PreviewOrigin parsed, if one is set.
 	previewURL *url.URL
 
 	// revoked holds the sessions signed out before their expiry, by id, with that expiry.
