@@ -101,3 +101,23 @@ SET first_seen = least(w.first_seen, excluded.first_seen),
     last_result = greatest(w.last_result, excluded.last_result),
     dispatched = w.dispatched + excluded.dispatched,
     results = w.results + excluded.results;
+
+-- name: WorkersAsked :exec
+-- WorkersAsked moves the last request of workers on record that asked for work in the last
+-- second, leased or not (a worker polling an empty queue is alive). Workers never leased
+-- anything are not added.
+UPDATE workers AS w
+SET last_request = greatest(w.last_request, k.at)
+FROM (SELECT unnest(@names::text[]) AS name, unnest(@service_ids::int[]) AS service_id,
+             unnest(@ats::timestamptz[]) AS at
+      ORDER BY 1, 2) AS k
+WHERE w.name = k.name AND w.service_id = k.service_id
+  AND (w.last_request IS NULL OR w.last_request < k.at);
+
+-- name: ReplicaHeartbeat :exec
+-- ReplicaHeartbeat notes that a replica is up (stopped false), or that it stopped cleanly.
+INSERT INTO replica_heartbeats AS h (replica, started_at, seen_at, stopped)
+VALUES (@replica, now(), now(), @stopped)
+ON CONFLICT (replica) DO UPDATE
+SET seen_at = now(), stopped = excluded.stopped,
+    started_at = CASE WHEN h.stopped THEN now() ELSE h.started_at END;

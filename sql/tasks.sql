@@ -52,7 +52,7 @@ ORDER BY id
 FOR NO KEY UPDATE;
 
 -- name: TaskRerun :many
--- TaskRerun moves the tasks of a scope to TODO in a new run. Optional filters: statuses, and a
+-- TaskRerun moves the tasks of a scope to TODO in a new run. Optional filters: statuses, task ids, and a
 -- message of the current run with the given severity, category and what; or, with no_messages,
 -- no message of the current run of the given severity (the report's category no_messages).
 WITH picked AS (
@@ -60,6 +60,7 @@ WITH picked AS (
     FROM tasks s
     WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id
       AND (sqlc.narg('statuses')::smallint[] IS NULL OR s.status = ANY(sqlc.narg('statuses')::smallint[]))
+      AND (sqlc.narg('task_ids')::bigint[] IS NULL OR s.id = ANY(sqlc.narg('task_ids')::bigint[]))
       AND (@no_messages::bool AND NOT EXISTS (
                SELECT 1 FROM task_messages m
                WHERE m.task_id = s.id AND m.run = s.run AND m.severity = sqlc.narg('severity')::text)

@@ -17,16 +17,27 @@ GROUP BY 1, 2, 3;
 
 -- name: WebReplicaLoad :many
 -- WebReplicaLoad is audit_replica_load with each replica's reservations, the results its
--- attempts got over the last minute and its last reaper pass ('epoch': none).
-SELECT l.replica::text AS replica,
-       l.in_flight::bigint AS in_flight,
-       l.leases_last_minute::bigint AS leases_last_minute,
-       coalesce(l.last_leased_at, 'epoch')::timestamptz AS last_leased_at,
-       (SELECT count(*) FROM dispatch d WHERE d.state = 'reserved' AND d.replica = l.replica)::bigint AS reserved,
+-- attempts got over the last minute, its last reaper pass ('epoch': none) and its heartbeat
+-- (replica_heartbeats; 'epoch': none on record), and the replicas with a heartbeat in the last
+-- hour that have no lease.
+WITH r AS (
+    SELECT coalesce(l.replica, h.replica)::text AS replica,
+           coalesce(l.in_flight, 0)::bigint AS in_flight,
+           coalesce(l.leases_last_minute, 0)::bigint AS leases_last_minute,
+           coalesce(l.last_leased_at, 'epoch')::timestamptz AS last_leased_at,
+           coalesce(h.seen_at, 'epoch')::timestamptz AS seen_at,
+           coalesce(h.stopped, false)::bool AS stopped
+    FROM audit_replica_load l
+    FULL JOIN (SELECT * FROM replica_heartbeats WHERE seen_at > now() - interval '1 hour') h ON h.replica = l.replica
+)
+SELECT r.replica, r.in_flight, r.leases_last_minute, r.last_leased_at, r.seen_at, r.stopped,
+       (SELECT count(*) FROM dispatch d WHERE d.state = 'reserved' AND d.replica = r.replica)::bigint AS reserved,
        (SELECT count(*) FROM attempts a
-        WHERE a.replica = l.replica AND a.answered_at > now() - interval '1 minute')::bigint AS results_last_minute,
-       coalesce((SELECT max(p.at) FROM reaper_passes p WHERE p.replica = l.replica), 'epoch')::timestamptz AS last_reaper_pass
-FROM audit_replica_load l;
+        WHERE a.replica = r.replica AND a.answered_at > now() - interval '1 minute')::bigint AS results_last_minute,
+       coalesce((SELECT max(p.at) FROM reaper_passes p WHERE p.replica = r.replica), 'epoch')::timestamptz AS last_reaper_pass,
+       now()::timestamptz AS now
+FROM r
+ORDER BY r.replica;
 
 -- name: WebWorkerActivity :many
 -- WebWorkerActivity is audit_worker_activity, most recently seen first, a page of it.
@@ -44,3 +55,58 @@ FROM audit_in_flight LIMIT @lim;
 -- WebActiveWorkers counts the workers (by name and service) heard from in the last minute.
 SELECT count(*)::bigint FROM workers
 WHERE greatest(last_request, last_result) > now() - interval '1 minute';
+
+-- name: WebSearchTasks :many
+-- WebSearchTasks finds at most @lim tasks whose entry holds @pattern (an ILIKE pattern, its
+-- wildcards escaped by the caller), through the trigram index tasks_entry_trgm.
+SELECT t.id, c.name AS corpus, s.name AS service, t.entry, t.status, t.run
+FROM tasks t
+JOIN corpora c ON c.id = t.corpus_id
+JOIN services s ON s.id = t.service_id
+WHERE t.entry ILIKE @pattern::text
+LIMIT @lim;
+
+-- name: WebTaskExists :one
+-- WebTaskExists tells whether a task of that id exists.
+SELECT EXISTS (SELECT 1 FROM tasks WHERE id = @id)::bool;
+
+-- name: WebDeadLetters :many
+-- WebDeadLetters is audit_dead_letters, a page of it: the tasks whose current run gave up, with
+-- the cause their stand-in Fatal records.
+SELECT task_id, run, corpus, service, entry, coalesce(cause, '')::text AS cause,
+       coalesce(last_leased_at, 'epoch')::timestamptz AS last_leased_at
+FROM audit_dead_letters LIMIT @lim;
+
+-- name: WebQueuedRetries :many
+-- WebQueuedRetries lists the tasks queued for a retry, with their retries so far and the cause
+-- of the last one.
+SELECT d.task_id, d.run, c.name AS corpus, s.name AS service, t.entry, d.retries,
+       coalesce(d.last_cause::text, '')::text AS last_cause, d.leased_at
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+JOIN corpora c ON c.id = t.corpus_id
+JOIN services s ON s.id = t.service_id
+WHERE d.queued
+ORDER BY d.task_id
+LIMIT @lim;
+
+-- name: WebWorkerHour :many
+-- WebWorkerHour counts each worker's attempts leased over the last hour and the results they
+-- got, through attempts_worker (worker, leased_at), for the workers named.
+SELECT w.name::text AS worker,
+       (SELECT count(*) FROM attempts a WHERE a.worker = w.name AND a.leased_at > now() - interval '1 hour')::bigint AS leases,
+       (SELECT count(*) FROM attempts a WHERE a.worker = w.name AND a.leased_at > now() - interval '1 hour'
+          AND a.answered_at IS NOT NULL)::bigint AS answered
+FROM unnest(@names::text[]) AS w(name);
+
+-- name: WebWorkerAttempts :many
+-- WebWorkerAttempts lists a worker's latest attempts, newest first.
+SELECT a.task_id, a.run, a.attempt, a.replica, a.leased_at, a.answered_at, coalesce(a.outcome, '')::text AS outcome,
+       a.status, c.name AS corpus, s.name AS service, t.entry
+FROM attempts a
+JOIN tasks t ON t.id = a.task_id
+JOIN corpora c ON c.id = t.corpus_id
+JOIN services s ON s.id = t.service_id
+WHERE a.worker = @worker
+ORDER BY a.leased_at DESC
+LIMIT @lim;

@@ -337,6 +337,7 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stoppi
 		return // this worker already waits for a reply; it gets one
 	}
 	r := &request{identity: identity, worker: from.worker(wire.WorkerName(identity)), key: from.key, at: time.Now()}
+	v.s.store.NoteRequest(svc.ID, r.worker) // alive, whether or not work comes (docs/web.md#liveness)
 	if !v.atCap(r) {
 		v.admit(svc, r)
 		return

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/cortexq/cortexq/queue"
@@ -45,6 +46,28 @@ type ReplicaLoad struct {
 	LeasesLastMinute, ResultsLastMinute int64
 	// LastLeasedAt and LastReaperPass are nil when there is none on record.
 	LastLeasedAt, LastReaperPass *time.Time
+	// State is up (a heartbeat within ReplicaGoneAfter), stopped (it said so when it stopped),
+	// gone (its heartbeats stopped) or unknown (no heartbeat on record: an older replica);
+	// SeenAt is its last heartbeat.
+	State  string
+	SeenAt *time.Time
+}
+
+// ReplicaGoneAfter is how long a replica may go without a heartbeat (it sends one every
+// lease.HeartbeatEvery) before it counts as gone.
+const ReplicaGoneAfter = 30 * time.Second
+
+// replicaState reads a replica's heartbeat.
+func replicaState(seen time.Time, stopped bool, now time.Time) string {
+	switch {
+	case seen.Unix() == 0:
+		return "unknown"
+	case stopped:
+		return "stopped"
+	case now.Sub(seen) > ReplicaGoneAfter:
+		return "gone"
+	}
+	return "up"
 }
 
 // ReplicaLoads lists the replicas with a lease in flight or one in the last hour
@@ -58,7 +81,8 @@ func (r *Reader) ReplicaLoads(ctx context.Context) ([]ReplicaLoad, error) {
 	for i, r := range rows {
 		out[i] = ReplicaLoad{Replica: r.Replica, InFlight: r.InFlight, Reserved: r.Reserved,
 			LeasesLastMinute: r.LeasesLastMinute, ResultsLastMinute: r.ResultsLastMinute,
-			LastLeasedAt: notEpoch(r.LastLeasedAt), LastReaperPass: notEpoch(r.LastReaperPass)}
+			LastLeasedAt: notEpoch(r.LastLeasedAt), LastReaperPass: notEpoch(r.LastReaperPass),
+			State: replicaState(r.SeenAt, r.Stopped, r.Now), SeenAt: notEpoch(r.SeenAt)}
 	}
 	return out, nil
 }
@@ -92,4 +116,74 @@ func (r *Reader) LeasesOut(ctx context.Context, limit int) ([]LeaseOut, error) {
 func (r *Reader) ActiveWorkers(ctx context.Context) (int64, error) {
 	n, err := dbsqlc.New(r.pool).WebActiveWorkers(ctx)
 	return n, pgtx.Wrap("active workers", err)
+}
+
+// FoundTask is a task whose entry matched a search.
+type FoundTask = dbsqlc.WebSearchTasksRow
+
+// SearchTasks finds at most limit tasks whose entry contains text (case-insensitive; % and _
+// are literal), through the trigram index on tasks.entry.
+func (r *Reader) SearchTasks(ctx context.Context, text string, limit int) ([]FoundTask, error) {
+	esc := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(text)
+	rows, err := dbsqlc.New(r.pool).WebSearchTasks(ctx, "%"+esc+"%", int32(limit))
+	return rows, pgtx.Wrap("search tasks", err)
+}
+
+// TaskExists reports whether a task of that id exists.
+func (r *Reader) TaskExists(ctx context.Context, id int64) (bool, error) {
+	ok, err := dbsqlc.New(r.pool).WebTaskExists(ctx, id)
+	return ok, pgtx.Wrap("task exists", err)
+}
+
+// DeadLetter is a task whose current run gave up (audit_dead_letters).
+type DeadLetter = dbsqlc.WebDeadLettersRow
+
+// DeadLetters lists at most limit dead-lettered tasks, by id.
+func (r *Reader) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
+	rows, err := dbsqlc.New(r.pool).WebDeadLetters(ctx, int32(limit))
+	return rows, pgtx.Wrap("dead letters", err)
+}
+
+// QueuedRetry is a task queued for a retry.
+type QueuedRetry = dbsqlc.WebQueuedRetriesRow
+
+// QueuedRetries lists at most limit tasks queued for a retry, by id.
+func (r *Reader) QueuedRetries(ctx context.Context, limit int) ([]QueuedRetry, error) {
+	rows, err := dbsqlc.New(r.pool).WebQueuedRetries(ctx, int32(limit))
+	return rows, pgtx.Wrap("queued retries", err)
+}
+
+// WorkerHour is a worker's attempts over the last hour: leased, and answered of those.
+type WorkerHour struct{ Leases, Answered int64 }
+
+// WorkerHours counts the attempts of the workers named over the last hour.
+func (r *Reader) WorkerHours(ctx context.Context, names []string) (map[string]WorkerHour, error) {
+	rows, err := dbsqlc.New(r.pool).WebWorkerHour(ctx, names)
+	if err != nil {
+		return nil, pgtx.Wrap("worker hours", err)
+	}
+	out := make(map[string]WorkerHour, len(rows))
+	for _, w := range rows {
+		out[w.Worker] = WorkerHour{Leases: w.Leases, Answered: w.Answered}
+	}
+	return out, nil
+}
+
+// WorkerAttempt is one attempt of a worker, with its task.
+type WorkerAttempt = dbsqlc.WebWorkerAttemptsRow
+
+// WorkerAttempts lists a worker's latest attempts, at most limit, newest first.
+func (r *Reader) WorkerAttempts(ctx context.Context, worker string, limit int) ([]WorkerAttempt, error) {
+	rows, err := dbsqlc.New(r.pool).WebWorkerAttempts(ctx, worker, int32(limit))
+	return rows, pgtx.Wrap("worker attempts", err)
+}
+
+// Now is the database's clock (or the test clock New was given).
+func (r *Reader) Now(ctx context.Context) (time.Time, error) {
+	if t := r.injectedNow(); t != nil {
+		return *t, nil
+	}
+	var t time.Time
+	err := r.pool.QueryRow(ctx, "SELECT now()").Scan(&t)
+	return t, pgtx.Wrap("clock", err)
 }

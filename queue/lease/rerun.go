@@ -19,6 +19,8 @@ type RerunScope struct {
 	ServiceID int32
 	// Statuses, if any, limits the rerun to tasks with these statuses.
 	Statuses []queue.Status
+	// TaskIDs, if any, limits it to these tasks (the dashboard's rerun of one task).
+	TaskIDs []int64
 	// Severity, Category and What, if set, limit it to tasks with a message of the current run
 	// that matches all the set ones.
 	Severity string
@@ -89,6 +91,7 @@ func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, erro
 		}
 		p := dbsqlc.TaskRerunParams{CorpusID: scope.CorpusID, ServiceID: scope.ServiceID, NoMessages: scope.NoMessages}
 		p.Statuses, p.Severity, p.Category, p.What = scope.Selection()
+		p.TaskIds = scope.TaskIDs
 		rows, err := q.TaskRerun(ctx, p)
 		if err != nil {
 			return fmt.Errorf("move tasks to a new run: %w", err)

@@ -24,7 +24,14 @@ type workerTally struct {
 type tallies struct {
 	mu sync.Mutex
 	m  map[workerKey]*workerTally
+	// asked is when each worker last asked for work, leased or not (NoteRequest), at most
+	// maxAsked of them between two flushes.
+	asked map[workerKey]time.Time
 }
+
+// maxAsked bounds the workers whose requests one flush notes: a flood of identities that
+// ask and never lease costs no more memory than this.
+const maxAsked = 10_000
 
 func (t *tallies) get(k workerKey, now time.Time) *workerTally {
 	if t.m == nil {
@@ -59,6 +66,38 @@ func (t *tallies) committed(service int32, dispatched map[string]int64, results 
 	}
 }
 
+// NoteRequest notes that a worker asked for work of a service, whether it got some or not:
+// the next FlushWorkers moves its last request (workers.last_request) if it is on record, so a
+// worker polling an empty queue counts as active on the dashboard (docs/web.md#liveness). The
+// time is this process's clock (NowFunc in tests): it decides no lease.
+func (s *Store) NoteRequest(service int32, worker string) {
+	now := time.Now()
+	if s.cfg.NowFunc != nil {
+		if t := s.cfg.NowFunc(); !t.IsZero() {
+			now = t
+		}
+	}
+	t := &s.tally
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.asked == nil {
+		t.asked = map[workerKey]time.Time{}
+	}
+	k := workerKey{worker, service}
+	if _, ok := t.asked[k]; ok || len(t.asked) < maxAsked {
+		t.asked[k] = now
+	}
+}
+
+// takeAsked empties the requests noted and returns them.
+func (t *tallies) takeAsked() map[workerKey]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.asked
+	t.asked = nil
+	return m
+}
+
 // take empties the tallies and returns what they held.
 func (t *tallies) take() map[workerKey]*workerTally {
 	t.mu.Lock()
@@ -86,6 +125,9 @@ func (t *tallies) restore(m map[workerKey]*workerTally) {
 // replica killed outright loses at most that second of counters, never an attempt (the attempts
 // table is the exact record). On error the counters are kept for the next flush.
 func (s *Store) FlushWorkers(ctx context.Context) error {
+	if err := s.flushAsked(ctx); err != nil {
+		return err
+	}
 	m := s.tally.take()
 	if len(m) == 0 {
 		return nil
@@ -115,22 +157,68 @@ func (s *Store) FlushWorkers(ctx context.Context) error {
 	return nil
 }
 
+// flushAsked writes the requests NoteRequest noted (a lost second of them on error: they only
+// show liveness).
+func (s *Store) flushAsked(ctx context.Context) error {
+	asked := s.tally.takeAsked()
+	if len(asked) == 0 {
+		return nil
+	}
+	keys := make([]workerKey, 0, len(asked))
+	for k := range asked {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b workerKey) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.service, b.service)
+	})
+	names, services, ats := make([]string, len(keys)), make([]int32, len(keys)), make([]time.Time, len(keys))
+	for i, k := range keys {
+		names[i], services[i], ats[i] = k.name, k.service, asked[k]
+	}
+	return translate("write worker requests", dbsqlc.New(s.pool).WorkersAsked(ctx, names, services, ats))
+}
+
+// HeartbeatEvery is how often a replica notes that it is up (replica_heartbeats), which the
+// dashboard reads to tell a replica gone (docs/web.md#liveness).
+const HeartbeatEvery = 5 * time.Second
+
+// Heartbeat notes that this replica is up, or (stopped) that it stops.
+func (s *Store) Heartbeat(ctx context.Context, stopped bool) error {
+	return translate("heartbeat", dbsqlc.New(s.pool).ReplicaHeartbeat(ctx, s.cfg.Replica, stopped))
+}
+
 // RunWorkerFlusher calls FlushWorkers every interval until ctx ends, then once more with a short
-// deadline of its own so a clean stop loses nothing.
+// deadline of its own so a clean stop loses nothing. It writes the replica's heartbeat too: at
+// start, every HeartbeatEvery, and "stopped" at the end.
 func (s *Store) RunWorkerFlusher(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	beat := func(ctx context.Context, stopped bool) {
+		if err := s.Heartbeat(ctx, stopped); err != nil && (stopped || ctx.Err() == nil) {
+			s.logger.Warn("replica heartbeat not written", "error", err)
+		}
+	}
+	beat(ctx, false)
+	lastBeat := time.Now()
 	for {
 		select {
 		case <-t.C:
 			if err := s.FlushWorkers(ctx); err != nil && ctx.Err() == nil {
 				s.logger.Warn("worker counters not written; kept for the next try", "error", err)
 			}
+			if time.Since(lastBeat) >= HeartbeatEvery {
+				beat(ctx, false)
+				lastBeat = time.Now()
+			}
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			if err := s.FlushWorkers(fctx); err != nil {
 				s.logger.Warn("worker counters lost at stop", "error", err)
 			}
+			beat(fctx, true)
 			cancel()
 			return
 		}

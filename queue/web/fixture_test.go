@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -93,6 +94,9 @@ func newFixture(t *testing.T, cfg web.Config) *fixture {
 	}), 0o644))
 	if cfg.Store == nil {
 		cfg.Store = f.store
+	}
+	if cfg.Logger == nil && os.Getenv("WEBDEBUG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	srv, err := web.New(cfg)
 	require.NoError(t, err)

@@ -37,17 +37,42 @@ var funcs = template.FuncMap{
 	"join": strings.Join,
 	"show": text.Printable,
 	"clip": clip,
+	// clipLines is clip keeping line breaks (and tabs): a message's details.
+	"clipLines": func(n int, s string) string { return clipWith(text.PrintableLines, n, s) },
+	// statusOf names a status stored as a number.
+	"statusOf": func(n int16) string { return statusName(queue.Status(n)) },
+	"plural":   plural,
+}
+
+// plural writes n with its noun: "1 task", "2 tasks", "1,000 tasks".
+func plural(n any, one, many string) string {
+	var v int64
+	switch n := n.(type) {
+	case int:
+		v = int64(n)
+	case int64:
+		v = n
+	case int32:
+		v = int64(n)
+	}
+	if v == 1 {
+		return "1 " + one
+	}
+	return commas(v) + " " + many
 }
 
 // clip is s made printable (text.Printable: control and bidirectional characters escaped) and
 // cut so that, escaped for HTML, it takes at most n bytes; a cut text ends with a note of its
 // whole length. A page of a thousand hostile messages stays a few MB however long they are.
-func clip(n int, s string) string {
+func clip(n int, s string) string { return clipWith(text.Printable, n, s) }
+
+// clipWith is clip with printable as the way to make s printable.
+func clipWith(printable func(string) string, n int, s string) string {
 	raw := s
 	if len(raw) > n {
 		raw = raw[:n] // escaped, never shorter than its source: n bytes of it are enough
 	}
-	shown, cut := htmlCut(text.Printable(raw), n)
+	shown, cut := htmlCut(printable(raw), n)
 	if !cut && len(raw) == len(s) {
 		return shown
 	}

@@ -83,6 +83,8 @@ type overviewRow struct {
 	// Share is the corpus's share of its service's leases over the last minute (its fair share
 	// as served, docs/semantics.md#fair-share).
 	Share string
+	// Paused: tasks of it are blocked (cortexq pause); CanPause: it has work left to pause.
+	Paused, CanPause bool
 }
 
 type liveFigures struct {
@@ -108,7 +110,7 @@ type liveRow struct {
 func leaseShare(p inspect.Progress) string { return fmt.Sprintf("%.1f%%", 100*p.LeaseShare) }
 
 type liveReplica struct {
-	Replica                             string
+	Replica, State                      string
 	InFlight, Reserved                  int64
 	LeasesLastMinute, ResultsLastMinute int64
 	LastLeasedAt, LastReaperPass        string
@@ -144,12 +146,17 @@ func (s *Server) overview(r *http.Request) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
+	retries, err := s.inspect.QueuedRetries(ctx, maxDeadRows+1)
+	if err != nil {
+		return view{}, err
+	}
 	var rows []overviewRow
 	var dead int64
 	for _, p := range progress {
 		minutes := through[queue.Scope{CorpusID: p.CorpusID, ServiceID: p.ServiceID}]
 		rows = append(rows, overviewRow{Progress: p, Sandbox: parent[p.Corpus], Key: rowKey(p),
-			Throughput: newSparkline(minutes), PerMinute: p.RepliesLastMinute, Share: leaseShare(p)})
+			Throughput: newSparkline(minutes), PerMinute: p.RepliesLastMinute, Share: leaseShare(p),
+			Paused: p.Blocked > 0, CanPause: p.TODO+p.Queued+p.Reserved > 0})
 		dead += p.DeadLetters
 	}
 	lastReap := "never"
@@ -161,8 +168,9 @@ func (s *Server) overview(r *http.Request) (view, error) {
 		Replicas      []inspect.ReplicaLoad
 		ActiveWorkers int64
 		DeadLetters   int64
+		Retries       string
 		LastReap      string
-	}{rows, replicas, active, dead, lastReap}}, nil
+	}{rows, replicas, active, dead, countUpTo(len(retries), maxDeadRows), lastReap}}, nil
 }
 
 // liveEvery is how often a browser refreshes the overview's live figures at the quickest;
@@ -311,7 +319,7 @@ func (s *Server) liveFigures(r *http.Request) (liveFigures, error) {
 		out.DeadLetters += p.DeadLetters
 	}
 	for _, rp := range replicas {
-		out.Replicas = append(out.Replicas, liveReplica{Replica: text.Printable(rp.Replica), InFlight: rp.InFlight, Reserved: rp.Reserved,
+		out.Replicas = append(out.Replicas, liveReplica{Replica: text.Printable(rp.Replica), State: rp.State, InFlight: rp.InFlight, Reserved: rp.Reserved,
 			LeasesLastMinute: rp.LeasesLastMinute, ResultsLastMinute: rp.ResultsLastMinute,
 			LastLeasedAt: stamp(rp.LastLeasedAt), LastReaperPass: stamp(rp.LastReaperPass)})
 	}
@@ -705,8 +713,13 @@ func (s *Server) diffCell(r *http.Request) (view, error) {
 type workerRow struct {
 	inspect.WorkerActivity
 	LastSeen *time.Time
-	PerMin   string
-	Leases   []inspect.LeaseOut
+	State    string // active, idle or gone (workerState)
+	// LeasesHour and PerMin are its leases over the last hour and the results per minute they
+	// got (answered ones over 60 minutes).
+	LeasesHour int64
+	PerMin     string
+	Attempts   string // the page of its attempts
+	Leases     []inspect.LeaseOut
 }
 
 func (s *Server) workers(r *http.Request) (view, error) {
@@ -719,27 +732,44 @@ func (s *Server) workers(r *http.Request) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
+	names := make([]string, 0, len(acts))
+	for _, a := range acts {
+		names = append(names, a.Worker)
+	}
+	hours, err := s.inspect.WorkerHours(ctx, names)
+	if err != nil {
+		return view{}, err
+	}
+	now, err := s.inspect.Now(ctx)
+	if err != nil {
+		return view{}, err
+	}
 	held := map[string][]inspect.LeaseOut{}
 	for _, l := range leases {
 		k := l.Worker + "\x00" + l.Service
 		held[k] = append(held[k], l)
 	}
 	var rows []workerRow
+	counts := map[string]int{}
 	for _, a := range acts {
-		row := workerRow{WorkerActivity: a, Leases: held[a.Worker+"\x00"+a.Service]}
+		row := workerRow{WorkerActivity: a, Leases: held[a.Worker+"\x00"+a.Service], State: "gone",
+			Attempts: link("/workers/attempts", "worker", a.Worker)}
 		row.LastSeen = a.LastRequest
 		if a.LastResult != nil && (row.LastSeen == nil || a.LastResult.After(*row.LastSeen)) {
 			row.LastSeen = a.LastResult
 		}
 		if row.LastSeen != nil {
-			if mins := row.LastSeen.Sub(a.FirstSeen).Minutes(); mins > 0 {
-				row.PerMin = strconv.FormatFloat(float64(a.Results)/mins, 'f', 1, 64)
-			}
+			row.State = workerState(*row.LastSeen, now)
 		}
+		h := hours[a.Worker]
+		row.LeasesHour = h.Leases
+		row.PerMin = strconv.FormatFloat(float64(h.Answered)/60, 'f', 1, 64)
+		counts[row.State]++
 		rows = append(rows, row)
 	}
 	return view{Page: "workers", Title: "Workers", Data: struct {
-		Workers []workerRow
-		Leases  int
-	}{rows, len(leases)}}, nil
+		Workers            []workerRow
+		Leases             int
+		Active, Idle, Gone int
+	}{rows, len(leases), counts["active"], counts["idle"], counts["gone"]}}, nil
 }

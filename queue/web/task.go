@@ -85,8 +85,11 @@ type taskPage struct {
 	Timeline   []timelineBar
 	TimelineH  int
 	Shown      []inspect.RunMessage // the first maxTaskMessages messages
+	Problems   []shownMessage       // of those, all but the infos, the worst first
+	Infos      []shownMessage       // the infos, folded
 	More       bool                 // there are more
 	Preview    string               // the preview frame's URL, if any
+	NoPreview  string               // why there is none, for a tex_to_html task
 	HasResult  bool
 	HasSource  bool
 	ReportBack string
@@ -101,16 +104,27 @@ func (s *Server) task(r *http.Request) (view, error) {
 	p.Shown = h.Messages[:min(len(h.Messages), maxTaskMessages)]
 	p.More = len(h.Messages) > len(p.Shown)
 	p.Timeline, p.TimelineH = timeline(h.Attempts, time.Now())
-	if a, err := s.archivesOf(r, h); err == nil {
-		p.HasSource = regular(a.base, a.source)
-		p.HasResult = a.result != "" && regular(a.base, a.result)
-		if p.HasResult && h.Service == previewService {
-			if m := previewMember(a); m != "" {
-				p.Preview = s.cfg.PreviewOrigin + "/task/" + strconv.FormatInt(h.ID, 10) + "/preview/" + memberURL(m)
-			}
-		}
+	s.readArchives(r, &p)
+	p.Problems, p.Infos = sortMessages(h.ID, p.Shown, p.HasSource)
+	if p.Preview == "" && h.Service == previewService {
+		p.NoPreview = noPreview(p)
 	}
 	return view{Page: "task", Title: "Task " + strconv.FormatInt(h.ID, 10), Data: p}, nil
+}
+
+// readArchives notes which of a task's archives are readable here, and its preview's URL.
+func (s *Server) readArchives(r *http.Request, p *taskPage) {
+	a, err := s.archivesOf(r, p.TaskHistory)
+	if err != nil {
+		return
+	}
+	p.HasSource = regular(a.base, a.source)
+	p.HasResult = a.result != "" && regular(a.base, a.result)
+	if p.HasResult && p.Service == previewService {
+		if m := previewMember(a); m != "" {
+			p.Preview = s.cfg.PreviewOrigin + "/task/" + strconv.FormatInt(p.ID, 10) + "/preview/" + memberURL(m)
+		}
+	}
 }
 
 // memberURL escapes an archive member's path for a URL, segment by segment.

@@ -168,6 +168,38 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 	return err
 }
 
+const replicaHeartbeat = `-- name: ReplicaHeartbeat :exec
+INSERT INTO replica_heartbeats AS h (replica, started_at, seen_at, stopped)
+VALUES ($1, now(), now(), $2)
+ON CONFLICT (replica) DO UPDATE
+SET seen_at = now(), stopped = excluded.stopped,
+    started_at = CASE WHEN h.stopped THEN now() ELSE h.started_at END
+`
+
+// ReplicaHeartbeat notes that a replica is up (stopped false), or that it stopped cleanly.
+func (q *Queries) ReplicaHeartbeat(ctx context.Context, replica string, stopped bool) error {
+	_, err := q.db.Exec(ctx, replicaHeartbeat, replica, stopped)
+	return err
+}
+
+const workersAsked = `-- name: WorkersAsked :exec
+UPDATE workers AS w
+SET last_request = greatest(w.last_request, k.at)
+FROM (SELECT unnest($1::text[]) AS name, unnest($2::int[]) AS service_id,
+             unnest($3::timestamptz[]) AS at
+      ORDER BY 1, 2) AS k
+WHERE w.name = k.name AND w.service_id = k.service_id
+  AND (w.last_request IS NULL OR w.last_request < k.at)
+`
+
+// WorkersAsked moves the last request of workers on record that asked for work in the last
+// second, leased or not (a worker polling an empty queue is alive). Workers never leased
+// anything are not added.
+func (q *Queries) WorkersAsked(ctx context.Context, names []string, serviceIds []int32, ats []time.Time) error {
+	_, err := q.db.Exec(ctx, workersAsked, names, serviceIds, ats)
+	return err
+}
+
 const workersTally = `-- name: WorkersTally :exec
 INSERT INTO workers AS w (name, service_id, first_seen, last_request, last_result, dispatched, results)
 SELECT k.name, k.service_id, k.first_seen,

@@ -232,6 +232,14 @@ type ReaperPass struct {
 	Released int32 `json:"released"`
 }
 
+// Each replica's last sign of life (every few seconds) and whether it stopped cleanly.
+type ReplicaHeartbeat struct {
+	Replica   string    `json:"replica"`
+	StartedAt time.Time `json:"started_at"`
+	SeenAt    time.Time `json:"seen_at"`
+	Stopped   bool      `json:"stopped"`
+}
+
 // Tasks whose status, run or messages changed since the last report fold.
 type ReportChange struct {
 	TaskID int64 `json:"task_id"`

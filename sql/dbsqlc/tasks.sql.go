@@ -258,17 +258,18 @@ WITH picked AS (
     FROM tasks s
     WHERE s.corpus_id = $1 AND s.service_id = $2
       AND ($3::smallint[] IS NULL OR s.status = ANY($3::smallint[]))
-      AND ($4::bool AND NOT EXISTS (
+      AND ($4::bigint[] IS NULL OR s.id = ANY($4::bigint[]))
+      AND ($5::bool AND NOT EXISTS (
                SELECT 1 FROM task_messages m
-               WHERE m.task_id = s.id AND m.run = s.run AND m.severity = $5::text)
-           OR NOT $4::bool AND $5::text IS NULL
-           AND $6::text IS NULL AND $7::text IS NULL
-           OR NOT $4::bool AND EXISTS (
+               WHERE m.task_id = s.id AND m.run = s.run AND m.severity = $6::text)
+           OR NOT $5::bool AND $6::text IS NULL
+           AND $7::text IS NULL AND $8::text IS NULL
+           OR NOT $5::bool AND EXISTS (
                SELECT 1 FROM task_messages m
                WHERE m.task_id = s.id AND m.run = s.run
-                 AND ($5::text IS NULL OR m.severity = $5::text)
-                 AND ($6::text IS NULL OR m.category = $6::text)
-                 AND ($7::text IS NULL OR m.what = $7::text)))
+                 AND ($6::text IS NULL OR m.severity = $6::text)
+                 AND ($7::text IS NULL OR m.category = $7::text)
+                 AND ($8::text IS NULL OR m.what = $8::text)))
     ORDER BY s.id
     FOR NO KEY UPDATE
 )
@@ -283,6 +284,7 @@ type TaskRerunParams struct {
 	CorpusID   int32   `json:"corpus_id"`
 	ServiceID  int32   `json:"service_id"`
 	Statuses   []int16 `json:"statuses"`
+	TaskIds    []int64 `json:"task_ids"`
 	NoMessages bool    `json:"no_messages"`
 	Severity   *string `json:"severity"`
 	Category   *string `json:"category"`
@@ -294,7 +296,7 @@ type TaskRerunRow struct {
 	Run int32 `json:"run"`
 }
 
-// TaskRerun moves the tasks of a scope to TODO in a new run. Optional filters: statuses, and a
+// TaskRerun moves the tasks of a scope to TODO in a new run. Optional filters: statuses, task ids, and a
 // message of the current run with the given severity, category and what; or, with no_messages,
 // no message of the current run of the given severity (the report's category no_messages).
 func (q *Queries) TaskRerun(ctx context.Context, arg TaskRerunParams) ([]TaskRerunRow, error) {
@@ -302,6 +304,7 @@ func (q *Queries) TaskRerun(ctx context.Context, arg TaskRerunParams) ([]TaskRer
 		arg.CorpusID,
 		arg.ServiceID,
 		arg.Statuses,
+		arg.TaskIds,
 		arg.NoMessages,
 		arg.Severity,
 		arg.Category,

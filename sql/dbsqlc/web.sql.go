@@ -23,6 +23,52 @@ func (q *Queries) WebActiveWorkers(ctx context.Context) (int64, error) {
 	return column_1, err
 }
 
+const webDeadLetters = `-- name: WebDeadLetters :many
+SELECT task_id, run, corpus, service, entry, coalesce(cause, '')::text AS cause,
+       coalesce(last_leased_at, 'epoch')::timestamptz AS last_leased_at
+FROM audit_dead_letters LIMIT $1
+`
+
+type WebDeadLettersRow struct {
+	TaskID       int64     `json:"task_id"`
+	Run          int32     `json:"run"`
+	Corpus       string    `json:"corpus"`
+	Service      string    `json:"service"`
+	Entry        string    `json:"entry"`
+	Cause        string    `json:"cause"`
+	LastLeasedAt time.Time `json:"last_leased_at"`
+}
+
+// WebDeadLetters is audit_dead_letters, a page of it: the tasks whose current run gave up, with
+// the cause their stand-in Fatal records.
+func (q *Queries) WebDeadLetters(ctx context.Context, lim int32) ([]WebDeadLettersRow, error) {
+	rows, err := q.db.Query(ctx, webDeadLetters, lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebDeadLettersRow
+	for rows.Next() {
+		var i WebDeadLettersRow
+		if err := rows.Scan(
+			&i.TaskID,
+			&i.Run,
+			&i.Corpus,
+			&i.Service,
+			&i.Entry,
+			&i.Cause,
+			&i.LastLeasedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const webInFlight = `-- name: WebInFlight :many
 SELECT task_id, run, corpus, service, entry, attempt, coalesce(worker, '')::text AS worker, replica,
        leased_at, deadline, answered
@@ -76,16 +122,79 @@ func (q *Queries) WebInFlight(ctx context.Context, lim int32) ([]WebInFlightRow,
 	return items, nil
 }
 
+const webQueuedRetries = `-- name: WebQueuedRetries :many
+SELECT d.task_id, d.run, c.name AS corpus, s.name AS service, t.entry, d.retries,
+       coalesce(d.last_cause::text, '')::text AS last_cause, d.leased_at
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+JOIN corpora c ON c.id = t.corpus_id
+JOIN services s ON s.id = t.service_id
+WHERE d.queued
+ORDER BY d.task_id
+LIMIT $1
+`
+
+type WebQueuedRetriesRow struct {
+	TaskID    int64     `json:"task_id"`
+	Run       int32     `json:"run"`
+	Corpus    string    `json:"corpus"`
+	Service   string    `json:"service"`
+	Entry     string    `json:"entry"`
+	Retries   int32     `json:"retries"`
+	LastCause string    `json:"last_cause"`
+	LeasedAt  time.Time `json:"leased_at"`
+}
+
+// WebQueuedRetries lists the tasks queued for a retry, with their retries so far and the cause
+// of the last one.
+func (q *Queries) WebQueuedRetries(ctx context.Context, lim int32) ([]WebQueuedRetriesRow, error) {
+	rows, err := q.db.Query(ctx, webQueuedRetries, lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebQueuedRetriesRow
+	for rows.Next() {
+		var i WebQueuedRetriesRow
+		if err := rows.Scan(
+			&i.TaskID,
+			&i.Run,
+			&i.Corpus,
+			&i.Service,
+			&i.Entry,
+			&i.Retries,
+			&i.LastCause,
+			&i.LeasedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const webReplicaLoad = `-- name: WebReplicaLoad :many
-SELECT l.replica::text AS replica,
-       l.in_flight::bigint AS in_flight,
-       l.leases_last_minute::bigint AS leases_last_minute,
-       coalesce(l.last_leased_at, 'epoch')::timestamptz AS last_leased_at,
-       (SELECT count(*) FROM dispatch d WHERE d.state = 'reserved' AND d.replica = l.replica)::bigint AS reserved,
+WITH r AS (
+    SELECT coalesce(l.replica, h.replica)::text AS replica,
+           coalesce(l.in_flight, 0)::bigint AS in_flight,
+           coalesce(l.leases_last_minute, 0)::bigint AS leases_last_minute,
+           coalesce(l.last_leased_at, 'epoch')::timestamptz AS last_leased_at,
+           coalesce(h.seen_at, 'epoch')::timestamptz AS seen_at,
+           coalesce(h.stopped, false)::bool AS stopped
+    FROM audit_replica_load l
+    FULL JOIN (SELECT replica, started_at, seen_at, stopped FROM replica_heartbeats WHERE seen_at > now() - interval '1 hour') h ON h.replica = l.replica
+)
+SELECT r.replica, r.in_flight, r.leases_last_minute, r.last_leased_at, r.seen_at, r.stopped,
+       (SELECT count(*) FROM dispatch d WHERE d.state = 'reserved' AND d.replica = r.replica)::bigint AS reserved,
        (SELECT count(*) FROM attempts a
-        WHERE a.replica = l.replica AND a.answered_at > now() - interval '1 minute')::bigint AS results_last_minute,
-       coalesce((SELECT max(p.at) FROM reaper_passes p WHERE p.replica = l.replica), 'epoch')::timestamptz AS last_reaper_pass
-FROM audit_replica_load l
+        WHERE a.replica = r.replica AND a.answered_at > now() - interval '1 minute')::bigint AS results_last_minute,
+       coalesce((SELECT max(p.at) FROM reaper_passes p WHERE p.replica = r.replica), 'epoch')::timestamptz AS last_reaper_pass,
+       now()::timestamptz AS now
+FROM r
+ORDER BY r.replica
 `
 
 type WebReplicaLoadRow struct {
@@ -93,13 +202,18 @@ type WebReplicaLoadRow struct {
 	InFlight          int64     `json:"in_flight"`
 	LeasesLastMinute  int64     `json:"leases_last_minute"`
 	LastLeasedAt      time.Time `json:"last_leased_at"`
+	SeenAt            time.Time `json:"seen_at"`
+	Stopped           bool      `json:"stopped"`
 	Reserved          int64     `json:"reserved"`
 	ResultsLastMinute int64     `json:"results_last_minute"`
 	LastReaperPass    time.Time `json:"last_reaper_pass"`
+	Now               time.Time `json:"now"`
 }
 
 // WebReplicaLoad is audit_replica_load with each replica's reservations, the results its
-// attempts got over the last minute and its last reaper pass ('epoch': none).
+// attempts got over the last minute, its last reaper pass ('epoch': none) and its heartbeat
+// (replica_heartbeats; 'epoch': none on record), and the replicas with a heartbeat in the last
+// hour that have no lease.
 func (q *Queries) WebReplicaLoad(ctx context.Context) ([]WebReplicaLoadRow, error) {
 	rows, err := q.db.Query(ctx, webReplicaLoad)
 	if err != nil {
@@ -114,9 +228,12 @@ func (q *Queries) WebReplicaLoad(ctx context.Context) ([]WebReplicaLoadRow, erro
 			&i.InFlight,
 			&i.LeasesLastMinute,
 			&i.LastLeasedAt,
+			&i.SeenAt,
+			&i.Stopped,
 			&i.Reserved,
 			&i.ResultsLastMinute,
 			&i.LastReaperPass,
+			&i.Now,
 		); err != nil {
 			return nil, err
 		}
@@ -126,6 +243,65 @@ func (q *Queries) WebReplicaLoad(ctx context.Context) ([]WebReplicaLoadRow, erro
 		return nil, err
 	}
 	return items, nil
+}
+
+const webSearchTasks = `-- name: WebSearchTasks :many
+SELECT t.id, c.name AS corpus, s.name AS service, t.entry, t.status, t.run
+FROM tasks t
+JOIN corpora c ON c.id = t.corpus_id
+JOIN services s ON s.id = t.service_id
+WHERE t.entry ILIKE $1::text
+LIMIT $2
+`
+
+type WebSearchTasksRow struct {
+	ID      int64  `json:"id"`
+	Corpus  string `json:"corpus"`
+	Service string `json:"service"`
+	Entry   string `json:"entry"`
+	Status  int16  `json:"status"`
+	Run     int32  `json:"run"`
+}
+
+// WebSearchTasks finds at most @lim tasks whose entry holds @pattern (an ILIKE pattern, its
+// wildcards escaped by the caller), through the trigram index tasks_entry_trgm.
+func (q *Queries) WebSearchTasks(ctx context.Context, pattern string, lim int32) ([]WebSearchTasksRow, error) {
+	rows, err := q.db.Query(ctx, webSearchTasks, pattern, lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebSearchTasksRow
+	for rows.Next() {
+		var i WebSearchTasksRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Corpus,
+			&i.Service,
+			&i.Entry,
+			&i.Status,
+			&i.Run,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webTaskExists = `-- name: WebTaskExists :one
+SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)::bool
+`
+
+// WebTaskExists tells whether a task of that id exists.
+func (q *Queries) WebTaskExists(ctx context.Context, id int64) (bool, error) {
+	row := q.db.QueryRow(ctx, webTaskExists, id)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const webThroughput = `-- name: WebThroughput :many
@@ -231,6 +407,101 @@ func (q *Queries) WebWorkerActivity(ctx context.Context, lim int32) ([]WebWorker
 			&i.Expired,
 			&i.DeadLettered,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webWorkerAttempts = `-- name: WebWorkerAttempts :many
+SELECT a.task_id, a.run, a.attempt, a.replica, a.leased_at, a.answered_at, coalesce(a.outcome, '')::text AS outcome,
+       a.status, c.name AS corpus, s.name AS service, t.entry
+FROM attempts a
+JOIN tasks t ON t.id = a.task_id
+JOIN corpora c ON c.id = t.corpus_id
+JOIN services s ON s.id = t.service_id
+WHERE a.worker = $1
+ORDER BY a.leased_at DESC
+LIMIT $2
+`
+
+type WebWorkerAttemptsRow struct {
+	TaskID     int64      `json:"task_id"`
+	Run        int32      `json:"run"`
+	Attempt    int32      `json:"attempt"`
+	Replica    string     `json:"replica"`
+	LeasedAt   time.Time  `json:"leased_at"`
+	AnsweredAt *time.Time `json:"answered_at"`
+	Outcome    string     `json:"outcome"`
+	Status     *int16     `json:"status"`
+	Corpus     string     `json:"corpus"`
+	Service    string     `json:"service"`
+	Entry      string     `json:"entry"`
+}
+
+// WebWorkerAttempts lists a worker's latest attempts, newest first.
+func (q *Queries) WebWorkerAttempts(ctx context.Context, worker string, lim int32) ([]WebWorkerAttemptsRow, error) {
+	rows, err := q.db.Query(ctx, webWorkerAttempts, worker, lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebWorkerAttemptsRow
+	for rows.Next() {
+		var i WebWorkerAttemptsRow
+		if err := rows.Scan(
+			&i.TaskID,
+			&i.Run,
+			&i.Attempt,
+			&i.Replica,
+			&i.LeasedAt,
+			&i.AnsweredAt,
+			&i.Outcome,
+			&i.Status,
+			&i.Corpus,
+			&i.Service,
+			&i.Entry,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webWorkerHour = `-- name: WebWorkerHour :many
+SELECT w.name::text AS worker,
+       (SELECT count(*) FROM attempts a WHERE a.worker = w.name AND a.leased_at > now() - interval '1 hour')::bigint AS leases,
+       (SELECT count(*) FROM attempts a WHERE a.worker = w.name AND a.leased_at > now() - interval '1 hour'
+          AND a.answered_at IS NOT NULL)::bigint AS answered
+FROM unnest($1::text[]) AS w(name)
+`
+
+type WebWorkerHourRow struct {
+	Worker   string `json:"worker"`
+	Leases   int64  `json:"leases"`
+	Answered int64  `json:"answered"`
+}
+
+// WebWorkerHour counts each worker's attempts leased over the last hour and the results they
+// got, through attempts_worker (worker, leased_at), for the workers named.
+func (q *Queries) WebWorkerHour(ctx context.Context, names []string) ([]WebWorkerHourRow, error) {
+	rows, err := q.db.Query(ctx, webWorkerHour, names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebWorkerHourRow
+	for rows.Next() {
+		var i WebWorkerHourRow
+		if err := rows.Scan(&i.Worker, &i.Leases, &i.Answered); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

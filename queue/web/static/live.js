@@ -29,7 +29,8 @@
       var fresh = document.createElement("tbody");
       data.replicas.forEach(function (rp) {
         var tr = document.createElement("tr");
-        [rp.Replica, fmt(rp.InFlight), fmt(rp.Reserved), fmt(rp.LeasesLastMinute), fmt(rp.ResultsLastMinute),
+        tr.className = "r-" + rp.State;
+        [rp.Replica, rp.State, fmt(rp.InFlight), fmt(rp.Reserved), fmt(rp.LeasesLastMinute), fmt(rp.ResultsLastMinute),
           rp.LastLeasedAt, rp.LastReaperPass].forEach(function (v) {
           var td = document.createElement("td");
           td.textContent = v;
