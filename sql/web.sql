@@ -110,3 +110,12 @@ JOIN services s ON s.id = t.service_id
 WHERE a.worker = @worker
 ORDER BY a.leased_at DESC
 LIMIT @lim;
+
+-- name: WebThroughputDay :many
+-- WebThroughputDay counts the attempts answered in each quarter hour of the last day (quarter 0
+-- is the current one, 95 the earliest).
+SELECT least(floor(extract(epoch FROM now() - answered_at) / 900), 95)::int AS quarter,
+       count(*)::bigint AS replies
+FROM attempts
+WHERE answered_at > now() - interval '1 day'
+GROUP BY 1;

@@ -187,3 +187,22 @@ func (r *Reader) Now(ctx context.Context) (time.Time, error) {
 	err := r.pool.QueryRow(ctx, "SELECT now()").Scan(&t)
 	return t, pgtx.Wrap("clock", err)
 }
+
+// ThroughputQuarters is how many quarter hours ThroughputDay covers: a day.
+const ThroughputQuarters = 96
+
+// ThroughputDay counts the attempts answered in each quarter hour of the last day, all corpora
+// together: index 0 is the current quarter, 95 a day ago.
+func (r *Reader) ThroughputDay(ctx context.Context) ([]int64, error) {
+	rows, err := dbsqlc.New(r.pool).WebThroughputDay(ctx)
+	if err != nil {
+		return nil, pgtx.Wrap("throughput of the day", err)
+	}
+	out := make([]int64, ThroughputQuarters)
+	for _, r := range rows {
+		if r.Quarter >= 0 && r.Quarter < ThroughputQuarters {
+			out[r.Quarter] += r.Replies
+		}
+	}
+	return out, nil
+}

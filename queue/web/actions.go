@@ -54,9 +54,9 @@ func (s *Server) rerun(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("corpus %s, service %s, slice %s: %d tasks back to TODO in a new run; %d leases of old runs settled; %d reservations dropped",
+	return fmt.Sprintf("corpus %s, service %s, slice %s: %s back to TODO in a new run; %s of old runs settled; %s dropped",
 		corpus, service, sliceText(r.PostForm.Get("severity"), r.PostForm.Get("category"), r.PostForm.Get("what")),
-		sum.Tasks, sum.Settled, sum.Unreserved), nil
+		plural(sum.Tasks, "task", "tasks"), plural(sum.Settled, "lease", "leases"), plural(sum.Unreserved, "reservation", "reservations")), nil
 }
 
 func (s *Server) pause(r *http.Request) (string, error) {
@@ -68,8 +68,8 @@ func (s *Server) pause(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("corpus %s, service %s: paused, %d TODO tasks blocked; %d reservations taken back",
-		corpus, service, sum.Blocked, sum.Unreserved+sum.Requeued), nil
+	return fmt.Sprintf("corpus %s, service %s: paused, %s blocked; %s taken back",
+		corpus, service, plural(sum.Blocked, "TODO task", "TODO tasks"), plural(sum.Unreserved+sum.Requeued, "reservation", "reservations")), nil
 }
 
 func (s *Server) resume(r *http.Request) (string, error) {
@@ -81,7 +81,7 @@ func (s *Server) resume(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("corpus %s, service %s: resumed, %d tasks back to TODO", corpus, service, n), nil
+	return fmt.Sprintf("corpus %s, service %s: resumed, %s back to TODO", corpus, service, plural(n, "task", "tasks")), nil
 }
 
 func (s *Server) sandbox(r *http.Request) (string, error) {
@@ -103,5 +103,5 @@ func (s *Server) sandbox(r *http.Request) (string, error) {
 	case err != nil:
 		return "", err
 	}
-	return fmt.Sprintf("sandbox %s (id %d) of corpus %s, service %s: %d tasks, TODO, priority %d", name, sum.ID, corpus, service, sum.Tasks, catalog.SandboxPriority), nil
+	return fmt.Sprintf("sandbox %s (id %d) of corpus %s, service %s: %s, TODO, priority %d", name, sum.ID, corpus, service, plural(sum.Tasks, "task", "tasks"), catalog.SandboxPriority), nil
 }

@@ -222,7 +222,7 @@ func TestBrowserRerunFromReportPage(t *testing.T) {
 	b.do(chromedp.Click(chromedp.CSS(`.slice-actions form[action="/rerun"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`p.done`)))
 	done := value(b, chromedp.TextContent(chromedp.CSS(`p.done`)))
-	require.Contains(t, done, "1 tasks back to TODO")
+	require.Contains(t, done, "1 task back to TODO")
 	require.Empty(t, b.problems())
 	require.Equal(t, 0, f.status(f.bad))
 	b.load(fmt.Sprintf("%s/task/%d", f.srv.URL, f.bad))
@@ -347,4 +347,47 @@ func TestBrowserOverviewUpdatesLive(t *testing.T) {
 	if err := <-wDone; err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("echo workers: %v", err)
 	}
+}
+
+// TestBrowserPagesFit1400AndReadErrors opens every page at 1,400 px, signed out and in: none is
+// wider than the window. On the task page the infos are folded until their summary is clicked;
+// the navigation's search box takes a task id to its page.
+func TestBrowserPagesFit1400AndReadErrors(t *testing.T) {
+	f := newFixture(t, web.Config{AdminToken: token})
+	f.exec(`INSERT INTO task_messages (task_id, run, severity, category, what, details)
+		SELECT $1, 1, 'info', 'loaded_file', 'pkg' || i || '.sty', '' FROM generate_series(1, 40) i`, f.bad)
+	b := newBrowser(t)
+	b.do(chromedp.EmulateViewport(1400, 900))
+	fits := func(signedIn bool) {
+		for name, path := range pages(f) {
+			b.load(f.srv.URL + path)
+			w := value(b, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+			require.LessOrEqual(t, w, 1400, "%s (signed in %v) is %d px wide", name, signedIn, w)
+		}
+	}
+	fits(false)
+	b.signIn(f.srv.URL)
+	fits(true)
+
+	b.load(fmt.Sprintf("%s/task/%d", f.srv.URL, f.bad))
+	open := value(b, chromedp.Evaluate[bool](`document.querySelector("details.infos").open`))
+	require.False(t, open, "the infos are folded")
+	visible := value(b, chromedp.Evaluate[bool](`document.querySelector("details.infos table").checkVisibility()`))
+	require.False(t, visible, "the folded infos are not shown")
+	summary := value(b, chromedp.TextContent(chromedp.CSS(`details.infos summary`)))
+	require.Equal(t, "40 infos", summary)
+	first := value(b, chromedp.TextContent(chromedp.CSS(`#problems tbody tr td .sev`)))
+	require.Equal(t, "fatal", first)
+	b.do(chromedp.Click(chromedp.CSS(`details.infos summary`)))
+	open = value(b, chromedp.Evaluate[bool](`document.querySelector("details.infos").open`))
+	require.True(t, open, "a click unfolds them")
+	visible = value(b, chromedp.Evaluate[bool](`document.querySelector("details.infos table").checkVisibility()`))
+	require.True(t, visible)
+	b.screenshot("web-task-errors")
+
+	b.do(chromedp.SendKeys(chromedp.CSS(`nav input[name="q"]`), fmt.Sprintf("%d\n", f.warn)),
+		chromedp.WaitVisible(chromedp.CSS(`#task-status`)))
+	status := value(b, chromedp.TextContent(chromedp.CSS(`#task-status`)))
+	require.Equal(t, "warning", status)
+	require.Empty(t, b.problems())
 }

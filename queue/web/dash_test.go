@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/web"
 )
 
@@ -209,4 +210,38 @@ func TestWebTaskPageForErrors(t *testing.T) {
 	c.login(token)
 	body = c.get(fmt.Sprintf("/task/%d", f.bad)).body
 	require.Contains(t, body, `<form method="post" action="/rerun-task" class="inline"><input type="hidden" name="csrf"`)
+}
+
+// TestWebHistory: the overview's throughput charts have axes (tasks/min, time ago) over the
+// last hour and day; the runs chart is wide enough to read; the task page numbers runs as the
+// runs page does; counts of one are singular.
+func TestWebHistory(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{AdminToken: token})
+	c := f.client()
+	over := c.get("/").body
+	require.Contains(t, over, `aria-label="Last hour: tasks answered per minute"`)
+	require.Contains(t, over, `aria-label="Last day: tasks answered per minute"`)
+	require.Contains(t, over, "Last hour: 2 tasks answered, at most 2.0/min")
+	require.Contains(t, over, `text-anchor="end">2/min</text>`, "the y axis")
+	require.Contains(t, over, `text-anchor="middle">-45m</text>`, "the x axis of the hour")
+	require.Contains(t, over, `text-anchor="middle">-6h</text>`, "the x axis of the day")
+	require.Contains(t, over, `text-anchor="middle">now</text>`)
+
+	_, err := f.store.Rerun(f.ctx, lease.RerunScope{CorpusID: 1, ServiceID: 1, Severity: "fatal"})
+	require.NoError(t, err)
+	var open int64
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT max(id) FROM runs`).Scan(&open))
+	runs := c.get("/runs?corpus=papers&service=tex_to_html").body
+	require.Regexp(t, `<svg class="chart" width="(6[4-9]\d|[7-9]\d\d|\d{4})"`, runs, "at least 640 px wide")
+	require.Contains(t, runs, fmt.Sprintf("<tr><td>#%d</td>", open))
+	task := c.get(fmt.Sprintf("/task/%d", f.bad)).body
+	require.Contains(t, task, fmt.Sprintf(`">#%d</a> of papers / tex_to_html; the task's 2nd run (rerun 1 time)`, open))
+	// Its attempt (of the first run) is numbered as the runs page numbers that run.
+	require.Contains(t, task, fmt.Sprintf("<tr><td>#%d</td><td>0</td>", open-1))
+	require.Contains(t, task, fmt.Sprintf("run #%d attempt 0: accepted", open-1))
+
+	rep := c.get("/report?corpus=papers&service=tex_to_html&severity=warning").body
+	require.Contains(t, rep, "4 tasks, 4 of them not Invalid")
+	require.Contains(t, rep, "1 row in all")
 }

@@ -42,6 +42,8 @@ var funcs = template.FuncMap{
 	// statusOf names a status stored as a number.
 	"statusOf": func(n int16) string { return statusName(queue.Status(n)) },
 	"plural":   plural,
+	"sub":      func(a int32, b int32) int32 { return a - b },
+	"ordinal":  ordinal,
 }
 
 // plural writes n with its noun: "1 task", "2 tasks", "1,000 tasks".
@@ -139,4 +141,19 @@ func stamp(v any) string {
 		return "-"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+}
+
+// ordinal writes n as "1st run", "2nd run", ...: a task's own count of its runs.
+func ordinal(n int32) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return strconv.Itoa(int(n)) + suffix + " run"
 }

@@ -159,6 +159,16 @@ func (s *Server) overview(r *http.Request) (view, error) {
 			Paused: p.Blocked > 0, CanPause: p.TODO+p.Queued+p.Reserved > 0})
 		dead += p.DeadLetters
 	}
+	hour := make([]int64, inspect.ThroughputMinutes)
+	for _, minutes := range through {
+		for i, n := range minutes {
+			hour[i] += n
+		}
+	}
+	charts := []timeChart{
+		newTimeChart("Last hour", hour, 1, 15, func(ago int) string { return agoLabel(ago) }),
+		newTimeChart("Last day", trail.day, 15, 24, func(ago int) string { return agoLabel(ago * 15) }),
+	}
 	lastReap := "never"
 	if reaped {
 		lastReap = reap.Round(time.Second).String() + " ago"
@@ -170,7 +180,19 @@ func (s *Server) overview(r *http.Request) (view, error) {
 		DeadLetters   int64
 		Retries       string
 		LastReap      string
-	}{rows, replicas, active, dead, countUpTo(len(retries), maxDeadRows), lastReap}}, nil
+		Charts        []timeChart
+	}{rows, replicas, active, dead, countUpTo(len(retries), maxDeadRows), lastReap, charts}}, nil
+}
+
+// agoLabel writes minutes ago for a chart's axis: "now", "-15m", "-6h".
+func agoLabel(minutes int) string {
+	switch {
+	case minutes == 0:
+		return "now"
+	case minutes%60 == 0:
+		return "-" + strconv.Itoa(minutes/60) + "h"
+	}
+	return "-" + strconv.Itoa(minutes) + "m"
 }
 
 // liveEvery is how often a browser refreshes the overview's live figures at the quickest;
@@ -229,6 +251,7 @@ type trailFigures struct {
 	through  map[queue.Scope][]int64
 	replicas []inspect.ReplicaLoad
 	activity map[queue.Scope]inspect.Activity
+	day      []int64 // replies per quarter hour over the last day
 }
 
 // trail returns the figures of the attempts trail. Only the first call waits for them; later
@@ -279,7 +302,10 @@ func (s *Server) readTrail(ctx context.Context) (trailFigures, error) {
 	if t.replicas, err = s.inspect.ReplicaLoads(ctx); err != nil {
 		return t, err
 	}
-	t.activity, err = s.inspect.Activity(ctx)
+	if t.activity, err = s.inspect.Activity(ctx); err != nil {
+		return t, err
+	}
+	t.day, err = s.inspect.ThroughputDay(ctx)
 	return t, err
 }
 

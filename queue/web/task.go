@@ -19,6 +19,7 @@ import (
 	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/report"
+	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/queue/text"
 )
 
@@ -93,6 +94,11 @@ type taskPage struct {
 	HasResult  bool
 	HasSource  bool
 	ReportBack string
+	// CurrentRun is the run of the corpus and service the task's current run belongs to, and
+	// AttemptRuns each attempt's: the runs page's numbers (docs/web.md#runs).
+	CurrentRun  int64
+	AttemptRuns []int64
+	RunsURL     string
 }
 
 func (s *Server) task(r *http.Request) (view, error) {
@@ -103,7 +109,18 @@ func (s *Server) task(r *http.Request) (view, error) {
 	p := taskPage{TaskHistory: h, ReportBack: link("/report", "corpus", h.Corpus, "service", h.Service)}
 	p.Shown = h.Messages[:min(len(h.Messages), maxTaskMessages)]
 	p.More = len(h.Messages) > len(p.Shown)
-	p.Timeline, p.TimelineH = timeline(h.Attempts, time.Now())
+	runs, err := s.reports.Runs(r.Context(), queue.Scope{CorpusID: h.CorpusID, ServiceID: h.ServiceID})
+	if err != nil {
+		return view{}, err
+	}
+	p.RunsURL = link("/runs", "corpus", h.Corpus, "service", h.Service)
+	if len(runs) > 0 {
+		p.CurrentRun = runs[len(runs)-1].ID
+	}
+	for _, a := range h.Attempts {
+		p.AttemptRuns = append(p.AttemptRuns, runAt(runs, a.LeasedAt))
+	}
+	p.Timeline, p.TimelineH = timeline(h.Attempts, p.AttemptRuns, time.Now())
 	s.readArchives(r, &p)
 	p.Problems, p.Infos = sortMessages(h.ID, p.Shown, p.HasSource)
 	if p.Preview == "" && h.Service == previewService {
@@ -148,8 +165,20 @@ func regular(base, p string) bool {
 	return true
 }
 
-// timeline lays a task's attempts out as bars: one row each, from leased to answered (or now).
-func timeline(attempts []inspect.Attempt, now time.Time) ([]timelineBar, int) {
+// runAt is the run (of the runs of a corpus and service, oldest first) open at t: the runs
+// page's number of what happened then; 0 with no run on record.
+func runAt(runs []reports.Run, t time.Time) int64 {
+	for i := len(runs) - 1; i >= 0; i-- {
+		if !t.Before(runs[i].StartedAt) || i == 0 {
+			return runs[i].ID
+		}
+	}
+	return 0
+}
+
+// timeline lays a task's attempts out as bars: one row each, from leased to answered (or now),
+// labelled with the run of the corpus each belongs to (runs, as runAt gives them).
+func timeline(attempts []inspect.Attempt, runs []int64, now time.Time) ([]timelineBar, int) {
 	if len(attempts) == 0 {
 		return nil, 0
 	}
@@ -183,7 +212,7 @@ func timeline(attempts []inspect.Attempt, now time.Time) ([]timelineBar, int) {
 		x := int(float64(a.LeasedAt.Sub(start)) / float64(span) * width)
 		w := max(int(float64(e.Sub(a.LeasedAt))/float64(span)*width), 2)
 		bars = append(bars, timelineBar{X: x, W: min(w, width-x+2), Y: i * 22, Class: "o-" + cssName(class),
-			Label:  "run " + strconv.Itoa(int(a.Run)) + " attempt " + strconv.Itoa(int(a.Attempt)) + ": " + outcome,
+			Label:  "run #" + strconv.FormatInt(runs[i], 10) + " attempt " + strconv.Itoa(int(a.Attempt)) + ": " + outcome,
 			Worker: a.Worker, Title: a.Worker + " on " + a.Replica + ", " + e.Sub(a.LeasedAt).Round(time.Millisecond).String()})
 	}
 	return bars, len(attempts) * 22

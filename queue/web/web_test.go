@@ -31,6 +31,11 @@ func pages(f *fixture) map[string]string {
 		"runs":     "/runs?corpus=papers&service=tex_to_html",
 		"workers":  "/workers",
 		"login":    "/login",
+		"search":   "/search?q=source",
+		"dead":     "/dead",
+		"attempts": "/workers/attempts?worker=" + url.QueryEscape("worker"+xssAttr),
+		"file":     fmt.Sprintf("/task/%d/file?name=main.tex", f.bad),
+		"view":     fmt.Sprintf("/task/%d/view", f.ok),
 	}
 }
 
@@ -224,7 +229,7 @@ func TestWebActionsNeedSessionAndCSRF(t *testing.T) {
 		return r.body
 	}
 	body := ok("/rerun", with(scope, "severity", "fatal", "category", "latex", "back", "/report?corpus=papers&service=tex_to_html"))
-	require.Contains(t, body, "1 tasks back to TODO")
+	require.Contains(t, body, "1 task back to TODO")
 	require.Contains(t, body, `href="/report?corpus=papers&amp;service=tex_to_html"`)
 	require.Equal(t, 0, f.status(f.bad))
 	require.Equal(t, -2, f.status(f.warn), "only the slice is rerun")

@@ -354,6 +354,41 @@ func (q *Queries) WebThroughput(ctx context.Context) ([]WebThroughputRow, error)
 	return items, nil
 }
 
+const webThroughputDay = `-- name: WebThroughputDay :many
+SELECT least(floor(extract(epoch FROM now() - answered_at) / 900), 95)::int AS quarter,
+       count(*)::bigint AS replies
+FROM attempts
+WHERE answered_at > now() - interval '1 day'
+GROUP BY 1
+`
+
+type WebThroughputDayRow struct {
+	Quarter int32 `json:"quarter"`
+	Replies int64 `json:"replies"`
+}
+
+// WebThroughputDay counts the attempts answered in each quarter hour of the last day (quarter 0
+// is the current one, 95 the earliest).
+func (q *Queries) WebThroughputDay(ctx context.Context) ([]WebThroughputDayRow, error) {
+	rows, err := q.db.Query(ctx, webThroughputDay)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebThroughputDayRow
+	for rows.Next() {
+		var i WebThroughputDayRow
+		if err := rows.Scan(&i.Quarter, &i.Replies); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const webWorkerActivity = `-- name: WebWorkerActivity :many
 SELECT worker, service, first_seen, last_request, last_result, dispatched, results, attempts, running,
        accepted, superseded, stale, retryable, unusable, expired, dead_lettered
