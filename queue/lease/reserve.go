@@ -353,6 +353,9 @@ func (s *Store) ReleaseAll(ctx context.Context) (int, error) {
 				s.release(w, &rows[i].Dispatch, rows[i].TaskRun, rows[i].TaskStatus, now)
 			}
 			n = len(rows)
+			if err := s.resolveKinds(ctx, q, w); err != nil {
+				return err
+			}
 			return w.flush(ctx, q, now, s.cfg.Replica)
 		})
 		total += n
@@ -381,6 +384,9 @@ func (s *Store) ReleaseExpired(ctx context.Context, max int) (int, error) {
 			s.release(w, &rows[i].Dispatch, rows[i].TaskRun, rows[i].TaskStatus, now)
 		}
 		n = len(rows)
+		if err := s.resolveKinds(ctx, q, w); err != nil {
+			return err
+		}
 		return w.flush(ctx, q, now, s.cfg.Replica)
 	})
 	if n > 0 {
