@@ -34,7 +34,8 @@ func grantAuditCommand() *cli.Command {
 		Usage:     "make (or fix) a read-only role for operator audits",
 		ArgsUsage: "ROLE",
 		Description: "Grants ROLE SELECT on the audit_* views and on the cortexq tables (services, corpora, tasks,\n" +
-			"dispatch, attempts, task_messages, runs, run_statuses, workers, reaper_passes, worker_keys,\n" +
+			"dispatch, attempts, task_messages (a view) with task_message_logs and message_kinds, runs,\n" +
+			"run_statuses, workers, reaper_passes, worker_keys,\n" +
 			"corpus_shares), USAGE on their schema, and nothing else: no write, no River table, and its\n" +
 			"sessions default to read-only transactions. Read-only holds by privileges too, for a session\n" +
 			"that turns that default off: the database's TEMPORARY privilege and the large-object creating\n" +
