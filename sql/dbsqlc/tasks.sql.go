@@ -260,16 +260,18 @@ WITH picked AS (
       AND ($3::smallint[] IS NULL OR s.status = ANY($3::smallint[]))
       AND ($4::bigint[] IS NULL OR s.id = ANY($4::bigint[]))
       AND ($5::bool AND NOT EXISTS (
-               SELECT 1 FROM task_messages m
-               WHERE m.task_id = s.id AND m.run = s.run AND m.severity = $6::text)
+               SELECT 1 FROM task_message_logs m
+               WHERE m.task_id = s.id AND m.run = s.run
+                 AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k WHERE k.severity = $6::text))
            OR NOT $5::bool AND $6::text IS NULL
            AND $7::text IS NULL AND $8::text IS NULL
            OR NOT $5::bool AND EXISTS (
-               SELECT 1 FROM task_messages m
+               SELECT 1 FROM task_message_logs m
                WHERE m.task_id = s.id AND m.run = s.run
-                 AND ($6::text IS NULL OR m.severity = $6::text)
-                 AND ($7::text IS NULL OR m.category = $7::text)
-                 AND ($8::text IS NULL OR m.what = $8::text)))
+                 AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k
+                                      WHERE ($6::text IS NULL OR k.severity = $6::text)
+                                        AND ($7::text IS NULL OR k.category = $7::text)
+                                        AND ($8::text IS NULL OR k.what = $8::text))))
     ORDER BY s.id
     FOR NO KEY UPDATE
 )
