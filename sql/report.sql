@@ -555,3 +555,62 @@ WHERE from_run = @from_run AND to_run = @to_run;
 -- name: DiffKeptAny :one
 -- DiffKeptAny says whether any diff matrix is kept (DiffFold has work).
 SELECT EXISTS (SELECT 1 FROM diff_current_state)::bool AS kept;
+
+-- name: ReportAllSeverities :many
+-- ReportAllSeverities counts, per severity, the tasks of a corpus and service with a message of
+-- it in their current run, whatever their status, and those messages (the report's "all tasks",
+-- CorTeX's all=true). Read from the messages, not the rollups.
+SELECT k.severity::text AS severity, count(DISTINCT l.task_id)::bigint AS tasks, count(*)::bigint AS messages
+FROM tasks t
+JOIN task_message_logs l ON l.task_id = t.id AND l.run = t.run
+CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
+JOIN message_kinds k ON k.id = x.kind
+WHERE t.corpus_id = @corpus_id AND t.service_id = @service_id
+GROUP BY 1;
+
+-- name: ReportAllNames :many
+-- ReportAllNames lists the categories of a severity (@category NULL) or the whats of one of its
+-- categories, with the tasks of any status having one in their current run and the messages, as
+-- ReportAllSeverities counts them. Page of a sorted list (most tasks first), with its length.
+WITH kinds AS (
+    SELECT k.id, CASE WHEN sqlc.narg('category')::text IS NULL THEN k.category ELSE k.what END AS name
+    FROM message_kinds k
+    WHERE k.severity = @severity
+      AND (sqlc.narg('category')::text IS NULL OR k.category = sqlc.narg('category')::text)
+), counted AS (
+    SELECT kinds.name, count(DISTINCT l.task_id) AS tasks, count(*) AS messages
+    FROM tasks t
+    JOIN task_message_logs l ON l.task_id = t.id AND l.run = t.run
+    CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
+    JOIN kinds ON kinds.id = x.kind
+    WHERE t.corpus_id = @corpus_id AND t.service_id = @service_id
+      AND l.kinds && ARRAY(SELECT id FROM kinds)
+    GROUP BY kinds.name
+)
+SELECT name::text AS name, tasks::bigint AS tasks, messages::bigint AS messages, count(*) OVER ()::bigint AS total
+FROM counted
+ORDER BY tasks DESC, messages DESC, name
+LIMIT @lim OFFSET @off;
+
+-- name: ReportAllMessages :many
+-- ReportAllMessages lists the messages of one what in the current runs of the tasks of any
+-- status, with their tasks, by task id (and position in the task's log).
+WITH k AS (
+    SELECT k.id FROM message_kinds k
+    WHERE k.severity = @severity AND k.category = @category AND k.what = @what
+)
+SELECT t.id, t.entry, t.status, coalesce(m.details[x.n], '')::text AS details
+FROM k
+JOIN tasks t ON t.corpus_id = @corpus_id AND t.service_id = @service_id
+JOIN task_message_logs m ON m.task_id = t.id AND m.run = t.run AND m.kinds @> ARRAY[k.id]
+CROSS JOIN LATERAL unnest(m.kinds) WITH ORDINALITY AS x (kind, n)
+WHERE x.kind = k.id
+ORDER BY t.id, x.n
+LIMIT @lim OFFSET @off;
+
+-- name: ReportStatusMessages :many
+-- ReportStatusMessages is each final status's messages of its own severity in the current runs
+-- of its tasks, as of the last fold (the report's first level).
+SELECT status, messages
+FROM report_rollup
+WHERE corpus_id = @corpus_id AND service_id = @service_id AND level = 0 AND category = '' AND what = '';

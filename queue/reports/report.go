@@ -60,6 +60,8 @@ type ReportMessage struct {
 	TaskID  int64  `json:"task_id"`
 	Entry   string `json:"entry"`
 	Details string `json:"details"`
+	// Status is the task's, in the all-tasks view (ReportAllMessages); nil otherwise.
+	Status *queue.Status `json:"status,omitempty"`
 }
 
 // ReportStatuses counts the tasks of a corpus and service by status.

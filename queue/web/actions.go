@@ -9,6 +9,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 )
 
 // sliceOf reads an action's corpus, service and slice (severity, category, what) into the
@@ -19,8 +20,14 @@ func (s *Server) sliceOf(r *http.Request) (string, string, lease.RerunScope, err
 		return "", "", lease.RerunScope{}, err
 	}
 	f := r.PostForm
-	scope, err := lease.SelectSlice(f.Get("severity"), f.Get("category"), f.Get("what"))
-	if err != nil {
+	var scope lease.RerunScope
+	if all := f.Get("all") == "1"; all && f.Get("severity") != "" {
+		// The all-tasks view's slice: tasks of any status with such a message.
+		if !reports.IsAllSeverity(f.Get("severity")) {
+			return "", "", scope, badRequest("severity %q: with all, want one of info, warning, error, fatal, invalid", f.Get("severity"))
+		}
+		scope = lease.RerunScope{Severity: f.Get("severity"), Category: f.Get("category"), What: f.Get("what")}
+	} else if scope, err = lease.SelectSlice(f.Get("severity"), f.Get("category"), f.Get("what")); err != nil {
 		return "", "", scope, badRequest("%v", err)
 	}
 	scope.CorpusID, scope.ServiceID = ids.CorpusID, ids.ServiceID

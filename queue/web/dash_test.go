@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/queue/web"
 )
 
@@ -244,4 +245,64 @@ func TestWebHistory(t *testing.T) {
 	rep := c.get("/report?corpus=papers&service=tex_to_html&severity=warning").body
 	require.Contains(t, rep, "4 tasks, 4 of them not Invalid")
 	require.Contains(t, rep, "1 row in all")
+}
+
+// TestWebReportAllTasks: the all-tasks view counts a severity's messages in every task whatever
+// its status (the warnings inside a Fatal task, infos anywhere), with share bars and message
+// counts at the top; by status, the same warning counts only in Warning tasks. Its rerun button
+// reruns the tasks of any status with such a message.
+func TestWebReportAllTasks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{AdminToken: token})
+	f.exec(`INSERT INTO task_messages (task_id, run, severity, category, what, details) VALUES
+		($1, 1, 'warning', 'missing_file', 'foo.sty', 'in the fatal task'),
+		($1, 1, 'error', 'undefined', '\foo', ''), ($1, 1, 'error', 'undefined', '\foo', ''),
+		($1, 1, 'info', 'loaded_file', 'a.sty', ''),
+		($2, 1, 'warning', 'missing_file', 'foo.sty', 'in the warning task'),
+		($3, 1, 'info', 'loaded_file', 'a.sty', '')`, f.bad, f.warn, f.ok)
+	f.exec(`INSERT INTO report_changes (task_id) SELECT id FROM tasks`)
+	_, err := reports.New(f.pool, nil, nil).FoldAll(f.ctx, 0)
+	require.NoError(t, err)
+	c := f.client()
+	base := "/report?corpus=papers&service=tex_to_html"
+
+	byStatus := c.get(base + "&severity=warning").body
+	require.Contains(t, byStatus, `category=missing_file&amp;corpus=papers&amp;service=tex_to_html&amp;severity=warning">missing_file</a></td><td>1</td><td>1</td>`)
+	require.Contains(t, byStatus, `id="all-tasks"`)
+
+	top := c.get(base + "&all=1")
+	require.Equal(t, http.StatusOK, top.code, top.body)
+	require.Contains(t, top.body, "<strong>all tasks</strong>")
+	require.Contains(t, top.body, `severity=info">info</a></td><td>2</td><td>2</td><td>50.0%</td><td><svg class="share"`)
+	require.Contains(t, top.body, `severity=warning">warning</a></td><td>2</td><td>3</td><td>50.0%</td>`)
+	require.Contains(t, top.body, `severity=error">error</a></td><td>1</td><td>2</td><td>25.0%</td>`)
+	require.Contains(t, top.body, `<rect class="fill s-warning" width="60" height="10"/>`, "a share bar of half")
+
+	cats := c.get(base + "&all=1&severity=warning").body
+	require.Contains(t, cats, `missing_file</a></td><td>2</td><td>2</td><td>100.0%</td>`, "the warning inside the Fatal task too")
+	// The Fatal task's errors are reachable.
+	whats := c.get(base + "&all=1&severity=error&category=undefined").body
+	require.Contains(t, whats, `\foo</a></td><td>1</td><td>2</td>`)
+	msgs := c.get(base + "&all=1&severity=warning&category=missing_file&what=foo.sty").body
+	require.Contains(t, msgs, "in the fatal task")
+	require.Contains(t, msgs, "in the warning task")
+	require.Contains(t, msgs, "<td>fatal</td>")
+	info := c.get(base + "&severity=info")
+	require.Equal(t, http.StatusOK, info.code, "info is a level of the all-tasks view")
+	require.Contains(t, info.body, `loaded_file</a></td><td>2</td><td>2</td>`)
+	require.Equal(t, http.StatusBadRequest, c.get(base+"&all=1&severity=no_problem").code)
+	require.Equal(t, http.StatusBadRequest, c.get(base+"&all=yes").code)
+
+	// The status view's top level has message counts and bars too.
+	st := c.get(base).body
+	require.Contains(t, st, `severity=fatal">fatal</a></td><td>1</td><td>1</td><td>25.0%</td><td><svg class="share"`)
+
+	c.login(token)
+	r := c.post("/rerun", url.Values{"csrf": {c.csrf()}, "corpus": {"papers"}, "service": {"tex_to_html"}, "all": {"1"},
+		"severity": {"warning"}, "category": {"missing_file"}, "what": {"foo.sty"}})
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.Contains(t, r.body, "2 tasks back to TODO")
+	require.Equal(t, 0, f.status(f.bad))
+	require.Equal(t, 0, f.status(f.warn))
+	require.Equal(t, -1, f.status(f.ok))
 }

@@ -361,10 +361,25 @@ var reportStatuses = []queue.Status{queue.StatusNoProblem, queue.StatusWarning, 
 // slice is a report slice as the pages name it, with its links.
 type slice struct {
 	Corpus, Service, Severity, Category, What string
+	// Every: the all-tasks view, a severity's messages in the tasks of every status
+	// (docs/reports.md#all-tasks).
+	Every bool
 }
 
 func (sl slice) pairs() []string {
-	return []string{"corpus", sl.Corpus, "service", sl.Service, "severity", sl.Severity, "category", sl.Category, "what", sl.What}
+	all := ""
+	if sl.Every {
+		all = "1"
+	}
+	return []string{"corpus", sl.Corpus, "service", sl.Service, "severity", sl.Severity, "category", sl.Category, "what", sl.What, "all", all}
+}
+
+// AllFlag is the form value of All.
+func (sl slice) AllFlag() string {
+	if sl.Every {
+		return "1"
+	}
+	return ""
 }
 
 // URL is the report page of the slice.
@@ -375,6 +390,7 @@ type reportRow struct {
 	Tasks   int64
 	Msgs    int64
 	Percent string
+	Bar     int // the share bar's width, of shareW
 	Slice   slice // the slice the row opens (and its rerun button reruns)
 	Open    bool  // whether the row opens a deeper level
 }
@@ -394,6 +410,19 @@ type reportPage struct {
 	SliceStatus string
 	// Fold says how fresh the category and what levels' counts (the report rollups) are.
 	Fold string
+	// ByStatus and AllTasks are the two views' links at this level.
+	ByStatus, AllTasks string
+}
+
+// shareW is the width of a report row's share bar.
+const shareW = 120
+
+// shareBar is n of total as a bar's width.
+func shareBar(n, total int64) int {
+	if total <= 0 || n <= 0 {
+		return 0
+	}
+	return max(1, int(float64(shareW)*float64(n)/float64(total)))
 }
 
 // Here is the slice the page shows.
@@ -410,13 +439,27 @@ func (s *Server) report(r *http.Request) (view, error) {
 		return view{}, err
 	}
 	sl := slice{Corpus: corpus, Service: service, Severity: strings.ToLower(q.Get("severity")), Category: q.Get("category"), What: q.Get("what")}
+	switch v := q.Get("all"); v {
+	case "", "0":
+	case "1", "true":
+		sl.Every = true
+	default:
+		return view{}, badRequest("all %q: want 1 (every task, whatever its status) or 0", v)
+	}
+	if sl.Severity == string(queue.SeverityInfo) {
+		sl.Every = true // infos are only counted in every task
+	}
 	switch {
 	case sl.Category != "" && sl.Severity == "":
 		return view{}, badRequest("category needs a severity")
 	case sl.What != "" && sl.Category == "":
 		return view{}, badRequest("what needs a category")
 	}
-	if _, err := lease.SelectSlice(sl.Severity, sl.Category, sl.What); err != nil {
+	if sl.Every {
+		if sl.Severity != "" && !reports.IsAllSeverity(sl.Severity) {
+			return view{}, badRequest("severity %q: with all, want one of info, warning, error, fatal, invalid", sl.Severity)
+		}
+	} else if _, err := lease.SelectSlice(sl.Severity, sl.Category, sl.What); err != nil {
 		return view{}, badRequest("%v", err)
 	}
 	ctx := r.Context()
@@ -429,38 +472,83 @@ func (s *Server) report(r *http.Request) (view, error) {
 		p.All += n
 	}
 	p.Total = p.All - counts[queue.StatusInvalid]
-	p.Crumbs = []reportRow{{Name: corpus + " / " + service, Slice: slice{Corpus: corpus, Service: service}}}
+	here := sl
+	here.Every = false
+	if _, _, ok := lease.ReportSeverity(sl.Severity); sl.Severity == "" || ok {
+		p.ByStatus = here.URL()
+	}
+	here.Every = true
+	if sl.Severity == "" || reports.IsAllSeverity(sl.Severity) {
+		p.AllTasks = here.URL()
+	}
+	p.Crumbs = []reportRow{{Name: corpus + " / " + service, Slice: slice{Corpus: corpus, Service: service, Every: sl.Every}}}
 	if sl.Severity != "" {
-		p.Crumbs = append(p.Crumbs, reportRow{Name: sl.Severity, Slice: slice{corpus, service, sl.Severity, "", ""}})
+		p.Crumbs = append(p.Crumbs, reportRow{Name: sl.Severity, Slice: slice{corpus, service, sl.Severity, "", "", sl.Every}})
 	}
 	if sl.Category != "" {
-		p.Crumbs = append(p.Crumbs, reportRow{Name: sl.Category, Slice: slice{corpus, service, sl.Severity, sl.Category, ""}})
+		p.Crumbs = append(p.Crumbs, reportRow{Name: sl.Category, Slice: slice{corpus, service, sl.Severity, sl.Category, "", sl.Every}})
 	}
 	if sl.What != "" {
 		p.Crumbs = append(p.Crumbs, reportRow{Name: sl.What, Slice: sl})
 	}
+	title := "Report " + corpus + " / " + service
+	if sl.Severity == "" && sl.Every {
+		p.Level, p.Heading = "severity", "Messages by severity, in every task whatever its status"
+		sevs, err := s.reports.ReportAllSeverities(ctx, scope)
+		if err != nil {
+			return view{}, err
+		}
+		for _, sev := range reports.AllSeverities {
+			row := sevs[sev]
+			p.Rows = append(p.Rows, reportRow{Name: string(sev), Tasks: row.Tasks, Msgs: row.Messages, Percent: percent(row.Tasks, p.All),
+				Bar: shareBar(row.Tasks, p.All), Slice: slice{corpus, service, string(sev), "", "", true}, Open: true})
+		}
+		return view{Page: "report", Title: title, Data: p}, nil
+	}
 	if sl.Severity == "" {
 		p.Level, p.Heading = "severity", "Tasks by status"
+		msgs, err := s.reports.ReportStatusMessages(ctx, scope)
+		if err != nil {
+			return view{}, err
+		}
 		for _, st := range reportStatuses {
 			n := lease.StatusCount(counts, st)
-			row := reportRow{Name: statusName(st), Tasks: n, Percent: percent(n, p.Total)}
+			row := reportRow{Name: statusName(st), Tasks: n, Msgs: msgs[st], Percent: percent(n, p.Total), Bar: shareBar(n, p.Total)}
 			if st == queue.StatusInvalid {
-				row.Percent = "-"
+				row.Percent, row.Bar = "-", 0
 			}
 			if st.Terminal() {
-				row.Slice, row.Open = slice{corpus, service, statusName(st), "", ""}, true
+				row.Slice, row.Open = slice{corpus, service, statusName(st), "", "", false}, true
 			}
 			p.Rows = append(p.Rows, row)
 		}
-		return view{Page: "report", Title: "Report " + corpus + " / " + service, Data: p}, nil
+		return view{Page: "report", Title: title, Data: p}, nil
 	}
-	status, severity, _ := lease.ReportSeverity(sl.Severity)
-	of := counts[status]
-	p.SliceStatus = fmt.Sprintf("%s tasks %s", commas(of), sl.Severity)
+	var status queue.Status
+	var severity queue.Severity
+	var of int64
+	if sl.Every {
+		severity = queue.Severity(sl.Severity)
+		sevs, err := s.reports.ReportAllSeverities(ctx, scope)
+		if err != nil {
+			return view{}, err
+		}
+		of = sevs[severity].Tasks
+		p.SliceStatus = fmt.Sprintf("%s with a message of severity %s, whatever their status", plural(of, "task", "tasks"), sl.Severity)
+	} else {
+		status, severity, _ = lease.ReportSeverity(sl.Severity)
+		of = counts[status]
+		p.SliceStatus = fmt.Sprintf("%s tasks %s", commas(of), sl.Severity)
+	}
 	rs := reports.ReportSlice{Scope: scope, Status: status, Severity: severity, Category: sl.Category, What: sl.What, Limit: limit, Offset: offset}
 	if sl.What != "" {
 		p.Level, p.Heading = "messages", "Messages and their tasks"
-		if p.Messages, err = s.reports.ReportMessages(ctx, rs); err != nil {
+		if sl.Every {
+			p.Messages, err = s.reports.ReportAllMessages(ctx, rs)
+		} else {
+			p.Messages, err = s.reports.ReportMessages(ctx, rs)
+		}
+		if err != nil {
 			return view{}, err
 		}
 		if len(p.Messages) == limit && offset+limit <= reports.ReportMaxOffset {
@@ -470,26 +558,34 @@ func (s *Server) report(r *http.Request) (view, error) {
 		var rows []reports.ReportRow
 		if sl.Category == "" {
 			p.Level, p.Heading = "category", "Categories of "+sl.Severity
-			rows, p.Count, err = s.reports.ReportCategories(ctx, rs)
 		} else {
 			p.Level, p.Heading = "what", "Whats of "+sl.Category
+		}
+		switch {
+		case sl.Every:
+			rows, p.Count, err = s.reports.ReportAllNames(ctx, rs)
+		case sl.Category == "":
+			rows, p.Count, err = s.reports.ReportCategories(ctx, rs)
+		default:
 			rows, p.Count, err = s.reports.ReportWhats(ctx, rs)
 		}
 		if err != nil {
 			return view{}, err
 		}
-		fold, err := s.reports.ReportFoldState(ctx)
-		if err != nil {
-			return view{}, err
+		if !sl.Every {
+			fold, err := s.reports.ReportFoldState(ctx)
+			if err != nil {
+				return view{}, err
+			}
+			p.Fold = foldAge(fold)
 		}
-		p.Fold = foldAge(fold)
 		for _, row := range rows {
-			next := slice{corpus, service, sl.Severity, row.Name, ""}
+			next := slice{corpus, service, sl.Severity, row.Name, "", sl.Every}
 			if sl.Category != "" {
-				next = slice{corpus, service, sl.Severity, sl.Category, row.Name}
+				next = slice{corpus, service, sl.Severity, sl.Category, row.Name, sl.Every}
 			}
 			p.Rows = append(p.Rows, reportRow{Name: row.Name, Tasks: row.Tasks, Msgs: row.Messages,
-				Percent: percent(row.Tasks, of), Slice: next, Open: true})
+				Percent: percent(row.Tasks, of), Bar: shareBar(row.Tasks, of), Slice: next, Open: true})
 		}
 		if int64(offset+limit) < p.Count && offset+limit <= reports.ReportMaxOffset {
 			p.Next = link("/report", append(sl.pairs(), "offset", strconv.Itoa(offset+limit), "limit", strconv.Itoa(limit))...)
@@ -498,7 +594,7 @@ func (s *Server) report(r *http.Request) (view, error) {
 	if offset > 0 {
 		p.Prev = link("/report", append(sl.pairs(), "offset", strconv.Itoa(max(0, offset-limit)), "limit", strconv.Itoa(limit))...)
 	}
-	return view{Page: "report", Title: "Report " + corpus + " / " + service, Data: p}, nil
+	return view{Page: "report", Title: title, Data: p}, nil
 }
 
 // foldAge says how fresh the report rollups are, as cortexq report says it.

@@ -61,7 +61,7 @@ func TestWebPagesRenderWithStrictHeaders(t *testing.T) {
 	require.Contains(t, c.get("/").body, `<progress max="4" value="3"`)
 	require.Contains(t, c.get("/").body, `<polyline data-k="Spark" points="`)
 	report := c.get(pages(f)["report"]).body
-	require.Contains(t, report, `severity=fatal">fatal</a></td><td>1</td><td>25.0%</td>`, "one fatal task of the four not Invalid")
+	require.Contains(t, report, `severity=fatal">fatal</a></td><td>1</td><td>1</td><td>25.0%</td>`, "one fatal task of the four not Invalid, with its one fatal message")
 	require.Contains(t, c.get(pages(f)["task-ok"]).body, `sandbox="allow-scripts"`)
 	require.Contains(t, c.get(pages(f)["log"]).body, "Info:cortex:ok converted")
 	live := c.get("/live")

@@ -733,6 +733,185 @@ func (q *Queries) DiffSwept(ctx context.Context, pauseSeconds float64, corpusID 
 	return err
 }
 
+const reportAllMessages = `-- name: ReportAllMessages :many
+WITH k AS (
+    SELECT k.id FROM message_kinds k
+    WHERE k.severity = $5 AND k.category = $6 AND k.what = $7
+)
+SELECT t.id, t.entry, t.status, coalesce(m.details[x.n], '')::text AS details
+FROM k
+JOIN tasks t ON t.corpus_id = $1 AND t.service_id = $2
+JOIN task_message_logs m ON m.task_id = t.id AND m.run = t.run AND m.kinds @> ARRAY[k.id]
+CROSS JOIN LATERAL unnest(m.kinds) WITH ORDINALITY AS x (kind, n)
+WHERE x.kind = k.id
+ORDER BY t.id, x.n
+LIMIT $4 OFFSET $3
+`
+
+type ReportAllMessagesParams struct {
+	CorpusID  int32  `json:"corpus_id"`
+	ServiceID int32  `json:"service_id"`
+	Off       int32  `json:"off"`
+	Lim       int32  `json:"lim"`
+	Severity  string `json:"severity"`
+	Category  string `json:"category"`
+	What      string `json:"what"`
+}
+
+type ReportAllMessagesRow struct {
+	ID      int64  `json:"id"`
+	Entry   string `json:"entry"`
+	Status  int16  `json:"status"`
+	Details string `json:"details"`
+}
+
+// ReportAllMessages lists the messages of one what in the current runs of the tasks of any
+// status, with their tasks, by task id (and position in the task's log).
+func (q *Queries) ReportAllMessages(ctx context.Context, arg ReportAllMessagesParams) ([]ReportAllMessagesRow, error) {
+	rows, err := q.db.Query(ctx, reportAllMessages,
+		arg.CorpusID,
+		arg.ServiceID,
+		arg.Off,
+		arg.Lim,
+		arg.Severity,
+		arg.Category,
+		arg.What,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReportAllMessagesRow
+	for rows.Next() {
+		var i ReportAllMessagesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Entry,
+			&i.Status,
+			&i.Details,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const reportAllNames = `-- name: ReportAllNames :many
+WITH kinds AS (
+    SELECT k.id, CASE WHEN $3::text IS NULL THEN k.category ELSE k.what END AS name
+    FROM message_kinds k
+    WHERE k.severity = $4
+      AND ($3::text IS NULL OR k.category = $3::text)
+), counted AS (
+    SELECT kinds.name, count(DISTINCT l.task_id) AS tasks, count(*) AS messages
+    FROM tasks t
+    JOIN task_message_logs l ON l.task_id = t.id AND l.run = t.run
+    CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
+    JOIN kinds ON kinds.id = x.kind
+    WHERE t.corpus_id = $5 AND t.service_id = $6
+      AND l.kinds && ARRAY(SELECT id FROM kinds)
+    GROUP BY kinds.name
+)
+SELECT name::text AS name, tasks::bigint AS tasks, messages::bigint AS messages, count(*) OVER ()::bigint AS total
+FROM counted
+ORDER BY tasks DESC, messages DESC, name
+LIMIT $2 OFFSET $1
+`
+
+type ReportAllNamesParams struct {
+	Off       int32   `json:"off"`
+	Lim       int32   `json:"lim"`
+	Category  *string `json:"category"`
+	Severity  string  `json:"severity"`
+	CorpusID  int32   `json:"corpus_id"`
+	ServiceID int32   `json:"service_id"`
+}
+
+type ReportAllNamesRow struct {
+	Name     string `json:"name"`
+	Tasks    int64  `json:"tasks"`
+	Messages int64  `json:"messages"`
+	Total    int64  `json:"total"`
+}
+
+// ReportAllNames lists the categories of a severity (@category NULL) or the whats of one of its
+// categories, with the tasks of any status having one in their current run and the messages, as
+// ReportAllSeverities counts them. Page of a sorted list (most tasks first), with its length.
+func (q *Queries) ReportAllNames(ctx context.Context, arg ReportAllNamesParams) ([]ReportAllNamesRow, error) {
+	rows, err := q.db.Query(ctx, reportAllNames,
+		arg.Off,
+		arg.Lim,
+		arg.Category,
+		arg.Severity,
+		arg.CorpusID,
+		arg.ServiceID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReportAllNamesRow
+	for rows.Next() {
+		var i ReportAllNamesRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Tasks,
+			&i.Messages,
+			&i.Total,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const reportAllSeverities = `-- name: ReportAllSeverities :many
+SELECT k.severity::text AS severity, count(DISTINCT l.task_id)::bigint AS tasks, count(*)::bigint AS messages
+FROM tasks t
+JOIN task_message_logs l ON l.task_id = t.id AND l.run = t.run
+CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
+JOIN message_kinds k ON k.id = x.kind
+WHERE t.corpus_id = $1 AND t.service_id = $2
+GROUP BY 1
+`
+
+type ReportAllSeveritiesRow struct {
+	Severity string `json:"severity"`
+	Tasks    int64  `json:"tasks"`
+	Messages int64  `json:"messages"`
+}
+
+// ReportAllSeverities counts, per severity, the tasks of a corpus and service with a message of
+// it in their current run, whatever their status, and those messages (the report's "all tasks",
+// CorTeX's all=true). Read from the messages, not the rollups.
+func (q *Queries) ReportAllSeverities(ctx context.Context, corpusID int32, serviceID int32) ([]ReportAllSeveritiesRow, error) {
+	rows, err := q.db.Query(ctx, reportAllSeverities, corpusID, serviceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReportAllSeveritiesRow
+	for rows.Next() {
+		var i ReportAllSeveritiesRow
+		if err := rows.Scan(&i.Severity, &i.Tasks, &i.Messages); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reportCategories = `-- name: ReportCategories :many
 WITH cats AS (
     SELECT r.category, r.tasks, r.messages
@@ -1091,6 +1270,39 @@ func (q *Queries) ReportNoMessages(ctx context.Context, arg ReportNoMessagesPara
 	for rows.Next() {
 		var i ReportNoMessagesRow
 		if err := rows.Scan(&i.ID, &i.Entry); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const reportStatusMessages = `-- name: ReportStatusMessages :many
+SELECT status, messages
+FROM report_rollup
+WHERE corpus_id = $1 AND service_id = $2 AND level = 0 AND category = '' AND what = ''
+`
+
+type ReportStatusMessagesRow struct {
+	Status   int16 `json:"status"`
+	Messages int64 `json:"messages"`
+}
+
+// ReportStatusMessages is each final status's messages of its own severity in the current runs
+// of its tasks, as of the last fold (the report's first level).
+func (q *Queries) ReportStatusMessages(ctx context.Context, corpusID int32, serviceID int32) ([]ReportStatusMessagesRow, error) {
+	rows, err := q.db.Query(ctx, reportStatusMessages, corpusID, serviceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReportStatusMessagesRow
+	for rows.Next() {
+		var i ReportStatusMessagesRow
+		if err := rows.Scan(&i.Status, &i.Messages); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
