@@ -390,7 +390,7 @@ type reportRow struct {
 	Tasks   int64
 	Msgs    int64
 	Percent string
-	Bar     int // the share bar's width, of shareW
+	Bar     int   // the share bar's width, of shareW
 	Slice   slice // the slice the row opens (and its rerun button reruns)
 	Open    bool  // whether the row opens a deeper level
 }
