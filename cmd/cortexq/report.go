@@ -78,11 +78,26 @@ func selectionFlags(env string) []cli.Flag {
 			Usage:   "only tasks with a message of this what",
 			EnvVars: envVars(env + "WHAT"),
 		},
+		&cli.BoolFlag{
+			Name: "all",
+			Usage: "every task whatever its status: --severity info, warning, error, fatal or invalid then selects the tasks " +
+				"with a message of that severity, not the tasks of that status (CorTeX's all tasks)",
+			EnvVars: envVars(env + "ALL"),
+		},
 	}
 }
 
 // selectionOf reads the selection flags into a rerun scope (without its corpus and service).
 func selectionOf(c *cli.Context) (lease.RerunScope, error) {
+	if sev := strings.ToLower(c.String("severity")); c.Bool("all") && sev != "" {
+		if !reports.IsAllSeverity(sev) {
+			return lease.RerunScope{}, usagef(c, "--severity %q: with --all, want one of info, warning, error, fatal, invalid", sev)
+		}
+		if c.String("category") == lease.NoMessages {
+			return lease.RerunScope{}, usagef(c, "--category %s: not with --all", lease.NoMessages)
+		}
+		return lease.RerunScope{Severity: sev, Category: c.String("category"), What: c.String("what")}, nil
+	}
 	scope, err := lease.SelectSlice(c.String("severity"), c.String("category"), c.String("what"))
 	if err != nil {
 		return scope, usagef(c, "--%v", err)
@@ -295,6 +310,9 @@ func runReport(c *cli.Context) error {
 	case what != "" && category == "":
 		return usagef(c, "--what needs --category")
 	}
+	if c.Bool("all") {
+		return runReportAll(c, sevName, category, what, limit, offset)
+	}
 	sevStatus, sevMessage, ok := lease.ReportSeverity(sevName)
 	if sevName != "" && !ok {
 		return usagef(c, "--severity %q: want one of %s", sevName, lease.ReportSeverityNames())
@@ -422,4 +440,91 @@ func foldAge(f reports.FoldState) string {
 	}
 	return fmt.Sprintf("counts as of the fold %s ago (%s; %s changes wait for the next)",
 		f.Age.Round(time.Second), f.FoldedAt.UTC().Format("2006-01-02 15:04:05 UTC"), commas(f.Pending))
+}
+
+// runReportAll is cortexq report --all: a severity's messages in every task whatever its
+// status (docs/reports.md#all-tasks).
+func runReportAll(c *cli.Context, sevName, category, what string, limit, offset int) error {
+	if sevName != "" && !reports.IsAllSeverity(sevName) {
+		return usagef(c, "--severity %q: with --all, want one of info, warning, error, fatal, invalid", sevName)
+	}
+	store, done, err := openStore(c, lease.Config{}, reports.TuneReportPool)
+	if err != nil {
+		return err
+	}
+	defer done()
+	scope, err := scopeOfNamed(c, store)
+	if err != nil {
+		return err
+	}
+	rep := reportsOf(store)
+	corpus, service := c.String(flagCorpus), c.String(flagService)
+	rerun := commandLine("rerun", flagCorpus, corpus, flagService, service, "severity", sevName, "category", category, "what", what) + " --all"
+	where := fmt.Sprintf("corpus %s, service %s, all tasks", corpus, service)
+	num := func(n int64) string {
+		if c.Bool("csv") {
+			return strconv.FormatInt(n, 10)
+		}
+		return commas(n)
+	}
+	if sevName == "" {
+		counts, err := rep.ReportStatuses(c.Context, scope)
+		if err != nil {
+			return err
+		}
+		var all int64
+		for _, n := range counts {
+			all += n
+		}
+		sevs, err := rep.ReportAllSeverities(c.Context, scope)
+		if err != nil {
+			return err
+		}
+		t := table{Title: fmt.Sprintf("%s: %s; per severity, the tasks with a message of it and those messages", where, commas(all)+" tasks"),
+			Header: []string{"severity", "tasks", "messages", "percent"}}
+		var rows []reports.ReportRow
+		for _, sev := range reports.AllSeverities {
+			r := sevs[sev]
+			rows = append(rows, r)
+			t.Rows = append(t.Rows, []string{r.Name, num(r.Tasks), num(r.Messages), percent(r.Tasks, all)})
+		}
+		t.JSON = map[string]any{"corpus": corpus, "service": service, "all": true, "tasks": all, "severities": rows}
+		return t.print(c)
+	}
+	sl := reports.ReportSlice{Scope: scope, Severity: queue.Severity(sevName), Category: category, What: what, Limit: limit, Offset: offset}
+	if what != "" {
+		msgs, err := rep.ReportAllMessages(c.Context, sl)
+		if err != nil {
+			return err
+		}
+		t := table{Title: fmt.Sprintf("%s: severity %s, category %s, what %s: messages and their tasks", where, sevName, category, what),
+			Header: []string{"task_id", "status", "entry", "details"}, Next: "rerun these tasks: " + rerun}
+		for _, m := range msgs {
+			t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), statusName(*m.Status), m.Entry, m.Details})
+		}
+		if msgs == nil {
+			msgs = []reports.ReportMessage{}
+		}
+		t.JSON = map[string]any{"corpus": corpus, "service": service, "all": true, "severity": sevName, "category": category,
+			"what": what, "offset": offset, "limit": limit, "messages": msgs, "rerun": rerun}
+		return t.print(c)
+	}
+	level, title := "category", fmt.Sprintf("%s: severity %s, by category", where, sevName)
+	if category != "" {
+		level, title = "what", fmt.Sprintf("%s: severity %s, category %s, by what", where, sevName, category)
+	}
+	rows, total, err := rep.ReportAllNames(c.Context, sl)
+	if err != nil {
+		return err
+	}
+	t := table{Title: title, Header: []string{level, "tasks", "messages"}, Total: &total, Next: "rerun this slice: " + rerun}
+	for _, r := range rows {
+		t.Rows = append(t.Rows, []string{r.Name, num(r.Tasks), num(r.Messages)})
+	}
+	if rows == nil {
+		rows = []reports.ReportRow{}
+	}
+	t.JSON = map[string]any{"corpus": corpus, "service": service, "all": true, "severity": sevName, "category": category,
+		"level": level, "offset": offset, "limit": limit, "total": total, "rows": rows, "rerun": rerun}
+	return t.print(c)
 }

@@ -400,3 +400,47 @@ func TestReportBadInput(t *testing.T) {
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM corpora WHERE name = 'c'`))
 	require.Equal(t, 0, d.count(`SELECT count(*) FROM corpora WHERE parent_corpus_id IS NOT NULL`))
 }
+
+// TestReportAll: --all counts a severity's messages in every task whatever its status (the
+// warning inside a Fatal task, infos), and its rerun line (--all) reruns those tasks.
+func TestReportAll(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("service", "add", "echo")
+	d.importList("c", "echo", entries("t", 3)...)
+	sc := d.scope("c", "echo")
+	leases := d.lease(sc.ServiceID, "w0", "w1", "w2")
+	warn := queue.Message{Severity: queue.SeverityWarning, Category: "missing_file", What: "foo.sty"}
+	results := []struct {
+		status queue.Status
+		msgs   []queue.Message
+	}{
+		{queue.StatusFatal, []queue.Message{warn, {Severity: queue.SeverityError, Category: "undefined", What: `\foo`},
+			{Severity: queue.SeverityError, Category: "undefined", What: `\foo`}, {Severity: queue.SeverityFatal, Category: "latex", What: "x"}}},
+		{queue.StatusWarning, []queue.Message{warn}},
+		{queue.StatusNoProblem, []queue.Message{{Severity: queue.SeverityInfo, Category: "loaded_file", What: "a.sty"}}},
+	}
+	for i, l := range leases {
+		r := lease.Result{TaskID: l.TaskID, Worker: fmt.Sprintf("w%d", i), Kind: lease.KindReport, Status: results[i].status, Messages: results[i].msgs}
+		require.Equal(t, lease.OutcomeAccepted, d.claim(r).Outcome)
+	}
+	// By status, the warning counts in the Warning task only.
+	r := d.report("--severity", "warning")
+	require.Equal(t, []reportRow{{Name: "missing_file", Tasks: 1, Messages: 1}}, r.Rows)
+	r = d.report("--all", "--severity", "warning")
+	require.Equal(t, []reportRow{{Name: "missing_file", Tasks: 2, Messages: 2}}, r.Rows)
+	require.Equal(t, "cortexq rerun --corpus c --service echo --severity warning --all", r.Rerun)
+	r = d.report("--all", "--severity", "error", "--category", "undefined")
+	require.Equal(t, []reportRow{{Name: `\foo`, Tasks: 1, Messages: 2}}, r.Rows)
+	r = d.report("--all", "--severity", "info")
+	require.Equal(t, []reportRow{{Name: "loaded_file", Tasks: 1, Messages: 1}}, r.Rows)
+	r = d.report("--all", "--severity", "warning", "--category", "missing_file", "--what", "foo.sty")
+	require.Len(t, r.Messages, 2)
+	out := d.ok("report", "--corpus", "c", "--service", "echo", "--all")
+	require.Regexp(t, `(?m)^warning\s+2\s+2\s+66\.67%\s*$`, out)
+	require.Regexp(t, `(?m)^error\s+1\s+2\s+33\.33%\s*$`, out)
+	require.Regexp(t, `(?m)^info\s+1\s+1\s+33\.33%\s*$`, out)
+
+	out = d.ok("rerun", "--corpus", "c", "--service", "echo", "--severity", "warning", "--category", "missing_file", "--all")
+	require.Contains(t, out, ": 2 tasks back to TODO")
+	require.Equal(t, 2, d.count(`SELECT count(*) FROM tasks WHERE status = 0`))
+}
