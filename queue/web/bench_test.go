@@ -54,6 +54,8 @@ func BenchmarkWebPages(b *testing.B) {
 	require.NoError(b, pool.QueryRow(ctx, `SELECT min(task_id) FROM task_messages WHERE severity = 'error'`).Scan(&task))
 	require.NoError(b, pool.QueryRow(ctx, `SELECT task_id FROM task_messages GROUP BY task_id ORDER BY count(*) DESC LIMIT 1`).Scan(&heavy))
 
+	var infoCat string
+	require.NoError(b, pool.QueryRow(ctx, `SELECT category FROM message_kinds WHERE severity = 'info' ORDER BY id LIMIT 1`).Scan(&infoCat))
 	srv, err := web.New(web.Config{Store: store, LiveMaxAge: time.Nanosecond, LiveBudget: time.Hour})
 	require.NoError(b, err)
 	q := "corpus=arxiv&service=tex_to_html"
@@ -70,6 +72,12 @@ func BenchmarkWebPages(b *testing.B) {
 		{"task", fmt.Sprintf("/task/%d", task)},
 		{"task_most_messages", fmt.Sprintf("/task/%d", heavy)},
 		{"workers", "/workers"},
+		{"search_entry", "/search?q=" + url.QueryEscape("/4321/")},
+		{"search_common", "/search?q=source.zip"},
+		{"dead", "/dead"},
+		{"report_all", "/report?" + q + "&all=1"},
+		{"report_all_warning", "/report?" + q + "&all=1&severity=warning"},
+		{"report_info_category", "/report?" + q + "&severity=info&category=" + url.QueryEscape(infoCat)},
 	}
 	load := func(path string) {
 		rec := httptest.NewRecorder()
