@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path"
 	"regexp"
 	"slices"
@@ -211,7 +212,7 @@ func (s *Server) sourceFile(r *http.Request) (view, error) {
 }
 
 // openZip opens an archive beneath base as a zip.
-func openZip(base, p string) (*zip.Reader, interface{ Close() error }, error) {
+func openZip(base, p string) (*zip.Reader, *os.File, error) {
 	if p == "" {
 		return nil, nil, errNoArchive
 	}
