@@ -584,7 +584,6 @@ WITH kinds AS (
     CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
     JOIN kinds ON kinds.id = x.kind
     WHERE t.corpus_id = @corpus_id AND t.service_id = @service_id
-      AND l.kinds && ARRAY(SELECT id FROM kinds)
     GROUP BY kinds.name
 )
 SELECT name::text AS name, tasks::bigint AS tasks, messages::bigint AS messages, count(*) OVER ()::bigint AS total

@@ -813,7 +813,6 @@ WITH kinds AS (
     CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
     JOIN kinds ON kinds.id = x.kind
     WHERE t.corpus_id = $5 AND t.service_id = $6
-      AND l.kinds && ARRAY(SELECT id FROM kinds)
     GROUP BY kinds.name
 )
 SELECT name::text AS name, tasks::bigint AS tasks, messages::bigint AS messages, count(*) OVER ()::bigint AS total
