@@ -228,7 +228,17 @@ func (v *ventilator) run(ctx context.Context) error {
 		v.serve(ctx, now)
 		v.answerOverdue(now)
 		v.plan(now)
+		v.publishSizes()
 	}
+}
+
+// publishSizes publishes the sizes of the per-identity tables for the metrics.
+func (v *ventilator) publishSizes() {
+	t := &v.s.tracked
+	t.waiting.Store(int64(len(v.waiting)))
+	t.asking.Store(int64(len(v.asking)))
+	t.askingKey.Store(int64(len(v.askingKey)))
+	t.capped.Store(int64(len(v.capped)))
 }
 
 // refusePending answers every request not yet handed to a leaser with no work.
