@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -27,12 +28,13 @@ import (
 )
 
 // The fleet bench (bench --fleet N): one replica and a simulated fleet of N worker identities in
-// this process, each a DEALER socket of its own with one request outstanding, sharing a PUSH
-// socket per shard for their echoed results; with --churn M, identities are replaced by new ones
+// this process, each a DEALER connection of its own (ZMTP spoken by the bench, one file
+// descriptor each: libzmq would take two) with one request outstanding, its heartbeats
+// answered, sharing a PUSH socket per 256 identities for their echoed results; with --churn M, identities are replaced by new ones
 // (the old socket closed, as a restarted worker's) until M distinct identities have asked.
 // See docs/performance.md#a-fleet-of-workers.
 
-// fleetShard is how many identities one goroutine (one poller) serves.
+// fleetShard is how many identities share a PUSH socket for their results.
 const fleetShard = 256
 
 // fleetReplyBound is how long a request may go unanswered before the bench counts it as
@@ -74,6 +76,8 @@ type fleetReport struct {
 	TaskReplies int64 `json:"task_replies"`
 	NoWork      int64 `json:"no_work_replies"`
 	Unanswered  int64 `json:"unanswered"`
+	// NoWorkReasons are the replica's no-work replies by reason.
+	NoWorkReasons map[string]float64 `json:"no_work_reasons"`
 	// Reply latency, request to reply (a task or no work), in ms.
 	ReplyP50 float64 `json:"reply_p50_ms"`
 	ReplyP99 float64 `json:"reply_p99_ms"`
@@ -103,18 +107,6 @@ type fleetReport struct {
 	NoProblem        int64              `json:"no_problem"`
 	Lost             int64              `json:"lost"`
 	GatesOK          bool               `json:"gates_ok"`
-}
-
-// fleetSlot is one simulated worker: its current identity and what it measured.
-type fleetSlot struct {
-	dealer  *zmq.Socket
-	name    string
-	gen     int
-	sentAt  time.Time // the request outstanding, or zero
-	askFrom time.Time // when it began asking for its next task
-	resume  time.Time // after a no-work reply: when to ask again
-	tasks   int64
-	replied bool
 }
 
 // fleet is the simulated fleet's shared state.
@@ -148,10 +140,9 @@ func runFleetBench(c *cli.Context) error {
 			fmt.Fprintf(c.App.Writer, format+"\n", args...)
 		}
 	}
-	// Each identity holds a DEALER (a connection and a mailbox here, a connection in the
-	// replica) and each shard a PUSH: raise this process's limits, the hard one too when
+	// Each identity holds a connection (a file descriptor here, one in the replica): raise this process's limits, the hard one too when
 	// allowed, before the replica is started and inherits them.
-	fdLimit := raiseNoFile(uint64(3*n + 4096))
+	fdLimit := raiseNoFile(uint64(n + 4096))
 	dsn, err := databaseURL(c)
 	if err != nil {
 		return err
@@ -236,7 +227,7 @@ func runFleetBench(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := zctx.SetMaxSockets(2*n + 1024); err != nil {
+	if err := zctx.SetMaxSockets(n/fleetShard + 64); err != nil {
 		return fmt.Errorf("zeromq max sockets: %w", err)
 	}
 	runCtx, stopFleet := context.WithCancel(ctx)
@@ -282,6 +273,7 @@ func runFleetBench(c *cli.Context) error {
 	time.Sleep(2 * time.Second) // the last claims and flushes
 	rep.FinalRSS = rss()
 	rep.EntriesConnected = readEntries(metricsURLs)
+	rep.NoWorkReasons = readByLabel(metricsURLs, `cortexq_mock_replies_total{reason="`)
 	stopFleet()
 	shards.Wait()
 	if err := zctx.Term(); err != nil {
@@ -335,6 +327,7 @@ func runFleetBench(c *cli.Context) error {
 			rep.Fleet, rep.Distinct, rep.FDLimit, rep.TaskReplies, rep.Seconds, rep.TasksPerS, rep.Requests, rep.NoWork, rep.Unanswered)
 		logf("reply latency p50 %.1f ms, p99 %.1f ms, max %.1f ms; longest wait for a task %.0f ms; tasks per slot %d..%d (max/min %.2f, CV %.3f), %d starved",
 			rep.ReplyP50, rep.ReplyP99, rep.ReplyMax, rep.LongestWait, rep.SlotMin, rep.SlotMax, rep.SlotMaxMin, rep.SlotCV, rep.Starved)
+		logf("no-work replies by reason: %v", rep.NoWorkReasons)
 		logf("replica RSS: start %.0f MB, peak %.0f MB, final %.0f MB, after the fleet left %.0f MB", rep.StartRSS, rep.PeakRSS, rep.FinalRSS, rep.LeftRSS)
 		logf("per-identity entries connected %v, after the fleet left %v", rep.EntriesConnected, rep.EntriesLeft)
 		logf("gates: lost %d, NoProblem %d of %d → %s", rep.Lost, rep.NoProblem, tasks, map[bool]string{true: "ok", false: "FAILED"}[rep.GatesOK])
@@ -346,153 +339,119 @@ func runFleetBench(c *cli.Context) error {
 	return nil
 }
 
-// runShard serves slots [first, last) of the fleet until ctx ends.
+// runShard serves slots [first, last) of the fleet until ctx ends: a goroutine per identity,
+// each on a ZMTP DEALER connection of its own (fleetDealer), and one PUSH socket for the shard's
+// results.
 func (f *fleet) runShard(ctx context.Context, zctx *zmq.Context, first, last int) error {
 	push, err := zctx.NewSocket(zmq.PUSH)
 	if err != nil {
 		return err
 	}
 	defer push.Close()
-	_ = push.SetLinger(0)
-	if err := push.Connect(f.sink); err != nil {
+	if err := errors.Join(push.SetLinger(0), push.Connect(f.sink)); err != nil {
 		return err
 	}
-	slots := make([]*fleetSlot, last-first)
-	defer func() {
-		for _, s := range slots {
-			if s != nil && s.dealer != nil {
-				s.dealer.Close()
+	results := make(chan [][]byte, last-first)
+	var slots sync.WaitGroup
+	errs := make(chan error, last-first)
+	for i := first; i < last; i++ {
+		slots.Go(func() {
+			if err := f.runSlot(ctx, i, results); err != nil && ctx.Err() == nil {
+				errs <- err
 			}
-		}
+		})
+	}
+	go func() {
+		slots.Wait()
+		close(results)
 	}()
-	for i := range slots {
-		slots[i] = &fleetSlot{gen: 0}
-		if err := f.connect(zctx, first+i, slots[i]); err != nil {
-			return err
+	for frames := range results {
+		if _, err := push.SendMessage(frames); err != nil {
+			return fmt.Errorf("send result: %w", err)
 		}
 	}
-	poller := zmq.NewPoller()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// runSlot is one simulated worker: an identity that asks, echoes the task it gets, and asks
+// again (after the throttle when it got no work), restarted under a new identity as the churn
+// says, until ctx ends.
+func (f *fleet) runSlot(ctx context.Context, i int, results chan<- [][]byte) error {
 	var local []time.Duration
 	var longest time.Duration
-	rebuild := func() {
-		poller = zmq.NewPoller()
-		for _, s := range slots {
-			poller.Add(s.dealer, zmq.POLLIN)
-		}
-	}
-	rebuild()
-	flush := func() {
+	var tasks int64
+	defer func() {
 		f.mu.Lock()
 		f.latencies = append(f.latencies, local...)
 		f.longestWait = max(f.longestWait, longest)
+		f.perSlot[i] = tasks
 		f.mu.Unlock()
-		local = local[:0]
-	}
-	defer flush()
-	for ctx.Err() == nil {
-		now := time.Now()
-		for _, s := range slots {
-			if s.sentAt.IsZero() && !now.Before(s.resume) {
-				if _, err := s.dealer.Send(f.service, zmq.DONTWAIT); err == nil {
-					s.sentAt = now
-					f.requests.Add(1)
-				}
-			} else if !s.sentAt.IsZero() && now.Sub(s.sentAt) > fleetReplyBound {
-				f.unanswered.Add(1)
-				s.sentAt = time.Time{} // ask again
-			}
-		}
-		polled, err := poller.Poll(50 * time.Millisecond)
+	}()
+	replied := false
+	askFrom := time.Now()
+	for gen := 0; ctx.Err() == nil; gen++ {
+		name := fmt.Sprintf("%s-%d-%d", f.prefix, i, gen)
+		d, err := dialDealer(ctx, f.vent, name)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("poll: %w", err)
+			return fmt.Errorf("identity %s: %w", name, err)
 		}
-		changed := false
-		for _, p := range polled {
-			i := slices.IndexFunc(slots, func(s *fleetSlot) bool { return s.dealer == p.Socket })
-			s := slots[i]
-			msg, err := s.dealer.RecvMessageBytes(zmq.DONTWAIT)
-			if err != nil {
+		stop := context.AfterFunc(ctx, func() { d.conn.Close() })
+		f.distinct.Add(1)
+		restart := false
+		for !restart && ctx.Err() == nil {
+			sent := time.Now()
+			if err := d.send([]byte(f.service)); err != nil {
+				break
+			}
+			f.requests.Add(1)
+			msg, err := d.recv(fleetReplyBound)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				f.unanswered.Add(1)
 				continue
 			}
-			now := time.Now()
-			if !s.sentAt.IsZero() {
-				local = append(local, now.Sub(s.sentAt))
+			if err != nil {
+				break
 			}
-			s.sentAt = time.Time{}
-			if !s.replied {
-				s.replied = true
+			now := time.Now()
+			local = append(local, now.Sub(sent))
+			if !replied {
+				replied = true
 				f.firstReplies.Add(1)
 			}
-			restart := false
 			if len(msg) >= 2 && string(msg[0]) != "0" {
-				frames := append([][]byte{[]byte(s.name), []byte(f.service)}, msg...)
-				if _, err := push.SendMessage(frames); err != nil {
-					return fmt.Errorf("send result: %w", err)
-				}
+				results <- append([][]byte{[]byte(name), []byte(f.service)}, msg...)
 				f.tasks.Add(1)
 				f.tasksLeft.Add(-1)
-				s.tasks++
-				longest = max(longest, now.Sub(s.askFrom))
-				s.askFrom = now
+				tasks++
+				longest = max(longest, now.Sub(askFrom))
+				askFrom = now
 				restart = fleetRoll(f.restartP)
 			} else {
 				f.noWork.Add(1)
-				s.resume = now.Add(f.throttle)
 				// Once the tasks are done, identities keep restarting until --churn is reached.
 				restart = f.tasksLeft.Load() <= 0
-			}
-			if restart && f.churnLeft.Add(-1) >= 0 {
-				s.dealer.Close()
-				s.gen++
-				s.resume = time.Time{}
-				if err := f.connect(zctx, first+i, s); err != nil {
-					return err
+				if !restart || f.churnLeft.Load() <= 0 {
+					select {
+					case <-time.After(f.throttle):
+					case <-ctx.Done():
+					}
 				}
-				changed = true
+			}
+			if restart && f.churnLeft.Add(-1) < 0 {
+				restart = false
 			}
 		}
-		if changed {
-			rebuild()
-		}
-		if len(local) > 4096 {
-			flush()
-		}
+		stop()
+		d.conn.Close()
 	}
-	f.mu.Lock()
-	for i, s := range slots {
-		f.perSlot[first+i] = s.tasks
-	}
-	f.mu.Unlock()
-	return nil
-}
-
-// connect gives slot i a new identity on a new DEALER.
-func (f *fleet) connect(zctx *zmq.Context, i int, s *fleetSlot) error {
-	d, err := zctx.NewSocket(zmq.DEALER)
-	if err != nil {
-		return fmt.Errorf("identity %d: %w", i, err)
-	}
-	s.name = fmt.Sprintf("%s-%d-%d", f.prefix, i, s.gen)
-	for _, set := range []func() error{
-		func() error { return d.SetLinger(0) },
-		func() error { return d.SetIdentity(s.name) },
-		func() error { return d.SetHeartbeatIvl(10 * time.Second) },
-		func() error { return d.SetHeartbeatTimeout(30 * time.Second) },
-		func() error { return d.Connect(f.vent) },
-	} {
-		if err := set(); err != nil {
-			d.Close()
-			return fmt.Errorf("identity %d: %w", i, err)
-		}
-	}
-	s.dealer, s.sentAt = d, time.Time{}
-	if s.askFrom.IsZero() {
-		s.askFrom = time.Now()
-	}
-	f.distinct.Add(1)
 	return nil
 }
 
@@ -532,7 +491,12 @@ func raiseNoFile(want uint64) uint64 {
 
 // readEntries reads the replicas' cortexq_identity_entries gauges, by table.
 func readEntries(urls []string) map[string]float64 {
-	const prefix = `cortexq_identity_entries{table="`
+	return readByLabel(urls, `cortexq_identity_entries{table="`)
+}
+
+// readByLabel sums the samples of a metric with one label over the replicas' /metrics, by the
+// label's value; prefix is the metric's name, "{" and the label up to its value's first byte.
+func readByLabel(urls []string, prefix string) map[string]float64 {
 	out := map[string]float64{}
 	client := &http.Client{Timeout: 5 * time.Second}
 	for _, u := range urls {

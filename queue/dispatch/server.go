@@ -206,6 +206,7 @@ func (s *Server) Run(ctx context.Context) error {
 	maxMsg := sinkFrameMax(s.cfg.MaxResultBytes)
 	for _, set := range []func() error{
 		func() error { return pull.SetLinger(0) },
+		func() error { return pull.SetBacklog(listenBacklog) },
 		func() error { return pull.SetRcvtimeo(pollInterval) },
 		func() error { return pull.SetMaxmsgsize(maxMsg) },
 		func() error { return setKeepalive(pull, s.cfg.TCPKeepaliveIdle) },

@@ -122,6 +122,7 @@ func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
 		// A request is two short frames. libzmq caps each frame, not how many a message has:
 		// recvFrom keeps the first two (requestLimits) and drops the rest as it receives them.
 		func() error { return router.SetMaxmsgsize(64 << 10) },
+		func() error { return router.SetBacklog(listenBacklog) },
 		func() error { return setKeepalive(router, s.cfg.TCPKeepaliveIdle) },
 		func() error { return setHeartbeat(router, s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout) },
 	} {
