@@ -98,6 +98,10 @@ type fleetReport struct {
 	PeakRSS  float64 `json:"rss_peak_mb"`
 	FinalRSS float64 `json:"rss_final_mb"`
 	LeftRSS  float64 `json:"rss_left_mb"`
+	// GoSysMB and GoHeapMB are the replica's Go runtime memory (all of it, and the heap in use)
+	// at the end with the fleet connected: the rest of its RSS is libzmq's (its connections).
+	GoSysMB  float64 `json:"go_sys_mb"`
+	GoHeapMB float64 `json:"go_heap_inuse_mb"`
 	// FDLimit is the file descriptor limit the replica inherited (soft = hard).
 	FDLimit uint64 `json:"fd_limit"`
 	// EntriesConnected are the replica's per-identity tables (cortexq_identity_entries) at the
@@ -273,6 +277,8 @@ func runFleetBench(c *cli.Context) error {
 	time.Sleep(2 * time.Second) // the last claims and flushes
 	rep.FinalRSS = rss()
 	rep.EntriesConnected = readEntries(metricsURLs)
+	mem := readMetrics(metricsURLs, "go_memstats_sys_bytes", "go_memstats_heap_inuse_bytes")
+	rep.GoSysMB, rep.GoHeapMB = mem["go_memstats_sys_bytes"]/(1<<20), mem["go_memstats_heap_inuse_bytes"]/(1<<20)
 	rep.NoWorkReasons = readByLabel(metricsURLs, `cortexq_mock_replies_total{reason="`)
 	stopFleet()
 	shards.Wait()
@@ -328,7 +334,8 @@ func runFleetBench(c *cli.Context) error {
 		logf("reply latency p50 %.1f ms, p99 %.1f ms, max %.1f ms; longest wait for a task %.0f ms; tasks per slot %d..%d (max/min %.2f, CV %.3f), %d starved",
 			rep.ReplyP50, rep.ReplyP99, rep.ReplyMax, rep.LongestWait, rep.SlotMin, rep.SlotMax, rep.SlotMaxMin, rep.SlotCV, rep.Starved)
 		logf("no-work replies by reason: %v", rep.NoWorkReasons)
-		logf("replica RSS: start %.0f MB, peak %.0f MB, final %.0f MB, after the fleet left %.0f MB", rep.StartRSS, rep.PeakRSS, rep.FinalRSS, rep.LeftRSS)
+		logf("replica RSS: start %.0f MB, peak %.0f MB, final %.0f MB (Go runtime %.0f MB, heap in use %.0f MB), after the fleet left %.0f MB",
+			rep.StartRSS, rep.PeakRSS, rep.FinalRSS, rep.GoSysMB, rep.GoHeapMB, rep.LeftRSS)
 		logf("per-identity entries connected %v, after the fleet left %v", rep.EntriesConnected, rep.EntriesLeft)
 		logf("gates: lost %d, NoProblem %d of %d → %s", rep.Lost, rep.NoProblem, tasks, map[bool]string{true: "ok", false: "FAILED"}[rep.GatesOK])
 	}
