@@ -1,6 +1,6 @@
 -- name: Attribute :many
 -- Attribute records the workers of hand-outs from this replica's reservations, a batch in one
--- statement (DESIGN §4 "Attribute"): each reserved row still held by the replica, at the attempt
+-- statement (docs/semantics.md#attribute): each reserved row still held by the replica, at the attempt
 -- the hand-out started, goes in flight to its worker, with leased_at and the deadline
 -- (leased_at + (retries + 1) × lease), and gains its attempts row. leased_at is the database
 -- clock of this write less the hand-out's age as the replica measured it (@ages_us, its

@@ -81,7 +81,7 @@ type endpoints struct {
 // ventilator and sink lists name as many endpoints as each other, more than one, the i-th
 // ventilator and the i-th sink are taken as one replica's: a task's result goes to the sink of
 // the replica that handed it out, which finds the task in its memory, rather than to whichever
-// sink libzmq's round robin picks (DESIGN §4: any replica accepts a result, at the cost of a
+// sink libzmq's round robin picks (docs/semantics.md#claim: any replica accepts a result, at the cost of a
 // database lookup and of the handing replica learning of it only later). Otherwise one pair
 // holds both lists, and libzmq round-robins each socket's messages over its endpoints.
 func pairEndpoints(vent, sink string, pair bool) []*endpoints {
@@ -108,7 +108,11 @@ func splitEndpoints(list string) []string {
 
 // run works tasks until ctx is done or the budget is spent, then closes the sockets.
 func (l *loop) run(ctx context.Context) {
-	l.log.Info("worker started", "service", l.cfg.Service, "ventilator", l.cfg.Ventilator, "sink", l.cfg.Sink)
+	if l.cfg.Sandbox != "" {
+		l.log.Info("worker started", "service", l.cfg.Service, "ventilator", l.cfg.Ventilator, "sink", l.cfg.Sink, "sandbox", l.cfg.Sandbox)
+	} else {
+		l.log.Info("worker started", "service", l.cfg.Service, "ventilator", l.cfg.Ventilator, "sink", l.cfg.Sink)
+	}
 	defer func() {
 		linger := l.cfg.IOTimeout
 		if ctx.Err() != nil {

@@ -78,6 +78,9 @@ type Config struct {
 	MemoryPayloadMax int
 	// Stats, if set, is updated as Run works.
 	Stats *Stats
+	// Sandbox says how the Handler confines its conversions ("none", "bwrap (...)"), for each
+	// loop's start-up line; empty: not said.
+	Sandbox string
 	// Curve, if set, makes both sockets CURVE clients (authenticated and encrypted), for a
 	// dispatcher that runs with CURVE on.
 	Curve *Curve

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
 )
 
 func TestImport(t *testing.T) {
@@ -212,7 +213,7 @@ func TestPauseResume(t *testing.T) {
 	require.Contains(t, out, "paused, 4 TODO tasks blocked; 2 reservations taken back from replicas (2 tasks blocked, 0 retries queued again)")
 	require.Equal(t, 4, d.count(`SELECT count(*) FROM tasks WHERE status = -6`))
 	require.Equal(t, 0, d.count(`SELECT count(*) FROM dispatch WHERE state = 'reserved'`))
-	leases, err := d.store.Lease(d.ctx, lease.LeaseRequest{ServiceID: sc.ServiceID, Workers: []string{"w1"}})
+	leases, err := leasetest.Lease(d.ctx, d.store, leasetest.Request{ServiceID: sc.ServiceID, Workers: []string{"w1"}})
 	require.NoError(t, err)
 	require.Empty(t, leases, "nothing of a paused corpus is leased")
 	require.Equal(t, 0, d.count(`SELECT count(*) FROM dispatch WHERE state = 'reserved'`), "nor reserved")

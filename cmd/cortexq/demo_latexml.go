@@ -21,6 +21,7 @@ import (
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/worker"
 	"github.com/cortexq/cortexq/worker/latexml"
+	"github.com/cortexq/cortexq/worker/sandbox"
 )
 
 // demoLatexmlTimeoutDefault is the demo's conversion timeout: the samples take seconds.
@@ -96,7 +97,13 @@ func runLatexmlDemo(c *cli.Context) error {
 	}
 	defer rep.close()
 	runCtx, stop, srvDone, vent, sink, quiet := rep.ctx, rep.cancel, rep.done, rep.vent, rep.sink, rep.quiet
-	fmt.Fprintf(out, "Replica on %s (tasks) and %s (results); %d LaTeXML workers running %s\n", vent, sink, workers, prog)
+	// Sandboxed where this machine can, as cortexq worker latexml; the samples are the project's
+	// own, so without bwrap the demo runs them unconfined and says so.
+	sb, err := sandbox.New(ctx, sandbox.Config{Mode: sandbox.Bwrap})
+	if err != nil {
+		sb = sandbox.Unconfined()
+	}
+	fmt.Fprintf(out, "Replica on %s (tasks) and %s (results); %d LaTeXML workers running %s, sandbox %s\n", vent, sink, workers, prog, sb.Mode())
 	start := time.Now()
 	wDone := make(chan error, 1)
 	go func() {
@@ -104,7 +111,7 @@ func runLatexmlDemo(c *cli.Context) error {
 			Ventilator: vent, Sink: sink, Service: latexmlService, Identity: "demo-latexml",
 			Concurrency: workers, Throttle: 100 * time.Millisecond, IOTimeout: 30 * time.Second,
 			Backoff: 200 * time.Millisecond, Logger: quiet,
-		}, latexml.New(latexml.Config{Latexmlc: prog, Timeout: timeout, Logger: quiet}))
+		}, latexml.New(latexml.Config{Latexmlc: prog, Timeout: timeout, Logger: quiet, Sandbox: sb}))
 	}()
 
 	var p inspect.Progress

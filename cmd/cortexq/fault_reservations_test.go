@@ -1,6 +1,6 @@
 package main
 
-// Fault tests of the reservation crash windows (DESIGN §4 "Crash windows"): a replica killed,
+// Fault tests of the reservation crash windows (docs/semantics.md#crash-windows): a replica killed,
 // stopped or frozen while it holds tasks reserved ahead of demand and not handed out. The rig is
 // fault_helpers_test.go's.
 

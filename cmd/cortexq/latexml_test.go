@@ -2,7 +2,10 @@ package main
 
 import (
 	"archive/zip"
+	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,9 +32,10 @@ func needLatexmlc(t *testing.T) {
 
 // latexmlRun is a corpus of sample papers converted by a replica and workers over loopback.
 type latexmlRun struct {
-	t    *testing.T
-	d    *testDB
-	root string
+	t      *testing.T
+	d      *testDB
+	root   string
+	worker *process
 }
 
 // convertSamples imports the samples for tex_to_html, starts a replica (cortexq serve) and a
@@ -60,7 +64,7 @@ func convertSamples(t *testing.T, samples []latexml.Sample, workerArgs ...string
 	require.Eventually(t, func() bool {
 		return d.count(`SELECT count(*) FROM tasks WHERE status < 0`) == len(samples)
 	}, 4*time.Minute, 200*time.Millisecond, "every sample converted; replica:\n%s\nworker:\n%s", replica.log(), worker.log())
-	return &latexmlRun{t: t, d: d, root: root}
+	return &latexmlRun{t: t, d: d, root: root, worker: worker}
 }
 
 // task returns a sample's status, and its messages of its current run as severity:category:what
@@ -143,6 +147,42 @@ func TestLaTeXMLEndToEnd(t *testing.T) {
 		})
 	}
 	require.Equal(t, len(latexml.Samples), r.d.count(`SELECT count(*) FROM attempts WHERE worker LIKE 'w-latexml-%' AND outcome = 'accepted'`))
+	require.Contains(t, r.worker.log(), "sandbox=\"bwrap (uid 65534, no network", "sandboxed by default, as the start-up line says")
+}
+
+// A LaTeXML worker that cannot sandbox refuses to start and says how to run without it; with
+// --sandbox=none it starts, warns, and its start-up line says so.
+func TestLaTeXMLWorkerWithoutSandbox(t *testing.T) {
+	t.Parallel()
+	needLatexmlc(t)
+	r := cortexq(t, nil, "worker", "latexml", "--sandbox-bwrap", "/bin/false", "--ventilator", "tcp://127.0.0.1:1", "--sink", "tcp://127.0.0.1:1")
+	require.NotZero(t, r.code)
+	require.Contains(t, r.stderr, "cannot run a sandbox here")
+	require.Contains(t, r.stderr, "--sandbox=none")
+	require.NotContains(t, r.stderr, "worker started")
+
+	r = cortexq(t, nil, "worker", "latexml", "--sandbox", "nope")
+	require.Equal(t, 2, r.code, r.stderr)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), "worker", "latexml", "--sandbox=none", "--ventilator", "tcp://127.0.0.1:1", "--sink", "tcp://127.0.0.1:1")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	var seen strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		seen.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "worker started") {
+			break
+		}
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	_, _ = io.Copy(io.Discard, stderr)
+	_ = cmd.Wait() // stopped by the test
+	require.Contains(t, seen.String(), "conversions run unconfined (--sandbox=none)")
+	require.Contains(t, seen.String(), "sandbox=none")
 }
 
 // latexmlExecRecipe is the cortexq worker exec recipe of docs/latexml.md, after the "--".
@@ -158,13 +198,15 @@ func TestLaTeXMLExecRecipe(t *testing.T) {
 			samples = append(samples, s)
 		}
 	}
-	r := convertSamples(t, samples, append([]string{"exec", "--service", "tex_to_html", "--timeout", "3m", "--"}, latexmlExecRecipe...)...)
+	// Sandboxed: {in} and {out} are mapped into the sandbox, and the recipe runs unchanged.
+	r := convertSamples(t, samples, append([]string{"exec", "--service", "tex_to_html", "--timeout", "3m", "--sandbox=bwrap", "--"}, latexmlExecRecipe...)...)
 	for _, s := range samples {
 		status, msgs, _ := r.task(s.Name)
 		require.Equal(t, s.Want.String(), status, "%s: messages: %v", s.Name, msgs)
 		require.Contains(t, msgs, s.WantMessage, s.Name)
 		require.Contains(t, r.result(s.Name), "cortex.log")
 	}
+	require.Contains(t, r.worker.log(), "sandbox=\"bwrap (uid 65534")
 }
 
 // TestDemoLatexml runs cortexq demo --latexml on a test database: it converts the samples and

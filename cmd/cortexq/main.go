@@ -11,11 +11,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lmittmann/tint"
@@ -25,6 +23,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/pgembed"
+	"github.com/cortexq/cortexq/queue/text"
 )
 
 func main() {
@@ -100,6 +99,9 @@ func newApp() *cli.App {
 				cmd.Action = groupAction
 			}
 			cmd.HideHelpCommand = true
+			if cmd.Action != nil && len(cmd.Subcommands) == 0 && cmd.Before == nil {
+				cmd.Before = checkTextInput
+			}
 			walk(cmd.Subcommands)
 		}
 	}
@@ -297,35 +299,12 @@ func required(c *cli.Context, names ...string) error {
 	return nil
 }
 
+// printable escapes what a terminal would act on in text from the database or from workers
+// (text.Printable, which the web dashboard's pages use too).
+func printable(s string) string { return text.Printable(s) }
+
 // oneLine folds a message onto one line: its lines joined with "; ", leaving out lines that
 // repeat what is already said (pgx repeats a host's error for each connection attempt).
-// printable escapes what a terminal would act on in text from the database or from workers
-// (a worker's log, an entry, a name): control characters, other unprintable runes such as
-// bidirectional overrides, and bytes that are not UTF-8, each as its Go escape (\x1b, \n,
-// \u202e, \xff). Printable text, backslashes included, is left as it is.
-func printable(s string) string {
-	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !strconv.IsPrint(r) })
-	if i < 0 {
-		return s
-	}
-	var b strings.Builder
-	b.WriteString(s[:i])
-	for s = s[i:]; s != ""; {
-		r, n := utf8.DecodeRuneInString(s)
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[0])
-		case strconv.IsPrint(r):
-			b.WriteString(s[:n])
-		default:
-			q := strconv.QuoteRuneToASCII(r)
-			b.WriteString(q[1 : len(q)-1])
-		}
-		s = s[n:]
-	}
-	return b.String()
-}
-
 func oneLine(s string) string {
 	var out string
 	for _, line := range strings.Split(s, "\n") {
@@ -414,6 +393,11 @@ func connectDSN(ctx context.Context, dsn string, tune ...func(*pgxpool.Config)) 
 		return nil, fmt.Errorf("connect to the database: %w", err)
 	}
 	return pool, nil
+}
+
+// checkMigrated refuses a database whose schema is behind this binary (migrations.Check).
+func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
+	return migrations.Check(ctx, pool, slog.Default())
 }
 
 // openStore connects and returns a lease store on the database; close closes its pool. Each of

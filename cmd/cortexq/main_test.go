@@ -19,6 +19,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
+	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
 )
 
 func TestMain(m *testing.M) { queuetest.Main(m) }
@@ -150,7 +151,7 @@ func (d *testDB) scope(corpus, service string) queue.Scope {
 
 func (d *testDB) lease(service int32, workers ...string) []lease.Lease {
 	d.t.Helper()
-	leases, err := d.store.Lease(d.ctx, lease.LeaseRequest{ServiceID: service, Workers: workers})
+	leases, err := leasetest.Lease(d.ctx, d.store, leasetest.Request{ServiceID: service, Workers: workers})
 	require.NoError(d.t, err)
 	require.NoError(d.t, d.store.FlushWorkers(d.ctx)) // as a replica does each second
 	require.Len(d.t, leases, len(workers))
@@ -159,7 +160,7 @@ func (d *testDB) lease(service int32, workers ...string) []lease.Lease {
 
 func (d *testDB) claim(r lease.Result) lease.Decision {
 	d.t.Helper()
-	ds, err := d.store.Claim(d.ctx, []lease.Result{r}, nil)
+	ds, err := leasetest.Claim(d.ctx, d.store, []lease.Result{r}, nil)
 	require.NoError(d.t, err)
 	require.NoError(d.t, d.store.FlushWorkers(d.ctx)) // as a replica does each second
 	require.Len(d.t, ds, 1)

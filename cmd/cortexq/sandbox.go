@@ -127,7 +127,7 @@ func runSandboxCreate(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "sandbox %s (corpus id %d) of corpus %s, service %s: %d tasks copied as TODO, priority %d; results go to %s.sandbox-%d.zip beside each source\n",
-		name, sum.ID, c.String("from"), c.String(flagService), sum.Tasks, *priority, c.String(flagService), sum.ID)
+		printable(name), sum.ID, printable(c.String("from")), printable(c.String(flagService)), sum.Tasks, *priority, printable(c.String(flagService)), sum.ID)
 	return nil
 }
 

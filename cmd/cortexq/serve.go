@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,13 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
-	"github.com/cortexq/cortexq/migrations"
 	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/dispatch"
 	"github.com/cortexq/cortexq/queue/lease"
@@ -260,46 +256,6 @@ func serve(c *cli.Context) error {
 	logger.Info("stopped")
 	return nil
 }
-
-// checkMigrated fails with a clear message when the database's schema is behind this binary. It
-// asks over pool, the connections the command goes on to use.
-func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
-	// goose makes its version table when it is missing: a command pointed at the wrong database
-	// would leave one there. No version table is no schema.
-	var versioned bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", goose.DefaultTablename).Scan(&versioned); err != nil {
-		return fmt.Errorf("check the schema: %w", err)
-	}
-	if !versioned {
-		return errNotMigrated
-	}
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	p, err := migrations.NewProvider(db)
-	if err != nil {
-		return err
-	}
-	pending, err := p.HasPending(ctx)
-	if err != nil {
-		return fmt.Errorf("check the schema: %w", err)
-	}
-	if pending {
-		return errNotMigrated
-	}
-	// A newer binary migrated this database: an older one may not know its rules. Said, not
-	// refused, since a rolling upgrade runs both for a while.
-	current, err := p.GetDBVersion(ctx)
-	if err != nil {
-		return fmt.Errorf("check the schema: %w", err)
-	}
-	if sources := p.ListSources(); len(sources) > 0 && current > sources[len(sources)-1].Version {
-		slog.Warn("the database schema is newer than this binary: run the cortexq that migrated it",
-			"schema_version", current, "binary_knows_up_to", sources[len(sources)-1].Version)
-	}
-	return nil
-}
-
-var errNotMigrated = errors.New("the database schema is not up to date: run `cortexq migrate up` first")
 
 // reapMetrics exports the reaper's passes and the database's view of the dispatch table.
 type reapMetrics struct {

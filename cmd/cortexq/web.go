@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,6 +41,11 @@ func webCommand() *cli.Command {
 				Name:    "admin-token",
 				Usage:   "token that signs a browser in for the actions (at least 16 characters); empty: read-only; prefer the environment variable",
 				EnvVars: envVars("ADMIN_TOKEN"),
+			},
+			&cli.StringFlag{
+				Name:    "preview-origin",
+				Usage:   "serve the result previews from this origin (https://preview.example.org, a second host name of this dashboard) instead of the dashboard's own",
+				EnvVars: envVars("WEB_PREVIEW_ORIGIN"),
 			},
 			&cli.BoolFlag{
 				Name:    "read-only",
@@ -82,7 +86,8 @@ func runWeb(c *cli.Context) error {
 		}
 	}
 	store := lease.New(pool, lease.Config{Logger: slog.Default()})
-	srv, err := web.New(web.Config{Store: store, AdminToken: token, ReadOnly: readOnly, Logger: slog.Default()})
+	srv, err := web.New(web.Config{Store: store, AdminToken: token, ReadOnly: readOnly, Logger: slog.Default(),
+		PreviewOrigin: c.String("preview-origin")})
 	if err != nil {
 		return err
 	}
@@ -102,7 +107,7 @@ func runWeb(c *cli.Context) error {
 		mode = "actions for browsers signed in with the admin token"
 	}
 	slog.Info("web dashboard", "url", "http://"+ln.Addr().String()+"/", "mode", mode)
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := srv.HTTPServer()
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	select {

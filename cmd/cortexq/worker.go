@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/worker"
+	"github.com/cortexq/cortexq/worker/sandbox"
 )
 
 func workerCommand() *cli.Command {
@@ -38,7 +43,7 @@ func workerCommand() *cli.Command {
 				Name:   "echo",
 				Usage:  "answer every task with its own source archive (for tests and demos)",
 				Flags:  flags(),
-				Action: func(c *cli.Context) error { return runWorker(c, worker.Echo{}) },
+				Action: func(c *cli.Context) error { return runWorker(c, worker.Echo{}, nil) },
 			},
 			latexmlWorkerCommand(flags()),
 			{
@@ -51,7 +56,8 @@ func workerCommand() *cli.Command {
 					"A non-zero exit, or no archive at {out}, answers the task with an empty result: the dispatcher\n" +
 					"retries it and dead-letters it after three attempts. The result archive should hold a\n" +
 					"cortex.log whose Status:conversion:N line gives the verdict.",
-				Flags: append(flags(), &cli.DurationFlag{Name: "timeout", Usage: "kill CMD after this long (0: no limit)", EnvVars: envVars("WORKER_TIMEOUT")}),
+				Flags: append(append(flags(), &cli.DurationFlag{Name: "timeout", Usage: "kill CMD after this long (0: no limit)", EnvVars: envVars("WORKER_TIMEOUT")}),
+					sandboxFlags(sandbox.None, "EXEC", "none: CMD is the operator's own program, whose files the sandbox cannot guess; bwrap: {in} and {out} are mapped into the sandbox, CMD's files outside /usr need --sandbox-ro")...),
 				Action: func(c *cli.Context) error {
 					argv := c.Args().Slice()
 					if len(argv) == 0 {
@@ -63,14 +69,18 @@ func workerCommand() *cli.Command {
 					if _, err := exec.LookPath(argv[0]); err != nil {
 						return usagef(c, "command %q: %v", argv[0], err)
 					}
-					return runWorker(c, execHandler(argv, c.Duration("timeout")))
+					sb, err := openSandbox(c)
+					if err != nil {
+						return err
+					}
+					return runWorker(c, execHandler(argv, c.Duration("timeout"), sb), sb)
 				},
 			},
 		},
 	}
 }
 
-func runWorker(c *cli.Context, h worker.Handler) error {
+func runWorker(c *cli.Context, h worker.Handler, sb *sandbox.Sandbox) error {
 	tuneGC()
 	if err := required(c, "service"); err != nil {
 		return err
@@ -87,35 +97,145 @@ func runWorker(c *cli.Context, h worker.Handler) error {
 		Ventilator: c.String("ventilator"), Sink: c.String("sink"), AnySink: !c.Bool("pair-endpoints"), Service: c.String("service"), Curve: curve,
 		Identity: c.String("identity"), Concurrency: c.Int("concurrency"), Count: c.Int("count"),
 		Throttle: c.Duration("throttle"), IOTimeout: c.Duration("io-timeout"),
-		Logger: slog.Default(), Stats: stats,
+		Logger: slog.Default(), Stats: stats, Sandbox: sandboxLine(sb),
 	}, h)
 	slog.Info("worker stopped", "tasks", stats.Tasks.Load(), "failed", stats.Failed.Load(), "no_work_replies", stats.Mocks.Load())
 	return err
 }
 
 // execHandler runs a converter program per task, with {in} and {out} replaced in argv, killed
-// after timeout (0: never).
-func execHandler(argv []string, timeout time.Duration) worker.HandlerFunc {
+// after timeout (0: never), in sb.
+func execHandler(argv []string, timeout time.Duration, sb *sandbox.Sandbox) worker.HandlerFunc {
 	return func(ctx context.Context, in, out string) error {
+		spec := sandbox.Spec{Timeout: timeout}
+		cin, cout := in, out // the paths as CMD sees them
+		outHost := ""
+		if sb.Mode() == sandbox.Bwrap {
+			if err := sb.ExposePath(filepath.Dir(in)); err != nil {
+				return err
+			}
+			if err := sb.Expose(in); err != nil {
+				return err
+			}
+			cin, cout = "/task/in/"+filepath.Base(in), sandbox.OutDir+"/"+filepath.Base(out)
+			outHost = filepath.Join(filepath.Dir(out), "sandbox-out")
+			spec.Mounts, spec.OutHost, spec.Dir = []sandbox.Mount{{Host: in, Sandbox: cin}}, outHost, sandbox.OutDir
+		}
 		if timeout > 0 {
+			backstop := timeout
+			if sb.Mode() == sandbox.Bwrap {
+				backstop += 15 * time.Second // the sandbox ends CMD at timeout itself
+			}
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
+			ctx, cancel = context.WithTimeout(ctx, backstop)
 			defer cancel()
 		}
-		args := make([]string, len(argv))
+		spec.Argv = make([]string, len(argv))
 		for i, a := range argv {
-			args[i] = strings.NewReplacer("{in}", in, "{out}", out).Replace(a)
+			spec.Argv[i] = strings.NewReplacer("{in}", cin, "{out}", cout).Replace(a)
 		}
-		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-		output, err := cmd.CombinedOutput()
-		if err != nil {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("%s: killed after %s", args[0], timeout)
+		var output tail
+		spec.Stdout, spec.Stderr = &output, &output
+		r := sb.Run(ctx, spec)
+		switch {
+		case r.TimedOut || errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return fmt.Errorf("%s: killed after %s", argv[0], timeout)
+		case r.Err != nil:
+			return fmt.Errorf("%s: %w: %s", argv[0], r.Err, lastLine(output.String()))
+		case r.Limit != "":
+			return fmt.Errorf("%s: sandbox %s reached: %s", argv[0], r.Limit, lastLine(output.String()))
+		case r.Signal != 0:
+			return fmt.Errorf("%s: signal: %s: %s", argv[0], r.Signal, lastLine(output.String()))
+		case r.ExitCode != 0:
+			return fmt.Errorf("%s: exit status %d: %s", argv[0], r.ExitCode, lastLine(output.String()))
+		case r.OutErr != nil:
+			return fmt.Errorf("%s: %w", argv[0], r.OutErr)
+		}
+		if outHost != "" {
+			// Only the file named {out} is taken from what CMD left in the sandbox.
+			if err := os.Rename(filepath.Join(outHost, filepath.Base(out)), out); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%s: result: %w", argv[0], err)
 			}
-			return fmt.Errorf("%s: %w: %s", args[0], err, lastLine(string(output)))
 		}
 		return nil
 	}
+}
+
+// tail keeps the last 4 KiB of a command's output.
+type tail struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > 4<<10 {
+		t.b = append(t.b[:0], t.b[len(t.b)-4<<10:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// sandboxFlags are the flags of a worker's sandbox, def the default --sandbox and why the reason.
+func sandboxFlags(def sandbox.Mode, env, why string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "sandbox", Value: string(def), EnvVars: envVars(env + "_SANDBOX"),
+			Usage: "bwrap: run each conversion in a bubblewrap sandbox (no network, no host files beyond the system's programs, uid 65534, the limits below; the worker refuses to start if it cannot); none: unconfined (" + why + "); docs/security.md"},
+		&cli.StringFlag{Name: "sandbox-bwrap", Value: "bwrap", Usage: "the bwrap program (Debian and Ubuntu: apt-get install bubblewrap)", EnvVars: envVars(env + "_SANDBOX_BWRAP")},
+		&cli.StringSliceFlag{Name: "sandbox-ro", Usage: "a host path the sandbox may read, at the same path (repeat for more)", EnvVars: envVars(env + "_SANDBOX_RO")},
+		&cli.Int64Flag{Name: "sandbox-memory", Value: sandbox.MemoryDefault, Usage: "bytes of address space per process (RLIMIT_AS); past it: Fatal sandbox:memory_limit", EnvVars: envVars(env + "_SANDBOX_MEMORY")},
+		&cli.DurationFlag{Name: "sandbox-cpu", Value: sandbox.CPUDefault, Usage: "CPU time per process (RLIMIT_CPU); past it: Fatal sandbox:cpu_limit", EnvVars: envVars(env + "_SANDBOX_CPU")},
+		&cli.Int64Flag{Name: "sandbox-processes", Value: sandbox.ProcessesDefault, Usage: "processes and threads of one conversion (RLIMIT_NPROC)", EnvVars: envVars(env + "_SANDBOX_PROCESSES")},
+		&cli.Int64Flag{Name: "sandbox-open-files", Value: sandbox.OpenFilesDefault, Usage: "open files per process (RLIMIT_NOFILE)", EnvVars: envVars(env + "_SANDBOX_OPEN_FILES")},
+		&cli.Int64Flag{Name: "sandbox-file-size", Value: sandbox.FileSizeDefault, Usage: "bytes of the largest file a process may write (RLIMIT_FSIZE); past it: Fatal sandbox:file_size_limit", EnvVars: envVars(env + "_SANDBOX_FILE_SIZE")},
+		&cli.Int64Flag{Name: "sandbox-scratch", Value: sandbox.ScratchDefault, Usage: "bytes of the sandbox's private /tmp (memory: a tmpfs), all it can write, its output included; full: Fatal sandbox:scratch_limit", EnvVars: envVars(env + "_SANDBOX_SCRATCH")},
+	}
+}
+
+// openSandbox makes the sandbox the flags ask for, probing bwrap; with --sandbox=none it warns.
+func openSandbox(c *cli.Context) (*sandbox.Sandbox, error) {
+	mode, err := sandbox.ParseMode(c.String("sandbox"))
+	if err != nil {
+		return nil, usagef(c, "--sandbox: %v", err)
+	}
+	for _, name := range []string{"sandbox-memory", "sandbox-processes", "sandbox-open-files", "sandbox-file-size", "sandbox-scratch"} {
+		if c.Int64(name) <= 0 {
+			return nil, usagef(c, "--%s %d: want a positive number", name, c.Int64(name))
+		}
+	}
+	if c.Duration("sandbox-cpu") < time.Second {
+		return nil, usagef(c, "--sandbox-cpu %s: want at least 1s", c.Duration("sandbox-cpu"))
+	}
+	sb, err := sandbox.New(c.Context, sandbox.Config{
+		Mode: mode, Bwrap: c.String("sandbox-bwrap"), ReadOnly: c.StringSlice("sandbox-ro"),
+		Limits: sandbox.Limits{
+			MemoryBytes: c.Int64("sandbox-memory"), CPU: c.Duration("sandbox-cpu"), Processes: c.Int64("sandbox-processes"),
+			OpenFiles: c.Int64("sandbox-open-files"), FileBytes: c.Int64("sandbox-file-size"), ScratchBytes: c.Int64("sandbox-scratch"),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w\nconversions cannot be sandboxed on this machine (docs/security.md, \"Conversions\", says what bwrap needs, in a container too); "+
+			"to run them unconfined, which is unsafe for papers you do not trust, start the worker with --sandbox=none", err)
+	}
+	if mode == sandbox.None {
+		slog.Warn("conversions run unconfined (--sandbox=none): a hostile source can read and write what this worker can, and reach its network")
+	}
+	return sb, nil
+}
+
+// sandboxLine is the start-up line's sandbox.
+func sandboxLine(sb *sandbox.Sandbox) string {
+	if sb == nil {
+		return ""
+	}
+	return sb.String()
 }
 
 func lastLine(s string) string {

@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/worker/latexml"
+	"github.com/cortexq/cortexq/worker/sandbox"
 )
 
 // latexmlService is the service LaTeX→HTML conversions are imported for, as in CorTeX.
@@ -29,16 +30,20 @@ func latexmlWorkerCommand(common []cli.Flag) *cli.Command {
 			"cortex.log with LaTeXML's messages (severity:category:what details) and a Status:conversion line.\n" +
 			"A source without a .tex is Invalid (no_tex); a conversion past --timeout is Fatal\n" +
 			"(timeout:wallclock); a latexmlc that crashes gets an empty result, which the dispatcher retries.\n" +
+			"Each conversion runs in a bubblewrap sandbox (--sandbox=bwrap, the default): no network, no host\n" +
+			"files but the system's programs, uid 65534, the --sandbox-* limits; a limit reached is Fatal\n" +
+			"(sandbox:memory_limit, ...). A worker that cannot sandbox refuses to start; --sandbox=none runs\n" +
+			"conversions unconfined. The start-up line says which sandbox is in force.\n" +
 			"Give the service a lease longer than --timeout:\n\n" +
 			"   cortexq service add tex_to_html --lease-timeout 6m\n" +
 			"   cortexq worker latexml --concurrency 4\n\n" +
 			"See docs/latexml.md.",
-		Flags: append(common,
+		Flags: append(append(common,
 			&cli.DurationFlag{Name: "timeout", Usage: "kill a conversion (latexmlc and what it started) after this long; the task is then Fatal timeout:wallclock", Value: latexml.TimeoutDefault, EnvVars: envVars("LATEXML_TIMEOUT")},
 			&cli.StringFlag{Name: "latexmlc", Usage: "the latexmlc program", Value: latexml.LatexmlcDefault, EnvVars: envVars("LATEXML_LATEXMLC")},
 			&cli.StringSliceFlag{Name: "latexmlc-arg", Usage: "an extra latexmlc argument, e.g. --latexmlc-arg=--pmml (repeat for more)", EnvVars: envVars("LATEXML_ARGS")},
 			&cli.Int64Flag{Name: "max-unpack-bytes", Usage: "largest a source archive may inflate to; larger is Invalid (archive_too_large)", Value: latexml.MaxUnpackBytesDefault, EnvVars: envVars("LATEXML_MAX_UNPACK_BYTES")},
-		),
+		), sandboxFlags(sandbox.Bwrap, "LATEXML", "for a machine that cannot sandbox, with papers you trust")...),
 		Action: func(c *cli.Context) error {
 			if c.Duration("timeout") <= 0 {
 				return usagef(c, "--timeout %s: want a positive duration", c.Duration("timeout"))
@@ -50,10 +55,14 @@ func latexmlWorkerCommand(common []cli.Flag) *cli.Command {
 			if err != nil {
 				return usagef(c, "latexmlc %q: %v (Debian and Ubuntu: apt-get install latexml)", c.String("latexmlc"), err)
 			}
+			sb, err := openSandbox(c)
+			if err != nil {
+				return err
+			}
 			return runWorker(c, latexml.New(latexml.Config{
 				Latexmlc: prog, Args: c.StringSlice("latexmlc-arg"), Timeout: c.Duration("timeout"),
-				Limits: latexml.Limits{MaxBytes: c.Int64("max-unpack-bytes")},
-			}))
+				Limits: latexml.Limits{MaxBytes: c.Int64("max-unpack-bytes")}, Sandbox: sb,
+			}), sb)
 		},
 	}
 }

@@ -18,7 +18,7 @@ const attributeMax = 1024
 // leased_at taken at its claim rather than at its hand-out (see docs on the crash windows).
 const attributeDelay = 100 * time.Millisecond
 
-// attributor makes the ventilator's hand-outs durable (DESIGN §4 "Attribute"): once a hand-out
+// attributor makes the ventilator's hand-outs durable (docs/semantics.md#attribute): once a hand-out
 // is attributeDelay old it writes it, with the others due, in one statement, unless its result
 // came back first; so a hand-out is attributed within about attributeDelay and one statement's
 // time of being sent, and the statements grow with the load rather than their number.

@@ -47,7 +47,7 @@ type Config struct {
 	// default, 32 MiB, holds thousands of ordinary reports or 15 with 1,000 messages of 2 KB of
 	// each severity, and keeps them well inside the replica's 192 MiB heap limit (cmd/cortexq).
 	MaxParsedBytes int64
-	// ReserveBatch is the most tasks one reservation takes (DESIGN §4 "Reserve"). A replica
+	// ReserveBatch is the most tasks one reservation takes (docs/semantics.md#reserve). A replica
 	// keeps a stock of reserved tasks per service with waiting workers, sized by the requests of
 	// the last 100 ms, between reserveMin and ReserveBatch.
 	ReserveBatch int

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
 )
 
 // Sources are read, and results written, beneath their corpus's path only.
@@ -117,7 +118,7 @@ func TestCorpusFiles(t *testing.T) {
 		// Leased by another replica, so this one looks the task up in the database, where its
 		// entry has been edited to a directory outside the corpus.
 		other := lease.New(e.pool, lease.Config{Replica: "r2", LeaseTimeout: time.Minute})
-		leases, err := other.Lease(e.ctx, lease.LeaseRequest{ServiceID: e.svc, Workers: []string{"elsewhere"}})
+		leases, err := leasetest.Lease(e.ctx, other, leasetest.Request{ServiceID: e.svc, Workers: []string{"elsewhere"}})
 		require.NoError(t, err)
 		require.Len(t, leases, 1)
 		outside := t.TempDir()

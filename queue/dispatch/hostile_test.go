@@ -23,6 +23,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
 	"github.com/cortexq/cortexq/queue/wire"
 	"github.com/cortexq/cortexq/worker"
 )
@@ -187,7 +188,7 @@ func TestHostile(t *testing.T) {
 		// another replica) is looked up and taken.
 		other := lease.New(e.pool, lease.Config{Replica: "r2", LeaseTimeout: time.Minute})
 		more := e.stage(1, 100)
-		leases, err := other.Lease(e.ctx, lease.LeaseRequest{ServiceID: e.svc, Workers: []string{"elsewhere"}})
+		leases, err := leasetest.Lease(e.ctx, other, leasetest.Request{ServiceID: e.svc, Workers: []string{"elsewhere"}})
 		require.NoError(t, err)
 		require.Len(t, leases, 1)
 		require.Equal(t, more[0], leases[0].TaskID)
@@ -368,7 +369,7 @@ func TestHostile(t *testing.T) {
 		// alice's result for a task leased through another replica is looked up at once.
 		other := lease.New(e.pool, lease.Config{Replica: "r2", LeaseTimeout: time.Minute})
 		ids := e.stage(1, 100)
-		_, err := other.Lease(e.ctx, lease.LeaseRequest{ServiceID: e.svc, Workers: []string{lease.KeyedWorker("alice", "w1")}})
+		_, err := leasetest.Lease(e.ctx, other, leasetest.Request{ServiceID: e.svc, Workers: []string{lease.KeyedWorker("alice", "w1")}})
 		require.NoError(t, err)
 		src, err := os.ReadFile(e.entry(ids[0]))
 		require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
-// The ventilator's stock (DESIGN §4 "Reserve" and "Hand-out"): per service with waiting
+// The ventilator's stock (docs/semantics.md#reserve and #hand-out): per service with waiting
 // workers, tasks reserved ahead of demand, handed to requests from memory.
 
 // reserveMin is the least a stock aims at while workers ask; the most is Config.ReserveBatch.

@@ -12,6 +12,7 @@ import (
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
+	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
 )
 
 func TestMain(m *testing.M) { queuetest.Main(m) }
@@ -29,11 +30,11 @@ func TestReader(t *testing.T) {
 		Entries: []string{"/c/1.zip", "/c/2.zip", "/c/3.zip"}})
 	require.NoError(t, err)
 	store := lease.New(pool, lease.Config{Replica: "r1"})
-	leases, err := store.Lease(ctx, lease.LeaseRequest{ServiceID: svc.ID, Workers: []string{"w1", "w2"}})
+	leases, err := leasetest.Lease(ctx, store, leasetest.Request{ServiceID: svc.ID, Workers: []string{"w1", "w2"}})
 	require.NoError(t, err)
 	require.Len(t, leases, 2)
 	done := leases[0]
-	ds, err := store.Claim(ctx, []lease.Result{{TaskID: done.TaskID, Worker: done.Worker, Kind: lease.KindReport,
+	ds, err := leasetest.Claim(ctx, store, []lease.Result{{TaskID: done.TaskID, Worker: done.Worker, Kind: lease.KindReport,
 		Status: queue.StatusWarning, Messages: []queue.Message{{Severity: queue.SeverityWarning, Category: "c", What: "w", Details: "d"}}}},
 		func(*lease.Decision) error { return nil })
 	require.NoError(t, err)

@@ -78,12 +78,6 @@ type Decision struct {
 	AttributedAtClaim bool
 }
 
-// Publishes reports whether the caller must publish the result's archive before the claim
-// commits.
-func (d *Decision) Publishes() bool {
-	return d.Outcome == OutcomeAccepted || d.Outcome == OutcomeFinal
-}
-
 // PublishFunc publishes an accepted result's archive (renames it into place) inside the claim's
 // transaction. An error drops that one result: the task stays exactly as it was, and the result
 // it would have replaced stands.
@@ -92,15 +86,6 @@ type PublishFunc func(d *Decision) error
 type claimTask struct {
 	task dbsqlc.Task
 	rows []*dbsqlc.Dispatch
-}
-
-// Claim decides a batch of replies in one transaction, as the reference dispatcher's
-// claim_result, defer_retryable and note_unusable_reply did for one: accept a result unless one
-// that must stand already landed, drop a stale or unknown one, defer a retryable cause, note an
-// unusable reply. publish, if not nil, is called for each accepted result and stand-in before
-// the commit. Decisions come back in the order of results.
-func (s *Store) Claim(ctx context.Context, results []Result, publish PublishFunc) ([]Decision, error) {
-	return s.ClaimWithHooks(ctx, results, ClaimHooks{Publish: publish})
 }
 
 // ClaimHooks are the caller's steps inside a claim transaction.
@@ -143,7 +128,11 @@ func RolledBack(err error) bool {
 	return errors.As(err, &hook) || errors.Is(err, pgx.ErrTxCommitRollback)
 }
 
-// ClaimWithHooks is Claim with a BeforeCommit step.
+// ClaimWithHooks decides a batch of replies in one transaction, as the reference dispatcher's
+// claim_result, defer_retryable and note_unusable_reply did for one: accept a result unless one
+// that must stand already landed, drop a stale or unknown one, defer a retryable cause, note an
+// unusable reply. hooks.Publish, if set, is called for each accepted result and stand-in before
+// the commit. Decisions come back in the order of results.
 func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks ClaimHooks) ([]Decision, error) {
 	if len(results) == 0 {
 		return nil, nil
@@ -156,6 +145,11 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
+	// The kinds of the messages, committed before the claim (and kept in the replica's cache):
+	// the claim's transaction then writes ids it knows.
+	if err := s.kindIDs(ctx, dbsqlc.New(s.pool), resultMessages(results), map[kindKey]int32{}, true); err != nil {
+		return nil, err
+	}
 	decisions := make([]Decision, len(results))
 	var at time.Time
 	var tasks []dbsqlc.Task

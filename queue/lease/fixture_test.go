@@ -2,8 +2,6 @@ package lease
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/queuetest"
+	"github.com/cortexq/cortexq/queue/queuetest/testfactory"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -39,18 +38,13 @@ func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 	t.Parallel()
 	ctx := context.Background()
 	pool := queuetest.NewPool(t)
-	var now time.Time
-	require.NoError(t, pool.QueryRow(ctx, "SELECT now()").Scan(&now))
-	clock := queuetest.NewClock(now)
+	clock := queuetest.NewClock(testfactory.DBNow(ctx, t, pool))
 	cfg := Config{Replica: "r1", LeaseTimeout: testLease, NowFunc: clock.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	f := &fixture{t: t, ctx: ctx, pool: pool, store: New(pool, cfg), clock: clock}
-	q := dbsqlc.New(pool)
-	c, err := q.CorpusCreate(ctx, "corpus", "/corpus", nil)
-	require.NoError(t, err)
-	f.corpus = c.ID
+	f.corpus = testfactory.Corpus(ctx, t, pool, nil).ID
 	f.svc = f.service("echo", 0)
 	return f
 }
@@ -59,14 +53,7 @@ func noWindow(c *Config) { c.LateResultWindow = LateResultWindowNone }
 
 func (f *fixture) service(name string, lease time.Duration) int32 {
 	f.t.Helper()
-	var secs *int32
-	if lease > 0 {
-		s := int32(lease / time.Second)
-		secs = &s
-	}
-	svc, err := dbsqlc.New(f.pool).ServiceCreate(f.ctx, name, secs)
-	require.NoError(f.t, err)
-	return svc.ID
+	return testfactory.Service(f.ctx, f.t, f.pool, &testfactory.ServiceOpts{Name: name, LeaseTimeout: lease}).ID
 }
 
 // task inserts a TODO task of the fixture's service.
@@ -74,11 +61,7 @@ func (f *fixture) task() int64 { return f.taskOf(f.svc) }
 
 func (f *fixture) taskOf(svc int32) int64 {
 	f.t.Helper()
-	var id int64
-	err := f.pool.QueryRow(f.ctx, `INSERT INTO tasks (service_id, corpus_id, entry) VALUES ($1, $2, $3) RETURNING id`,
-		svc, f.corpus, fmt.Sprintf("/corpus/%d/source.zip", f.seq.Add(1))).Scan(&id)
-	require.NoError(f.t, err)
-	return id
+	return testfactory.Task(f.ctx, f.t, f.pool, &testfactory.TaskOpts{ServiceID: svc, CorpusID: f.corpus})
 }
 
 // leasedTo inserts a task leased to workers in turn (the current attempt is the last one), with
@@ -94,61 +77,17 @@ func (f *fixture) leasedNowTo(workers ...string) int64 {
 
 func (f *fixture) insertLeased(svc int32, age time.Duration, workers []string) int64 {
 	f.t.Helper()
-	id := f.taskOf(svc)
-	now := f.clock.Now()
-	leasedAt := now.Add(age)
-	retries := int32(len(workers) - 1)
-	d := dbsqlc.Dispatch{
-		TaskID: id, Run: 1, State: StateInFlight, AttemptWorkers: workers,
-		Deadline: leasedAt.Add(time.Duration(retries+1) * testLease), Replica: "r1",
-		ServiceID: svc, Retries: retries, LeaseTimeoutSeconds: int32(testLease / time.Second),
-		LeasedAt: leasedAt,
-	}
-	f.upsert(d)
-	_, err := f.pool.Exec(f.ctx, `UPDATE tasks SET status = 1 WHERE id = $1`, id)
-	require.NoError(f.t, err)
-	for i, w := range workers {
-		_, err := f.pool.Exec(f.ctx, `INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at) VALUES ($1, 1, $2, $3, 'r1', $4)`,
-			id, i, w, leasedAt)
-		require.NoError(f.t, err)
-	}
-	return id
+	return testfactory.Leased(f.ctx, f.t, f.pool, &testfactory.LeasedOpts{ServiceID: svc, CorpusID: f.corpus,
+		Workers: workers, LeasedAt: f.clock.Now().Add(age), LeaseTimeout: testLease, Replica: "r1"})
 }
 
 func (f *fixture) upsert(rows ...dbsqlc.Dispatch) {
 	f.t.Helper()
-	doc, err := json.Marshal(rows)
-	require.NoError(f.t, err)
-	require.NoError(f.t, dispatchUpsert(f.ctx, f.pool, doc))
+	testfactory.Dispatch(f.ctx, f.t, f.pool, rows...)
 }
 
-// dispatchUpsertSQL writes whole dispatch rows (a JSON array of records), inserting new ones:
-// tests stage states with it that the transitions would take many steps to reach.
-const dispatchUpsertSQL = `
-INSERT INTO dispatch (task_id, run, state, attempt_workers, deadline, answered, finished_attempt, finished_status, queued, replica, service_id, retries, lease_timeout_seconds, leased_at, dead_lettered, last_cause, forget_at, received_at)
-SELECT r.task_id, r.run, r.state, r.attempt_workers, r.deadline, r.answered, r.finished_attempt, r.finished_status, r.queued, r.replica, r.service_id, r.retries, r.lease_timeout_seconds, r.leased_at, r.dead_lettered, r.last_cause, r.forget_at, r.received_at
-FROM jsonb_populate_recordset(NULL::dispatch, $1::jsonb) AS r
-ON CONFLICT (task_id, run) DO UPDATE SET
-    state = excluded.state,
-    attempt_workers = excluded.attempt_workers,
-    deadline = excluded.deadline,
-    answered = excluded.answered,
-    finished_attempt = excluded.finished_attempt,
-    finished_status = excluded.finished_status,
-    queued = excluded.queued,
-    replica = excluded.replica,
-    retries = excluded.retries,
-    lease_timeout_seconds = excluded.lease_timeout_seconds,
-    leased_at = excluded.leased_at,
-    dead_lettered = excluded.dead_lettered,
-    last_cause = excluded.last_cause,
-    forget_at = excluded.forget_at,
-    received_at = excluded.received_at`
-
-func dispatchUpsert(ctx context.Context, db dbsqlc.DBTX, doc []byte) error {
-	_, err := db.Exec(ctx, dispatchUpsertSQL, doc)
-	return err
-}
+// dispatchUpsert writes whole dispatch rows given as a JSON array, returning the error.
+var dispatchUpsert = testfactory.DispatchJSON
 
 func (f *fixture) lease(workers ...string) []Lease {
 	return f.leaseOf(f.svc, 0, workers...)

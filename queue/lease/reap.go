@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,6 +82,9 @@ func (s *Store) Reap(ctx context.Context, max int) (ReapSummary, error) {
 			d.Retries++
 			w.put(d)
 		}
+		if err := s.resolveKinds(ctx, q, w); err != nil {
+			return err
+		}
 		return w.flush(ctx, q, now, s.cfg.Replica)
 	})
 	return sum, err
@@ -146,21 +148,4 @@ func (s *Store) ReapAll(ctx context.Context) (ReapSummary, error) {
 		})
 	})
 	return total, err
-}
-
-// Receive marks in-flight tasks whose result is being written: the reaper leaves them alone for
-// the receipt grace, so a result that arrives at the deadline is not raced by a re-lease. A
-// claim, an unusable reply or a retryable cause ends the receipt. It reports how many rows were
-// marked.
-func (s *Store) Receive(ctx context.Context, taskIDs []int64) (int, error) {
-	ids := slices.Clone(taskIDs)
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	var n int64
-	err := s.inTx(ctx, "receive", true, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
-		var err error
-		n, err = q.DispatchMarkReceived(ctx, now, ids)
-		return err
-	})
-	return int(n), err
 }

@@ -14,12 +14,12 @@ import (
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
-// Reservations (DESIGN §4 "Reserve / Hand-out / Attribute"). A replica reserves tasks ahead of
+// Reservations (docs/semantics.md#reserve, hand-out, attribute). A replica reserves tasks ahead of
 // demand, a batch per transaction (Reserve); hands them to requesting workers from memory,
 // recording the worker in its hot mirror before the first payload byte; and makes each
 // hand-out's worker durable in batched writes (Attribute), which start the lease clock. What a
-// replica reserved and did not hand out goes back when it stops (ReleaseAll) or asks
-// (Release), and the reaper takes back reservations past their deadline (ReleaseExpired).
+// replica reserved and did not hand out goes back when it stops or asks (Release), and the
+// reaper takes back reservations past their deadline (ReleaseExpired).
 
 // ReservationTTLDefault is how long a reservation holds a task for its replica.
 const ReservationTTLDefault = 30 * time.Second
@@ -336,32 +336,6 @@ func (s *Store) Release(ctx context.Context, rs []Reserved) (int, error) {
 	return released, err
 }
 
-// ReleaseAll gives back every reservation of this replica (Release), for a replica that stops.
-func (s *Store) ReleaseAll(ctx context.Context) (int, error) {
-	total := 0
-	defer s.todo.reset()
-	for {
-		n := 0
-		err := s.inTx(ctx, "release reservations", true, func(q *dbsqlc.Queries, _ pgx.Tx, now time.Time) error {
-			n = 0
-			rows, err := q.DispatchLockReservedOfReplica(ctx, s.cfg.Replica, ReapBatchDefault)
-			if err != nil {
-				return fmt.Errorf("lock reservations: %w", err)
-			}
-			w := newWrites()
-			for i := range rows {
-				s.release(w, &rows[i].Dispatch, rows[i].TaskRun, rows[i].TaskStatus, now)
-			}
-			n = len(rows)
-			return w.flush(ctx, q, now, s.cfg.Replica)
-		})
-		total += n
-		if err != nil || n < ReapBatchDefault {
-			return total, err
-		}
-	}
-}
-
 // ReleaseExpired gives back reservations of any replica past their deadline (Release), at most
 // max (ReapBatchDefault when max <= 0): their replica died or froze holding them. Rows other
 // transactions hold are skipped.
@@ -381,6 +355,9 @@ func (s *Store) ReleaseExpired(ctx context.Context, max int) (int, error) {
 			s.release(w, &rows[i].Dispatch, rows[i].TaskRun, rows[i].TaskStatus, now)
 		}
 		n = len(rows)
+		if err := s.resolveKinds(ctx, q, w); err != nil {
+			return err
+		}
 		return w.flush(ctx, q, now, s.cfg.Replica)
 	})
 	if n > 0 {

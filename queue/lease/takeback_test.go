@@ -12,7 +12,7 @@ import (
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
-// Operator actions on reserved tasks (DESIGN §4 "Reserve / Hand-out / Attribute"): pause,
+// Operator actions on reserved tasks (docs/semantics.md#release): pause,
 // rerun and deleting a task take reservations back from the replicas that hold them, and a
 // hand-out of a reservation taken back records nothing.
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
+	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
 )
 
 func TestMain(m *testing.M) {
@@ -34,7 +35,7 @@ func expiredLeases(t *testing.T, pool *pgxpool.Pool, n int) func() time.Time {
 	for i := range workers {
 		workers[i] = "w" + string(rune('a'+i%26)) + time.Duration(i).String()
 	}
-	leases, err := store.Lease(ctx, lease.LeaseRequest{ServiceID: 1, Workers: workers})
+	leases, err := leasetest.Lease(ctx, store, leasetest.Request{ServiceID: 1, Workers: workers})
 	require.NoError(t, err)
 	require.Len(t, leases, n)
 	later := time.Now().Add(time.Hour)

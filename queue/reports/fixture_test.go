@@ -2,12 +2,9 @@ package reports
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -15,7 +12,8 @@ import (
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
-	"github.com/cortexq/cortexq/sql/dbsqlc"
+	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
+	"github.com/cortexq/cortexq/queue/queuetest/testfactory"
 )
 
 func TestMain(m *testing.M) { queuetest.Main(m) }
@@ -31,7 +29,6 @@ type fixture struct {
 	clock  *queuetest.Clock
 	corpus int32
 	svc    int32
-	seq    atomic.Int64
 }
 
 // testLease is the tests' lease: long enough that only moved time expires it.
@@ -44,17 +41,13 @@ func newFixture(t *testing.T, opts ...func(*lease.Config)) *fixture {
 	t.Parallel()
 	ctx := context.Background()
 	pool := queuetest.NewPool(t)
-	var now time.Time
-	require.NoError(t, pool.QueryRow(ctx, "SELECT now()").Scan(&now))
-	clock := queuetest.NewClock(now)
+	clock := queuetest.NewClock(testfactory.DBNow(ctx, t, pool))
 	cfg := lease.Config{Replica: "r1", LeaseTimeout: testLease, NowFunc: clock.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	f := &fixture{t: t, ctx: ctx, pool: pool, store: lease.New(pool, cfg), rep: New(pool, clock.Now, nil), clock: clock}
-	c, err := dbsqlc.New(pool).CorpusCreate(ctx, "corpus", "/corpus", nil)
-	require.NoError(t, err)
-	f.corpus = c.ID
+	f.corpus = testfactory.Corpus(ctx, t, pool, nil).ID
 	f.svc = f.service("echo", 0)
 	return f
 }
@@ -62,33 +55,25 @@ func newFixture(t *testing.T, opts ...func(*lease.Config)) *fixture {
 func (f *fixture) catalog() *catalog.Catalog { return catalog.New(f.pool, nil) }
 
 // must(v, err)(t) fails the test on err and returns v.
-func must[T any](v T, err error) func(*testing.T) T {
-	return func(t *testing.T) T {
-		t.Helper()
-		require.NoError(t, err)
-		return v
-	}
-}
+func must[T any](v T, err error) func(testing.TB) T { return testfactory.Must(v, err) }
 
 func (f *fixture) service(name string, leaseTimeout time.Duration) int32 {
-	return must(f.catalog().AddService(f.ctx, name, leaseTimeout))(f.t).ID
+	return testfactory.Service(f.ctx, f.t, f.pool, &testfactory.ServiceOpts{Name: name, LeaseTimeout: leaseTimeout}).ID
 }
 
 // task inserts a TODO task of the fixture's service; taskOf, of service svc.
 func (f *fixture) task() int64 { return f.taskOf(f.svc) }
 
 func (f *fixture) taskOf(svc int32) int64 {
-	entry := fmt.Sprintf("/corpus/%d/source.zip", f.seq.Add(1))
-	return must(pgx.CollectExactlyOneRow(must(f.pool.Query(f.ctx,
-		`INSERT INTO tasks (service_id, corpus_id, entry) VALUES ($1, $2, $3) RETURNING id`, svc, f.corpus, entry))(f.t), pgx.RowTo[int64]))(f.t)
+	return testfactory.Task(f.ctx, f.t, f.pool, &testfactory.TaskOpts{ServiceID: svc, CorpusID: f.corpus})
 }
 
 func (f *fixture) lease(workers ...string) []lease.Lease {
-	return must(f.store.Lease(f.ctx, lease.LeaseRequest{ServiceID: f.svc, Workers: workers}))(f.t)
+	return must(leasetest.Lease(f.ctx, f.store, leasetest.Request{ServiceID: f.svc, Workers: workers}))(f.t)
 }
 
 func (f *fixture) reply(r lease.Result, publish lease.PublishFunc) lease.Decision {
-	ds := must(f.store.Claim(f.ctx, []lease.Result{r}, publish))(f.t)
+	ds := must(leasetest.Claim(f.ctx, f.store, []lease.Result{r}, publish))(f.t)
 	require.Len(f.t, ds, 1)
 	return ds[0]
 }

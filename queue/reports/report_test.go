@@ -12,6 +12,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -79,10 +80,10 @@ func TestReportsHoldNoLockClaimsOrRerunsWaitOn(t *testing.T) {
 	// With the report's transaction open, the writers go through (a wait would hit the deadline).
 	ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)
 	defer cancel()
-	leases, err := f.store.Lease(ctx, lease.LeaseRequest{ServiceID: f.svc, Workers: []string{"w3", "w4"}})
+	leases, err := leasetest.Lease(ctx, f.store, leasetest.Request{ServiceID: f.svc, Workers: []string{"w3", "w4"}})
 	require.NoError(t, err)
 	require.Len(t, leases, 2)
-	ds, err := f.store.Claim(ctx, []lease.Result{{TaskID: leases[0].TaskID, Worker: "w3", Kind: lease.KindReport,
+	ds, err := leasetest.Claim(ctx, f.store, []lease.Result{{TaskID: leases[0].TaskID, Worker: "w3", Kind: lease.KindReport,
 		Status: queue.StatusWarning}}, nil)
 	require.NoError(t, err)
 	require.Equal(t, lease.OutcomeAccepted, ds[0].Outcome)

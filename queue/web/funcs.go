@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/text"
 )
 
 // funcs are the templates' helpers. None returns template.HTML: everything they make is escaped
@@ -33,6 +35,45 @@ var funcs = template.FuncMap{
 	"cls":  cssName,
 	"task": func(id int64) string { return "/task/" + strconv.FormatInt(id, 10) },
 	"join": strings.Join,
+	"show": text.Printable,
+	"clip": clip,
+}
+
+// clip is s made printable (text.Printable: control and bidirectional characters escaped) and
+// cut so that, escaped for HTML, it takes at most n bytes; a cut text ends with a note of its
+// whole length. A page of a thousand hostile messages stays a few MB however long they are.
+func clip(n int, s string) string {
+	raw := s
+	if len(raw) > n {
+		raw = raw[:n] // escaped, never shorter than its source: n bytes of it are enough
+	}
+	shown, cut := htmlCut(text.Printable(raw), n)
+	if !cut && len(raw) == len(s) {
+		return shown
+	}
+	return shown + " … [cut: " + commas(int64(len(s))) + " bytes in all]"
+}
+
+// htmlCut cuts s at a rune boundary so that, as html/template escapes it, it takes at most
+// budget bytes; it reports whether it cut.
+func htmlCut(s string, budget int) (string, bool) {
+	used := 0
+	for i, r := range s {
+		w := utf8.RuneLen(r)
+		switch r {
+		case '<', '>':
+			w = 4 // &lt;
+		case '&', '"', '\'', '+':
+			w = 5 // &amp; &#34; &#39; &#43;
+		case 0:
+			w = 3 // U+FFFD
+		}
+		if used+w > budget {
+			return s[:i], true
+		}
+		used += w
+	}
+	return s, false
 }
 
 // commas writes n with a comma every three digits: 1,234,567.

@@ -16,6 +16,7 @@ import (
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
+	"github.com/cortexq/cortexq/queue/text"
 )
 
 // scopeParams reads the required corpus and service of a request and looks them up.
@@ -310,7 +311,7 @@ func (s *Server) liveFigures(r *http.Request) (liveFigures, error) {
 		out.DeadLetters += p.DeadLetters
 	}
 	for _, rp := range replicas {
-		out.Replicas = append(out.Replicas, liveReplica{Replica: rp.Replica, InFlight: rp.InFlight, Reserved: rp.Reserved,
+		out.Replicas = append(out.Replicas, liveReplica{Replica: text.Printable(rp.Replica), InFlight: rp.InFlight, Reserved: rp.Reserved,
 			LeasesLastMinute: rp.LeasesLastMinute, ResultsLastMinute: rp.ResultsLastMinute,
 			LastLeasedAt: stamp(rp.LastLeasedAt), LastReaperPass: stamp(rp.LastReaperPass)})
 	}

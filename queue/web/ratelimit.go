@@ -9,9 +9,11 @@ import (
 )
 
 // Sign-in attempts are rate limited so the admin token cannot be guessed online: each client
-// address may fail signInBurst times, then once per signInEvery; all clients together
-// signInAllBurst times, then once per signInAllEvery. A refused attempt is answered 429 with
-// Retry-After, and its token is not even compared.
+// address (an IPv6 client by its /64) may fail signInBurst times, then once per signInEvery; past
+// that its attempts are answered 429 with Retry-After, their token not even compared. All
+// clients together may fail signInAllBurst times, then once per signInAllEvery; past that a wrong
+// token is answered 429 too, but the right one still signs in: failures from elsewhere never
+// lock out the admin at an address of their own.
 const (
 	signInBurst    = 10
 	signInEvery    = 30 * time.Second
@@ -63,14 +65,19 @@ func newSignInLimiter() *signInLimiter {
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
+	}
+	// An IPv6 client usually holds a whole /64: count it as one.
+	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 	}
 	return host
 }
 
-// take reserves one attempt for addr: zero if it may go on (give it back with refund when it
-// succeeds), else how long to wait.
-func (l *signInLimiter) take(addr string) time.Duration {
+// take reserves one attempt for addr. own is how long addr must wait (zero: it may go on, and
+// its attempt is reserved); all is how long until all clients together may fail again (zero: an
+// attempt of theirs is reserved too). Give back what was reserved with refund when it succeeds.
+func (l *signInLimiter) take(addr string) (own, all time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -84,22 +91,28 @@ func (l *signInLimiter) take(addr string) time.Duration {
 		l.clients[addr] = c
 	}
 	c.refill(now, signInBurst, signInEvery)
-	if w := max(c.wait(signInEvery), l.all.wait(signInAllEvery)); w > 0 {
-		return w
+	if w := c.wait(signInEvery); w > 0 {
+		return w, 0
 	}
 	c.tokens--
+	if w := l.all.wait(signInAllEvery); w > 0 {
+		return 0, w
+	}
 	l.all.tokens--
-	return 0
+	return 0, 0
 }
 
-// refund gives back the attempt take reserved: it succeeded.
-func (l *signInLimiter) refund(addr string) {
+// refund gives back the attempt take reserved: it succeeded. all says whether take reserved one
+// of all clients' too.
+func (l *signInLimiter) refund(addr string, all bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c := l.clients[addr]; c != nil {
 		c.tokens = min(float64(signInBurst), c.tokens+1)
 	}
-	l.all.tokens = min(float64(signInAllBurst), l.all.tokens+1)
+	if all {
+		l.all.tokens = min(float64(signInAllBurst), l.all.tokens+1)
+	}
 }
 
 // prune forgets the addresses whose bucket is full again; if still too many, a random half.

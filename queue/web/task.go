@@ -19,6 +19,7 @@ import (
 	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/report"
+	"github.com/cortexq/cortexq/queue/text"
 )
 
 // previewService is the service whose results hold an HTML page to preview.
@@ -27,8 +28,10 @@ const previewService = "tex_to_html"
 // maxTaskMessages is how many messages the task page lists (cortexq task show lists all).
 const maxTaskMessages = 1000
 
-// maxLogView bounds the cortex.log shown on the log page.
-const maxLogView = 4 << 20
+// maxLogShown bounds the cortex.log shown on the log page, escaped for HTML: a log of '<'
+// grows fourfold in HTML, so the page reads at most this much of the log and shows what
+// escapes within it.
+const maxLogShown = 1 << 20
 
 // maxPreviewMember bounds a preview member served from a result archive.
 const maxPreviewMember = 64 << 20
@@ -103,7 +106,7 @@ func (s *Server) task(r *http.Request) (view, error) {
 		p.HasResult = a.result != "" && regular(a.base, a.result)
 		if p.HasResult && h.Service == previewService {
 			if m := previewMember(a); m != "" {
-				p.Preview = "/task/" + strconv.FormatInt(h.ID, 10) + "/preview/" + memberURL(m)
+				p.Preview = s.cfg.PreviewOrigin + "/task/" + strconv.FormatInt(h.ID, 10) + "/preview/" + memberURL(m)
 			}
 		}
 	}
@@ -210,6 +213,7 @@ func (s *Server) download(result bool) http.HandlerFunc {
 			s.fail(w, r, err)
 			return
 		}
+		longWrite(w)
 		name := "task-" + strconv.FormatInt(h.ID, 10) + "-" + what + ".zip"
 		w.Header().Set("Content-Type", "application/zip")
 		w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
@@ -259,6 +263,7 @@ func (s *Server) taskLog(r *http.Request) (view, error) {
 	defer f.Close()
 	var log string
 	var cut bool
+	var size uint64
 	for _, m := range zr.File {
 		if m.Name != report.LogName {
 			continue
@@ -267,20 +272,29 @@ func (s *Server) taskLog(r *http.Request) (view, error) {
 		if err != nil {
 			return view{}, httpError{http.StatusNotFound, "cortex.log: " + err.Error()}
 		}
-		b, err := io.ReadAll(io.LimitReader(rc, maxLogView+1))
+		// Escaped, the log never takes fewer bytes than it has: maxLogShown+1 of them tell
+		// whether it fits.
+		b, err := io.ReadAll(io.LimitReader(rc, maxLogShown+1))
 		rc.Close()
 		if err != nil {
 			return view{}, httpError{http.StatusNotFound, "cortex.log: " + err.Error()}
 		}
-		cut = len(b) > maxLogView
-		log = strings.ToValidUTF8(string(b[:min(len(b), maxLogView)]), "\uFFFD")
+		log, cut = htmlCut(text.PrintableLines(string(b)), maxLogShown)
+		if cut = cut || len(b) > maxLogShown; cut {
+			if i := strings.LastIndexByte(log, '\n'); i > 0 {
+				log = log[:i+1] // whole lines
+			}
+		}
+		size = max(m.UncompressedSize64, uint64(len(b)))
 		break
 	}
 	return view{Page: "log", Title: "cortex.log of task " + strconv.FormatInt(h.ID, 10), Data: struct {
-		ID  int64
-		Log string
-		Cut bool
-	}{h.ID, log, cut}}, nil
+		ID    int64
+		Log   string
+		Cut   bool
+		Lines int64
+		Size  int64
+	}{h.ID, log, cut, int64(strings.Count(log, "\n")), int64(min(size, 1<<62))}}, nil
 }
 
 // previewMember picks the HTML page of a result archive: index.html, else the shortest *.html.
@@ -316,12 +330,76 @@ func validMember(name string) bool {
 		path.Clean(name) == name && !strings.HasPrefix(name, "../") && name != ".."
 }
 
+// longWrite gives a download longer than the server's WriteTimeout.
+func longWrite(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(30 * time.Minute))
+}
+
+// scriptTypes are the media types a browser would run as script (or as a worker's, or a
+// manifest's): the dashboard's origin never serves a result's file as one of them.
+var scriptTypes = []string{"javascript", "ecmascript", "jscript", "livescript", "wasm", "x-shockwave-flash",
+	"manifest"}
+
+// previewType is the media type a preview member is served with. On the dashboard's origin no
+// script type (a worker's x.js is text/plain: a script tag in the sandboxed preview does not run
+// it, and nothing on the dashboard's pages could), and no type unknown to Go's table.
+func (s *Server) previewType(member string) string {
+	ct := mime.TypeByExtension(filepath.Ext(member))
+	if ct == "" {
+		return "application/octet-stream"
+	}
+	if s.previewURL != nil {
+		return ct
+	}
+	lower := strings.ToLower(ct)
+	for _, t := range scriptTypes {
+		if strings.Contains(lower, t) {
+			return "text/plain; charset=utf-8"
+		}
+	}
+	return ct
+}
+
+// framed reports whether a request for a preview comes from a frame or as a frame's own
+// resource (an image, a style sheet), by its Sec-Fetch-Dest: not a tab of its own. A request
+// without Fetch Metadata (an old browser, curl) counts as a tab.
+func framed(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Dest") {
+	case "", "document", "embed", "object":
+		return false
+	}
+	return true
+}
+
+// onPreviewHost reports whether a request reached the preview origin's host.
+func (s *Server) onPreviewHost(r *http.Request) bool {
+	host := r.Host
+	if fwd := r.Header.Get("X-Forwarded-Host"); fwd != "" {
+		host = fwd
+	}
+	return s.previewURL != nil && strings.EqualFold(host, s.previewURL.Host)
+}
+
 // preview serves a member of a tex_to_html result archive, sandboxed: CSP sandbox without
 // allow-same-origin gives the document an opaque origin, whatever frame or tab it is opened in.
+// With a preview origin, from there only. Without one, from the dashboard's origin: as an
+// attachment when opened outside a frame (a hostile result posing as a dashboard page in a tab
+// of its own is downloaded instead), and never with a script type.
 func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", previewCSP)
 	h.Set("X-Frame-Options", "SAMEORIGIN")
+	if s.previewURL != nil {
+		if !s.onPreviewHost(r) {
+			http.Redirect(w, r, s.cfg.PreviewOrigin+r.URL.EscapedPath(), http.StatusFound)
+			return
+		}
+		// Framed by the dashboard, whose origin this one does not know.
+		h.Set("Content-Security-Policy", strings.Replace(previewCSP, "frame-ancestors 'self'", "frame-ancestors *", 1))
+		h.Del("X-Frame-Options")
+	} else if !framed(r) {
+		h.Set("Content-Disposition", "attachment")
+	}
 	hist, err := s.history(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -357,12 +435,9 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer rc.Close()
-		ct := mime.TypeByExtension(filepath.Ext(member))
-		if ct == "" {
-			ct = "application/octet-stream"
-		}
-		h.Set("Content-Type", ct)
+		h.Set("Content-Type", s.previewType(member))
 		h.Set("Cache-Control", "no-store")
+		longWrite(w)
 		_, _ = io.Copy(w, io.LimitReader(rc, maxPreviewMember))
 		return
 	}

@@ -7,11 +7,13 @@
 // (never template.HTML); pages carry a strict Content-Security-Policy (no inline script or
 // style); actions are POSTs that need the admin session (a token compared in constant time) and
 // a CSRF token bound to it; a result's HTML preview is served with CSP sandbox, in an opaque
-// origin, so its scripts never run with the dashboard's origin.
+// origin, so its scripts never run with the dashboard's origin (or from a separate preview
+// origin). Against hostile results and clients (docs/web.md#hostile-results) pages are bounded,
+// streamed and made at most HeavyLimit at once, and text is shown through text.Printable.
 package web
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -36,6 +38,7 @@ import (
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
+	"github.com/cortexq/cortexq/queue/text"
 )
 
 //go:embed templates/*.html
@@ -59,7 +62,34 @@ type Config struct {
 	// LiveBudget is the database time a second the live figures may cost, all browsers
 	// together (default 5 ms): on a corpus where reading them is slow they refresh less often.
 	LiveBudget time.Duration
+	// HeavyLimit bounds the pages being made at once (every page but sign-in, and the previews;
+	// not /live, the static files or the downloads): past it a request waits up to HeavyWait for
+	// its turn, then gets 503 with Retry-After. Default HeavyLimitDefault.
+	HeavyLimit int
+	// HeavyWait is how long a page waits for its turn (default 3 s).
+	HeavyWait time.Duration
+	// PreviewOrigin, if set (https://preview.example.org), is the origin that serves the result
+	// previews: the task page frames the preview from there, and a preview asked of any other
+	// host is redirected to it. Without it previews come from the dashboard's own origin,
+	// downloaded (not shown) when opened outside the task page's frame, and never as script.
+	PreviewOrigin string
+	// ReadTimeout, WriteTimeout and IdleTimeout are HTTPServer's (defaults 30 s, 2 min, 2 min):
+	// a request's headers and body must arrive within ReadTimeout, its answer within WriteTimeout
+	// (the archive downloads and previews get longer).
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
+
+// HeavyLimitDefault is Config.HeavyLimit's default: the pages made at once. With each page at
+// most maxPageBytes and its data bounded, 8 keep the process within about 100 MB whatever the
+// results hold (docs/web.md#hostile-results).
+const HeavyLimitDefault = 8
+
+// maxPageBytes bounds a page: past it the page is cut (and a warning logged). The pages' own
+// bounds (the log's 1 MiB, messages clipped) keep them well under it.
+const maxPageBytes = 4_000_000
+
+// maxFormBytes bounds a form's body.
+const maxFormBytes = 64 << 10
 
 // Server is the dashboard's http.Handler.
 type Server struct {
@@ -86,6 +116,9 @@ type Server struct {
 	trailData trailFigures
 
 	signIn *signInLimiter
+	heavy  chan struct{} // a slot for each page being made
+	// previewURL is PreviewOrigin parsed, if one is set.
+	previewURL *url.URL
 
 	// revoked holds the sessions signed out before their expiry, by id, with that expiry.
 	revokedMu sync.Mutex
@@ -112,11 +145,35 @@ func New(cfg Config) (*Server, error) {
 	if cfg.LiveBudget <= 0 {
 		cfg.LiveBudget = 5 * time.Millisecond
 	}
+	if cfg.HeavyLimit <= 0 {
+		cfg.HeavyLimit = HeavyLimitDefault
+	}
+	if cfg.HeavyWait <= 0 {
+		cfg.HeavyWait = 3 * time.Second
+	}
+	for _, d := range []struct {
+		p   *time.Duration
+		def time.Duration
+	}{{&cfg.ReadTimeout, 30 * time.Second}, {&cfg.WriteTimeout, 2 * time.Minute}, {&cfg.IdleTimeout, 2 * time.Minute}} {
+		if *d.p <= 0 {
+			*d.p = d.def
+		}
+	}
+	var preview *url.URL
+	if cfg.PreviewOrigin != "" {
+		u, err := url.Parse(cfg.PreviewOrigin)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, fmt.Errorf("--preview-origin %q: want scheme://host[:port], such as https://preview.example.org", cfg.PreviewOrigin)
+		}
+		preview = &url.URL{Scheme: u.Scheme, Host: u.Host}
+		cfg.PreviewOrigin = preview.String()
+	}
 	s := &Server{cfg: cfg, store: cfg.Store, catalog: catalog.New(cfg.Store.Pool(), nil),
 		inspect: inspect.New(cfg.Store.Pool(), cfg.Store.Config().NowFunc),
 		reports: reports.New(cfg.Store.Pool(), cfg.Store.Config().NowFunc, cfg.Logger), logger: cfg.Logger,
 		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux(),
-		signIn: newSignInLimiter(), revoked: map[string]time.Time{}}
+		signIn: newSignInLimiter(), revoked: map[string]time.Time{}, heavy: make(chan struct{}, cfg.HeavyLimit),
+		previewURL: preview}
 	if _, err := rand.Read(s.key); err != nil {
 		return nil, err
 	}
@@ -151,11 +208,11 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /task/{id}/source", s.download(false))
 	m.HandleFunc("GET /task/{id}/result", s.download(true))
 	m.HandleFunc("GET /task/{id}/log", s.page(s.taskLog))
-	m.HandleFunc("GET /task/{id}/preview/{member...}", s.preview)
+	m.HandleFunc("GET /task/{id}/preview/{member...}", s.heavyOnly(s.preview))
 	m.HandleFunc("GET /runs", s.page(s.runs))
 	m.HandleFunc("GET /runs/cell", s.page(s.diffCell))
 	m.HandleFunc("GET /workers", s.page(s.workers))
-	m.HandleFunc("GET /login", s.page(s.loginPage))
+	m.HandleFunc("GET /login", s.light(s.loginPage))
 	m.HandleFunc("POST /login", s.login)
 	m.HandleFunc("POST /logout", s.logout)
 	m.HandleFunc("POST /rerun", s.action(s.rerun))
@@ -171,22 +228,79 @@ func (s *Server) routes() {
 }
 
 // pageCSP is every page's Content-Security-Policy: nothing inline, nothing from elsewhere, and
-// no framing but the task page's own preview frame.
-const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"connect-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+// no framing but the task page's own preview frame (from the preview origin, if one is set).
+func (s *Server) pageCSP() string {
+	frame := "'self'"
+	if s.previewURL != nil {
+		frame = s.cfg.PreviewOrigin
+	}
+	return "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+		"connect-src 'self'; frame-src " + frame + "; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+}
 
 // previewCSP is the preview's: a sandbox without allow-same-origin (an opaque origin: no
 // cookie, no storage, no access to the dashboard), scripts allowed only inside that sandbox.
 const previewCSP = "sandbox allow-scripts; default-src 'self' data: 'unsafe-inline'; frame-ancestors 'self'"
 
-// ServeHTTP serves the dashboard.
+// ServeHTTP serves the dashboard. A query whose names or values are not UTF-8 text without NUL
+// is a 400 naming the parameter (text.CheckInput), before any handler sees it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", pageCSP)
+	h.Set("Content-Security-Policy", s.pageCSP())
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")
+	if s.previewURL != nil && s.onPreviewHost(r) && !strings.HasPrefix(r.URL.Path, "/task/") {
+		// The preview origin serves previews only: no page, no cookie of the dashboard there.
+		http.NotFound(w, r)
+		return
+	}
+	if err := text.CheckInput("path", r.URL.Path); err != nil {
+		s.fail(w, r, badRequest("%v", err))
+		return
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		s.fail(w, r, badRequest("bad query: %v", err))
+		return
+	}
+	if err := checkValues(q); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// checkValues refuses a query or form whose names or values are not text (text.CheckInput).
+func checkValues(v url.Values) error {
+	for name, values := range v {
+		if err := text.CheckInput("parameter name", name); err != nil {
+			return badRequest("%v", err)
+		}
+		for _, x := range values {
+			if err := text.CheckInput(name, x); err != nil {
+				return badRequest("%v", err)
+			}
+		}
+	}
+	return nil
+}
+
+// parseForm reads a POST's form, at most maxFormBytes, and checks its values.
+func parseForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		return badRequest("bad form: %v", err)
+	}
+	return checkValues(r.PostForm)
+}
+
+// HTTPServer returns an http.Server for the dashboard with its timeouts: a request's header
+// within 10 s and its body within ReadTimeout (a body sent a byte a second is cut), an answer
+// within WriteTimeout, an idle connection closed after IdleTimeout.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{Handler: s, ReadHeaderTimeout: min(10*time.Second, s.cfg.ReadTimeout),
+		ReadTimeout: s.cfg.ReadTimeout, WriteTimeout: s.cfg.WriteTimeout, IdleTimeout: s.cfg.IdleTimeout}
 }
 
 // httpError is an error with its HTTP status: bad input (400), not found (404), refused (403).
@@ -222,8 +336,33 @@ type pageData struct {
 	Data     any
 }
 
-// page wraps a handler that renders a page.
+// page wraps a handler that renders a page, one of at most HeavyLimit at once.
 func (s *Server) page(fn func(*http.Request) (view, error)) http.HandlerFunc {
+	return s.heavyOnly(s.light(fn))
+}
+
+// heavyOnly runs h once one of the HeavyLimit slots is free: it waits up to HeavyWait, then
+// answers 503 with Retry-After. Memory then grows with HeavyLimit, not with the clients.
+func (s *Server) heavyOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		t := time.NewTimer(s.cfg.HeavyWait)
+		defer t.Stop()
+		select {
+		case s.heavy <- struct{}{}:
+		case <-t.C:
+			w.Header().Set("Retry-After", "2")
+			s.fail(w, r, httpError{http.StatusServiceUnavailable, "the dashboard is busy making other pages: try again in a few seconds"})
+			return
+		case <-r.Context().Done():
+			return
+		}
+		defer func() { <-s.heavy }()
+		h(w, r)
+	}
+}
+
+// light wraps a handler that renders a page, without waiting for a slot.
+func (s *Server) light(fn func(*http.Request) (view, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v, err := fn(r)
 		if err != nil {
@@ -244,16 +383,61 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, v view
 	if sess, ok := s.session(r); ok {
 		d.Admin, d.CSRF = true, s.csrfToken(sess)
 	}
-	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, "layout.html", d); err != nil {
-		s.logger.Error("render", "page", v.Page, "error", err)
-		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
-		return
-	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_, _ = w.Write(buf.Bytes())
+	// Streamed as it is made, through a small buffer: a page costs the memory of its data, not
+	// of its HTML, and never sends more than maxPageBytes.
+	cw := &capWriter{w: w, code: code, left: maxPageBytes}
+	bw := bufio.NewWriterSize(cw, 32<<10)
+	err := t.ExecuteTemplate(bw, "layout.html", d)
+	if err == nil {
+		err = bw.Flush()
+	}
+	switch {
+	case err == nil:
+	case cw.full:
+		s.logger.Warn("render: page cut", "page", v.Page, "path", r.URL.Path, "bytes", maxPageBytes)
+	case cw.err != nil: // the client went away
+	default:
+		s.logger.Error("render", "page", v.Page, "error", err)
+		if !cw.started {
+			http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		}
+	}
+}
+
+// errPageFull stops a page at maxPageBytes.
+var errPageFull = errors.New("page cut at its size limit")
+
+// capWriter writes at most left bytes to w, after the status code on the first write.
+type capWriter struct {
+	w       http.ResponseWriter
+	code    int
+	started bool
+	left    int
+	full    bool
+	err     error // w's error
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if !c.started {
+		c.started = true
+		c.w.WriteHeader(c.code)
+	}
+	if len(p) > c.left {
+		n, err := c.w.Write(p[:c.left])
+		c.left -= n
+		c.full = true
+		if err != nil {
+			c.err = err
+			return n, err
+		}
+		return n, errPageFull
+	}
+	n, err := c.w.Write(p)
+	c.left -= n
+	c.err = err
+	return n, err
 }
 
 // fail answers err: its status and message for an httpError, 404 for queue.ErrNotFound, else 500.
@@ -399,7 +583,6 @@ func sameOrigin(r *http.Request) bool {
 // origin. The handler's message is shown on a result page.
 func (s *Server) action(fn func(*http.Request) (string, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 		if !s.actionsAllowed() {
 			s.fail(w, r, forbidden("this dashboard is read-only: start it with --admin-token (and without --read-only) to act"))
 			return
@@ -409,8 +592,8 @@ func (s *Server) action(fn func(*http.Request) (string, error)) http.HandlerFunc
 			s.fail(w, r, forbidden("sign in with the admin token first (/login)"))
 			return
 		}
-		if err := r.ParseForm(); err != nil {
-			s.fail(w, r, badRequest("bad form: %v", err))
+		if err := parseForm(w, r); err != nil {
+			s.fail(w, r, err)
 			return
 		}
 		given := r.PostForm.Get("csrf")
@@ -442,13 +625,12 @@ func (s *Server) loginPage(r *http.Request) (view, error) {
 
 // login checks the admin token and sets the session cookie (HttpOnly, SameSite=Strict).
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if !s.actionsAllowed() {
 		s.fail(w, r, forbidden("this dashboard is read-only: there is nothing to sign in to"))
 		return
 	}
-	if err := r.ParseForm(); err != nil {
-		s.fail(w, r, badRequest("bad form: %v", err))
+	if err := parseForm(w, r); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	if !sameOrigin(r) {
@@ -461,19 +643,30 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	addr := clientAddr(r)
-	if wait := s.signIn.take(addr); wait > 0 {
+	tooMany := func(wait time.Duration) {
 		s.logger.Warn("web sign-in refused: too many failed attempts", "remote", r.RemoteAddr)
 		w.Header().Set("Retry-After", retryAfter(wait))
 		s.fail(w, r, httpError{http.StatusTooManyRequests,
 			fmt.Sprintf("too many failed sign-ins: try again in %s", wait.Round(time.Second))})
+	}
+	// An address past its own limit is refused without its token compared. Past the overall
+	// limit only, the token is compared: the right one signs in (so wrong guesses from elsewhere
+	// never lock the admin out), a wrong one is refused as too many.
+	own, all := s.signIn.take(addr)
+	if own > 0 {
+		tooMany(own)
 		return
 	}
 	if !s.tokenOK(token) {
+		if all > 0 {
+			tooMany(all)
+			return
+		}
 		s.logger.Warn("web sign-in refused: wrong token", "remote", r.RemoteAddr)
 		s.fail(w, r, forbidden("wrong admin token"))
 		return
 	}
-	s.signIn.refund(addr)
+	s.signIn.refund(addr, all == 0)
 	value, err := s.newSession(time.Now())
 	if err != nil {
 		s.fail(w, r, err)
@@ -485,8 +678,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // logout revokes the browser's session (a copy of the cookie stops working too) and clears it.
+// From another origin it does nothing (403), like every action.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
-	if c, err := r.Cookie(SessionCookie); err == nil && sameOrigin(r) {
+	if !sameOrigin(r) {
+		s.fail(w, r, forbidden("cross-origin request refused"))
+		return
+	}
+	if c, err := r.Cookie(SessionCookie); err == nil {
 		s.revoke(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true,

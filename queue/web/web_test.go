@@ -318,7 +318,8 @@ func TestWebLiveKeepsToItsBudget(t *testing.T) {
 
 // TestWebSignInRateLimit: after 10 wrong tokens from one address, that address is refused (429,
 // Retry-After) even with the right token, while another address still signs in; after 50 failures
-// from all addresses together, every address is refused. A right token does not use up the limit.
+// from all addresses together, a wrong token from any address gets 429 while the right one signs
+// in. A right token does not use up the limit.
 func TestWebSignInRateLimit(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, web.Config{AdminToken: token})
@@ -351,11 +352,12 @@ func TestWebSignInRateLimit(t *testing.T) {
 	for i := range 40 {
 		require.Equal(t, http.StatusForbidden, login(fmt.Sprintf("10.0.1.%d", i), "wrong").Code)
 	}
-	r = login("10.0.0.3", token)
+	r = login("10.0.0.3", "wrong")
 	require.Equal(t, http.StatusTooManyRequests, r.Code, "the overall limit")
 	wait, err = strconv.Atoi(r.Header().Get("Retry-After"))
 	require.NoError(t, err)
 	require.True(t, wait >= 1 && wait <= 2, "Retry-After %d", wait)
+	require.Equal(t, http.StatusSeeOther, login("10.0.0.4", token).Code, "the right token passes the overall limit")
 }
 
 // TestWebSignOutRevokesTheSession: after signing out, a copy of the session's cookie is no

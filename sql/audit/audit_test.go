@@ -8,7 +8,7 @@ import (
 func TestInvariantsParse(t *testing.T) {
 	qs := Invariants()
 	if len(qs) < 6 {
-		t.Fatalf("want at least the six rules of DESIGN §4, got %d", len(qs))
+		t.Fatalf("want at least the six rules of the state model (docs/architecture.md), got %d", len(qs))
 	}
 	seen := map[string]bool{}
 	for _, q := range qs {

@@ -1,4 +1,4 @@
--- Invariants of the lease state machine (DESIGN §4), for operators and tests.
+-- Invariants of the lease state machine (docs/architecture.md#the-state-model), for operators and tests.
 --
 -- Each query is named by a `-- name:` line and returns the rows that violate its rule: an empty
 -- result means the rule holds. Run one in psql, or all of them after every step of a test
@@ -107,7 +107,7 @@ FROM dispatch d
 WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = d.task_id);
 
 -- name: ReservedRowIsOpen
--- A reserved row (DESIGN §4 "Reserve / Hand-out / Attribute": a task a replica holds for a
+-- A reserved row (docs/semantics.md#reserve, "Hand-out", "Attribute": a task a replica holds for a
 -- hand-out, no worker recorded yet for the attempt it starts) is owned by a replica until a
 -- deadline after it was reserved; it is not queued, answered, received, finished nor
 -- dead-lettered, and nothing is due to forget it.

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cortexq/cortexq/worker/sandbox"
 )
 
 // Defaults of Config.
@@ -56,6 +58,8 @@ type Config struct {
 	Limits Limits
 	// Logger receives a line per conversion (slog.Default() if nil).
 	Logger *slog.Logger
+	// Sandbox runs latexmlc (nil: unsandboxed, as sandbox.None). docs/latexml.md says how.
+	Sandbox *sandbox.Sandbox
 }
 
 // Converter converts source archives with latexmlc. It is a worker.Handler, safe for concurrent
@@ -75,6 +79,9 @@ func New(cfg Config) *Converter {
 	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Sandbox == nil {
+		cfg.Sandbox = sandbox.Unconfined()
 	}
 	return &Converter{cfg: cfg}
 }
@@ -120,16 +127,48 @@ func (c *Converter) Convert(ctx context.Context, in, out string) error {
 
 	stem := strings.TrimSuffix(path.Base(main), path.Ext(main))
 	rawLog := filepath.Join(work, "latexml.log")
-	run := c.run(ctx, filepath.Join(src, filepath.FromSlash(main)), filepath.Join(html, stem+".html"), rawLog)
+	scratch := src // the source directory as latexmlc sees it, cut from its log's paths
+	if c.cfg.Sandbox.Mode() == sandbox.None {
+		run := c.run(ctx, filepath.Join(src, filepath.FromSlash(main)), filepath.Join(html, stem+".html"), rawLog, nil)
+		return c.answer(ctx, out, main, head.Bytes(), run, rawLog, html, scratch)
+	}
+	// Sandboxed: the source is read-only at /task/src; latexmlc writes the HTML and its log in
+	// the sandbox's own /tmp, and they come back into work/out.
+	if err := c.cfg.Sandbox.ExposePath(filepath.Dir(out)); err != nil {
+		return fmt.Errorf("latexml: %w", err)
+	}
+	if err := c.cfg.Sandbox.ExposePath(work); err != nil {
+		return fmt.Errorf("latexml: %w", err)
+	}
+	if err := c.cfg.Sandbox.Expose(src); err != nil {
+		return fmt.Errorf("latexml: %w", err)
+	}
+	outHost := filepath.Join(work, "out")
+	scratch = sandboxSrc
+	run := c.run(ctx, path.Join(sandboxSrc, main), path.Join(sandbox.OutDir, "html", stem+".html"), path.Join(sandbox.OutDir, "latexml.log"),
+		&sandbox.Spec{Mounts: []sandbox.Mount{{Host: src, Sandbox: sandboxSrc}}, Dirs: []string{"html"}, OutHost: outHost})
+	return c.answer(ctx, out, main, head.Bytes(), run, filepath.Join(outHost, "latexml.log"), filepath.Join(outHost, "html"), scratch)
+}
+
+// sandboxBackstop is how long past the timeout a sandboxed latexmlc is killed from outside, if
+// the sandbox has not ended it and sent its output by then.
+const sandboxBackstop = 15 * time.Second
+
+// sandboxSrc is where a sandboxed latexmlc finds the task's source.
+const sandboxSrc = "/task/src"
+
+// answer writes the result of a latexmlc run: cortex.log (head, the mapped log, the worker's
+// verdict), latexml.log and the HTML.
+func (c *Converter) answer(ctx context.Context, out, main string, head []byte, run *run, rawLog, html, scratch string) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("latexml: %w", ctx.Err()) // the worker is stopping: no verdict
 	}
 
 	var body bytes.Buffer
-	body.Write(head.Bytes())
+	body.Write(head)
 	sum := LogSummary{Status: LevelNone, Worst: LevelNone}
-	if f, err := os.Open(rawLog); err == nil {
-		sum, err = MapLog(f, &body, src)
+	if f, err := openNoFollow(rawLog); err == nil {
+		sum, err = MapLog(f, &body, scratch)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("latexml: %w", err)
@@ -145,6 +184,9 @@ func (c *Converter) Convert(ctx context.Context, in, out string) error {
 	case run.timedOut:
 		fmt.Fprintf(&body, "Fatal:timeout:wallclock latexmlc ran longer than %s and was killed\n", c.cfg.Timeout)
 		level = LevelFatal
+	case run.limit != "":
+		fmt.Fprintf(&body, "Fatal:sandbox:%s latexmlc reached the sandbox's %s and was stopped (%s)\n", run.limit, limitNames[run.limit], run.exit())
+		level = LevelFatal
 	case run.crashed(sum):
 		c.cfg.Logger.Warn("latexmlc crashed; sending an empty result", "main", main, "err", run.err, "stderr", run.stderrTail())
 		return fmt.Errorf("%w: %v: %s", ErrCrashed, run.err, run.stderrTail())
@@ -157,64 +199,90 @@ func (c *Converter) Convert(ctx context.Context, in, out string) error {
 
 // run is how one latexmlc run ended.
 type run struct {
-	err      error
+	err      error // starting or waiting for it failed (bwrap failed, in a sandbox)
+	code     int   // its exit status
+	signal   syscall.Signal
+	limit    string // the sandbox limit it reached, if any
 	timedOut bool
 	took     time.Duration
 	stderr   tailBuffer
 }
 
+// limitNames says what each sandbox limit is, for cortex.log.
+var limitNames = map[string]string{
+	"memory_limit":    "memory limit",
+	"cpu_limit":       "CPU time limit",
+	"file_size_limit": "file size limit",
+	"scratch_limit":   "scratch space",
+}
+
 // crashed reports whether the run ended without a verdict: killed by a signal, or failed with
 // neither a status line nor a Fatal message in its log.
 func (r *run) crashed(sum LogSummary) bool {
-	if r.err == nil {
-		return false
-	}
-	var exit *exec.ExitError
-	if !errors.As(r.err, &exit) {
-		return true // it did not even start
-	}
-	if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	switch {
+	case r.err != nil, r.signal != 0:
 		return true
+	case r.code == 0:
+		return false
 	}
 	return sum.Status == LevelNone && sum.Worst < LevelFatal
 }
 
 func (r *run) exit() string {
-	var exit *exec.ExitError
 	switch {
 	case r.timedOut:
 		return "killed at the timeout"
-	case r.err == nil:
-		return "exit status 0"
-	case errors.As(r.err, &exit):
-		return exit.String()
-	default:
+	case r.err != nil:
 		return r.err.Error()
+	case r.signal != 0:
+		return "signal: " + r.signal.String()
 	}
+	return fmt.Sprintf("exit status %d", r.code)
 }
 
 func (r *run) stderrTail() string { return lastLine(r.stderr.String()) }
 
-// run runs latexmlc on the file main, writing the HTML to dest and LaTeXML's log to logPath.
-func (c *Converter) run(ctx context.Context, main, dest, logPath string) *run {
-	tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+// run runs latexmlc on the file main, writing the HTML to dest and LaTeXML's log to logPath
+// (paths as latexmlc sees them): unsandboxed if spec is nil, else in c.cfg.Sandbox with spec's
+// mounts.
+func (c *Converter) run(ctx context.Context, main, dest, logPath string, spec *sandbox.Spec) *run {
+	timeout := c.cfg.Timeout
+	if spec != nil {
+		// The sandbox ends latexmlc at the timeout itself, and then sends what it wrote; the
+		// context is the backstop.
+		spec.Timeout = timeout
+		timeout += sandboxBackstop
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	args := append([]string{"--format=html5", "--dest=" + dest, "--log=" + logPath}, c.cfg.Args...)
-	args = append(args, filepath.Base(main))
-	cmd := exec.CommandContext(tctx, c.cfg.Latexmlc, args...)
-	cmd.Dir = filepath.Dir(main)
-	// Its own process group, killed whole: latexmlc may start helpers (kpsewhich, converters).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = killGrace
+	args := append([]string{c.cfg.Latexmlc, "--format=html5", "--dest=" + dest, "--log=" + logPath}, c.cfg.Args...)
+	args = append(args, path.Base(main))
 	r := &run{}
-	cmd.Stdout = io.Discard
-	cmd.Stderr = &r.stderr
+	if spec == nil {
+		spec = &sandbox.Spec{}
+	}
+	spec.Argv, spec.Dir, spec.Stderr = args, path.Dir(main), &r.stderr
+	spec.Setup = func(cmd *exec.Cmd) {
+		// Its own process group, killed whole: latexmlc may start helpers (kpsewhich, converters).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.WaitDelay = killGrace
+	}
 	start := time.Now()
-	r.err = cmd.Run()
+	res := c.cfg.Sandbox.Run(tctx, *spec)
 	r.took = time.Since(start)
-	r.timedOut = r.err != nil && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded)
+	r.err, r.code, r.signal, r.limit = res.Err, res.ExitCode, res.Signal, res.Limit
+	if res.OutErr != nil && r.err == nil && r.limit == "" {
+		r.err = res.OutErr
+	}
+	r.timedOut = res.TimedOut || (r.err != nil || r.code != 0 || r.signal != 0) && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded)
 	return r
+}
+
+// openNoFollow opens a file the conversion wrote, refusing a symbolic link (one a hostile
+// conversion left in place of its log, pointing at a host file).
+func openNoFollow(p string) (*os.File, error) {
+	return os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 }
 
 // writeResult writes the result zip: cortex.log first, then LaTeXML's log (if it is at most
@@ -235,9 +303,12 @@ func writeResult(out string, cortexLog []byte, rawLog, html string) (err error) 
 		_, err = w.Write(cortexLog)
 	}
 	if err == nil && rawLog != "" {
-		if fi, serr := os.Stat(rawLog); serr == nil && fi.Size() <= maxRawLogBytes {
+		if fi, serr := os.Lstat(rawLog); serr == nil && fi.Mode().IsRegular() && fi.Size() <= maxRawLogBytes {
 			err = addFile(zw, "latexml.log", rawLog)
 		}
+	}
+	if _, serr := os.Lstat(html); serr != nil {
+		html = "" // a sandboxed latexmlc killed before its output came back
 	}
 	if err == nil && html != "" {
 		err = filepath.WalkDir(html, func(p string, d fs.DirEntry, err error) error {
@@ -261,7 +332,7 @@ func writeResult(out string, cortexLog []byte, rawLog, html string) (err error) 
 }
 
 func addFile(zw *zip.Writer, name, p string) error {
-	src, err := os.Open(p)
+	src, err := openNoFollow(p)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/report"
+	"github.com/cortexq/cortexq/worker/sandbox"
 )
 
 // needLatexmlc skips a test when latexmlc is not installed, except under CI, where
@@ -310,6 +311,13 @@ func convert(t *testing.T, c *Converter, src string) (string, map[string][]byte,
 	if err := c.Convert(context.Background(), src, out); err != nil {
 		return "", nil, err
 	}
+	log, members := readResult(t, out)
+	return log, members, nil
+}
+
+// readResult returns the result archive's cortex.log and members.
+func readResult(t *testing.T, out string) (string, map[string][]byte) {
+	t.Helper()
 	zr, err := zip.OpenReader(out)
 	require.NoError(t, err)
 	defer func() { _ = zr.Close() }() // only read
@@ -323,7 +331,7 @@ func convert(t *testing.T, c *Converter, src string) (string, map[string][]byte,
 		members[f.Name] = b
 	}
 	require.Equal(t, "cortex.log", zr.File[0].Name, "cortex.log comes first")
-	return string(members["cortex.log"]), members, nil
+	return string(members["cortex.log"]), members
 }
 
 func messageKeys(rep queue.Report) []string {
@@ -339,7 +347,8 @@ func messageKeys(rep queue.Report) []string {
 func TestConvertSamples(t *testing.T) {
 	t.Parallel()
 	needLatexmlc(t)
-	c := New(Config{Logger: discard()})
+	// Sandboxed, as cortexq worker latexml runs them by default, with test-sized limits.
+	c := New(Config{Logger: discard(), Sandbox: newSandbox(t, sandbox.Limits{MemoryBytes: 2 << 30, CPU: time.Minute, ScratchBytes: 256 << 20})})
 	for _, s := range Samples {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
@@ -347,8 +356,7 @@ func TestConvertSamples(t *testing.T) {
 			require.NoError(t, err)
 			src := filepath.Join(t.TempDir(), s.Name+".zip")
 			require.NoError(t, os.WriteFile(src, data, 0o644))
-			log, members, err := convert(t, c, src)
-			require.NoError(t, err)
+			log, members := convertIn(t, c, src)
 			rep := parseLog([]byte(log))
 			require.Equal(t, s.Want, rep.Status, log)
 			require.Contains(t, messageKeys(rep), s.WantMessage, log)

@@ -1,0 +1,127 @@
+package archive
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func touchFile(t *testing.T, path string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+}
+
+func TestFindSources(t *testing.T) {
+	services := map[string]bool{"echo": true, "tex_to_html": true}
+
+	t.Run("SkipsResultArchivesAndCountsThem", func(t *testing.T) {
+		root := t.TempDir()
+		for _, name := range []string{"a/p1.zip", "a/echo.zip", "a/tex_to_html.zip", "a/echo.sandbox-12.zip", "a/notes.txt", "b/c/p2.zip"} {
+			touchFile(t, filepath.Join(root, name))
+		}
+		s, err := FindSources([]string{root}, services)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{filepath.Join(root, "a/p1.zip"), filepath.Join(root, "b/c/p2.zip")}, s.Entries)
+		require.Equal(t, 3, s.Skipped, "the three result archives; notes.txt is no archive")
+		require.Empty(t, s.Links)
+		require.Equal(t, root, s.Dir)
+	})
+
+	t.Run("DirIsTheDeepestDirectoryHoldingEveryRoot", func(t *testing.T) {
+		parent := t.TempDir()
+		first, second := filepath.Join(parent, "x", "one"), filepath.Join(parent, "x", "two")
+		touchFile(t, filepath.Join(first, "p1.zip"))
+		touchFile(t, filepath.Join(second, "p2.zip"))
+		s, err := FindSources([]string{first, second}, services)
+		require.NoError(t, err)
+		require.Len(t, s.Entries, 2)
+		require.Equal(t, filepath.Join(parent, "x"), s.Dir)
+
+		// A single archive as a root: its directory holds it.
+		s, err = FindSources([]string{filepath.Join(first, "p1.zip")}, services)
+		require.NoError(t, err)
+		require.Equal(t, []string{filepath.Join(first, "p1.zip")}, s.Entries)
+		require.Equal(t, first, s.Dir)
+	})
+
+	t.Run("SymbolicLinksToFilesAreEntriesAndNoted", func(t *testing.T) {
+		root := t.TempDir()
+		touchFile(t, filepath.Join(root, "b", "real.zip"))
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "a"), 0o755))
+		link := filepath.Join(root, "a", "source.zip")
+		require.NoError(t, os.Symlink("../b/real.zip", link))
+		require.NoError(t, os.Symlink("../b", filepath.Join(root, "a", "dir.zip"))) // a link to a directory is no entry
+		s, err := FindSources([]string{root}, services)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{link, filepath.Join(root, "b", "real.zip")}, s.Entries)
+		require.Equal(t, map[string]bool{link: true}, s.Links)
+	})
+}
+
+func TestListSources(t *testing.T) {
+	list := strings.Join([]string{"/corpus/a1/p.zip", "  a2/p.zip  ", "", "/corpus/a1/echo.zip",
+		"/corpus/a1/echo.sandbox-3.zip", "/corpus/a1/readme", "/corpus/b/../a3/p.zip"}, "\n")
+	s, err := ListSources(strings.NewReader(list), "/corpus", map[string]bool{"echo": true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"/corpus/a1/p.zip", "/corpus/a2/p.zip", "/corpus/a3/p.zip"}, s.Entries)
+	require.Equal(t, 3, s.Skipped, "two result archives and a file that is no archive; blank lines are not counted")
+	require.Equal(t, "/corpus", s.Dir)
+	require.Empty(t, s.Links, "listed files are not checked")
+
+	s, err = ListSources(strings.NewReader("\n\n"), "/", nil)
+	require.NoError(t, err)
+	require.Empty(t, s.Entries)
+	require.Empty(t, s.Dir)
+}
+
+func TestCheckBeneath(t *testing.T) {
+	t.Run("EntryOutsideTheCorpusPathIsRefused", func(t *testing.T) {
+		s := Sources{Entries: []string{"/data/c/one.zip", "/data/other/two.zip"}}
+		require.NoError(t, s.CheckBeneath("c", "/data"))
+		err := s.CheckBeneath("c", "/data/c")
+		require.EqualError(t, err, `/data/other/two.zip is not beneath the path "/data/c" of corpus c: nothing imported (import it into a corpus of its own)`)
+		require.Error(t, s.CheckBeneath("c", "relative/path"), "a corpus path that is not absolute holds nothing")
+	})
+
+	t.Run("SymbolicLinkOutOfTheCorpusIsRefused", func(t *testing.T) {
+		root, outside := t.TempDir(), t.TempDir()
+		secret := filepath.Join(outside, "secret")
+		touchFile(t, secret)
+		touchFile(t, filepath.Join(root, "b", "source.zip"))
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "a"), 0o755))
+		link := filepath.Join(root, "a", "source.zip")
+		require.NoError(t, os.Symlink(secret, link))
+		s, err := FindSources([]string{root}, nil)
+		require.NoError(t, err)
+		err = s.CheckBeneath("c", root)
+		require.ErrorContains(t, err, link+" is a symbolic link to "+secret)
+		require.ErrorContains(t, err, "refused, nothing imported")
+	})
+
+	t.Run("SymbolicLinkWithinTheCorpusIsTaken", func(t *testing.T) {
+		root := t.TempDir()
+		touchFile(t, filepath.Join(root, "b", "real.zip"))
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "a"), 0o755))
+		require.NoError(t, os.Symlink("../b/real.zip", filepath.Join(root, "a", "source.zip")))
+		s, err := FindSources([]string{root}, nil)
+		require.NoError(t, err)
+		require.Len(t, s.Links, 1)
+		require.NoError(t, s.CheckBeneath("c", root))
+	})
+}
+
+func TestRoots(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	touchFile(t, filepath.Join(dir, "sub", "p.zip"))
+	roots, err := Roots([]string{"sub", filepath.Join(dir, "sub", "p.zip")})
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(dir, "sub"), filepath.Join(dir, "sub", "p.zip")}, roots)
+
+	_, err = Roots([]string{"sub", "missing"})
+	require.EqualError(t, err, "missing: no such file or directory", "the path is named once")
+}
