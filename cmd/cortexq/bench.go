@@ -26,6 +26,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
@@ -157,7 +158,7 @@ func runBench(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := openStore(c, lease.Config{Replica: "bench"})
+	root, closeStore, err := openBase(c)
 	if err != nil {
 		return err
 	}
@@ -169,7 +170,7 @@ func runBench(c *cli.Context) error {
 		return err
 	}
 	defer pollPool.Close()
-	poll := lease.New(pollPool, lease.Config{Replica: "bench", Logger: slog.Default()})
+	poll := base.New(pollPool, nil, slog.Default())
 	cluster := findCluster(ctx, pollPool, c.String(flagDatabaseURL) != "")
 	pollCPU := func() float64 {
 		if !cluster.counted() {
@@ -177,13 +178,13 @@ func runBench(c *cli.Context) error {
 		}
 		return procstat.Runtime(cluster.backend)
 	}
-	svc, err := ensureService(ctx, store, "bench_echo")
+	svc, err := ensureService(ctx, root, "bench_echo")
 	if err != nil {
 		return err
 	}
 	// An earlier bench that stopped before its backlog drained left tasks whose archives are
 	// gone; this run's replicas would lease them and wait for the reaper.
-	if left, err := benchDiscardUnfinished(ctx, store.Pool(), svc.ID); err != nil {
+	if left, err := benchDiscardUnfinished(ctx, root.Pool, svc.ID); err != nil {
 		return err
 	} else if left > 0 {
 		slog.Warn("deleted unfinished tasks an earlier bench left", "service", svc.Name, "tasks", left)
@@ -204,14 +205,14 @@ func runBench(c *cli.Context) error {
 	if counts != nil {
 		// The tasks a run can reach: those it converts, and what the replicas may hold besides.
 		reach := n + replicas*c.Int("max-in-flight")
-		corpora, entries, err = stageCorpora(ctx, store, svc, dir, name, counts, reach, c.Int("payload-kb")*1024, logf)
+		corpora, entries, err = stageCorpora(ctx, root, svc, dir, name, counts, reach, c.Int("payload-kb")*1024, logf)
 		if err != nil {
 			return err
 		}
 		imp.CorpusID = corpora[0].id
 		// What is left of the backlogs goes when the run is over.
 		defer func() {
-			if left, err := benchDiscardUnfinished(context.WithoutCancel(ctx), store.Pool(), svc.ID); err != nil {
+			if left, err := benchDiscardUnfinished(context.WithoutCancel(ctx), root.Pool, svc.ID); err != nil {
 				slog.Warn("unfinished tasks of the bench not deleted", "error", err)
 			} else {
 				logf("deleted the %d unfinished tasks of the run", left)
@@ -226,7 +227,7 @@ func runBench(c *cli.Context) error {
 		}
 		// The staged archives go to disk now, not in the first claims' syncfs: staging is setup.
 		syscall.Sync()
-		imp, err = catalogOf(store).Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+		imp, err = root.Catalog.Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 		if err != nil {
 			return err
 		}
@@ -305,7 +306,7 @@ func runBench(c *cli.Context) error {
 	if _, err := benchOpen(ctx, pollPool, svc.ID); err != nil {
 		return err
 	}
-	dbStart, err := store.Now(ctx)
+	dbStart, err := root.Now(ctx)
 	if err != nil {
 		return err
 	}
@@ -401,7 +402,7 @@ func runBench(c *cli.Context) error {
 		return fmt.Errorf("echo workers: %w", wErr)
 	}
 	var p inspect.Progress
-	if ps, err := inspectOf(store).Progress(ctx, "", svc.Name); err != nil {
+	if ps, err := root.Inspect.Progress(ctx, "", svc.Name); err != nil {
 		return err
 	} else {
 		p = sumProgress(ps, name, corpora)
@@ -431,7 +432,7 @@ func runBench(c *cli.Context) error {
 		}
 	}
 	rep.MBPerSecond = float64(measured) * float64(c.Int("payload-kb")) / 1024 * 2 / took.Seconds()
-	p50, p99, err := inspectOf(store).Latency(ctx, imp.CorpusID)
+	p50, p99, err := root.Inspect.Latency(ctx, imp.CorpusID)
 	if err != nil {
 		return err
 	}
@@ -446,7 +447,7 @@ func runBench(c *cli.Context) error {
 		rep.BadArchives, results = resultsIdentical(entries, svc.Name)
 		rep.Lost = max(0, rep.Lost)
 		rep.GatesOK = p.Done() >= int64(n) && p.NoProblem == p.Done() && int64(results) >= p.NoProblem && rep.BadArchives == 0
-		if rep.Corpora, err = reportCorpora(ctx, store, svc, corpora, dbStart); err != nil {
+		if rep.Corpora, err = reportCorpora(ctx, root, svc, corpora, dbStart); err != nil {
 			return err
 		}
 	}

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue/catalog"
 )
 
 // cortexq corpus set and list: weights and priorities, the share of the last minute's leases

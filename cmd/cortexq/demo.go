@@ -12,11 +12,13 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/dispatch"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reaper"
+	"github.com/cortexq/cortexq/queue/replica"
 	"github.com/cortexq/cortexq/worker"
 )
 
@@ -54,12 +56,12 @@ func runDemo(c *cli.Context) error {
 	out := c.App.Writer
 	ctx := c.Context
 	// The demo serves workers in this process: its connections are set up as a replica's.
-	store, closeStore, err := openStore(c, lease.Config{Replica: "demo", LeaseTimeout: 30 * time.Second}, lease.TunePool)
+	root, closeStore, err := openBase(c, lease.TunePool)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	svc, err := ensureService(ctx, store, "echo")
+	svc, err := ensureService(ctx, root, "echo")
 	if err != nil {
 		return fmt.Errorf("service echo: %w", err)
 	}
@@ -74,13 +76,13 @@ func runDemo(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	sum, err := catalogOf(store).Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+	sum, err := root.Catalog.Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "Imported %d tasks as corpus %s, service echo\n", sum.Added, name)
 
-	rep, err := startDemoReplica(ctx, store)
+	rep, err := startDemoReplica(ctx, root, lease.Config{Replica: "demo", LeaseTimeout: 30 * time.Second})
 	if err != nil {
 		return err
 	}
@@ -103,7 +105,7 @@ func runDemo(c *cli.Context) error {
 	var p inspect.Progress
 	var shown time.Time
 	for {
-		ps, err := inspectOf(store).Progress(ctx, name, "echo")
+		ps, err := root.Inspect.Progress(ctx, name, "echo")
 		if err != nil {
 			return err
 		}
@@ -154,7 +156,7 @@ func runDemo(c *cli.Context) error {
 	fmt.Fprintf(out, "\nAudit it with psql:\n")
 	fmt.Fprintf(out, "  %s db psql -c \"SELECT task_status_name(status), count(*) FROM tasks t JOIN corpora c ON c.id = t.corpus_id WHERE c.name = '%s' GROUP BY 1\"\n", self, name)
 	fmt.Fprintf(out, "  %s db psql -c \"SELECT * FROM audit_worker_activity\"\n", self)
-	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, store, sum.CorpusID))
+	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, root, sum.CorpusID))
 	if p.NoProblem != int64(len(entries)) || bad > 0 {
 		return fmt.Errorf("demo: %d of %d tasks NoProblem, %d results differ (%v)", p.NoProblem, len(entries), bad, firstBad)
 	}
@@ -179,60 +181,57 @@ func selfCommand(c *cli.Context) string {
 }
 
 // firstTask returns the lowest task id of a corpus, for the audit hint.
-func firstTask(ctx context.Context, store *lease.Store, corpus int32) int64 {
+func firstTask(ctx context.Context, root *base.Base, corpus int32) int64 {
 	var id int64
-	_ = store.Pool().QueryRow(ctx, `SELECT coalesce(min(id), 0) FROM tasks WHERE corpus_id = $1`, corpus).Scan(&id)
+	_ = root.Pool.QueryRow(ctx, `SELECT coalesce(min(id), 0) FROM tasks WHERE corpus_id = $1`, corpus).Scan(&id)
 	return id
 }
 
-// demoReplica is the replica a demo runs in its own process: a dispatch server on loopback and a
-// reaper. Workers run until ctx ends (cancel); done yields the server's Run result.
+// demoReplica is the replica a demo runs in its own process (queue/replica): a dispatch server
+// on loopback and a reaper. Workers run until ctx ends (cancel), which stops the replica too;
+// done yields the replica's error once it stopped.
 type demoReplica struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 	done       chan error
 	vent, sink string
 	quiet      *slog.Logger // the demo's parts log only at debug level
-	stopReaper func()
 }
 
-// startDemoReplica starts a replica on loopback ports for a demo.
-func startDemoReplica(ctx context.Context, store *lease.Store) (*demoReplica, error) {
-	r := &demoReplica{quiet: slog.New(slog.DiscardHandler), done: make(chan error, 1), stopReaper: func() {}}
+// startDemoReplica starts a replica on loopback ports for a demo, leasing as lcfg says.
+func startDemoReplica(ctx context.Context, root *base.Base, lcfg lease.Config) (*demoReplica, error) {
+	r := &demoReplica{quiet: slog.New(slog.DiscardHandler), done: make(chan error, 1)}
 	if slog.Default().Enabled(ctx, slog.LevelDebug) {
 		r.quiet = slog.Default()
 	}
-	srv, err := dispatch.New(store, dispatch.Config{
-		VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*", Logger: r.quiet, SyncArchives: true,
+	rep, err := replica.New(root, replica.Config{
+		Lease: lcfg,
+		Dispatch: dispatch.Config{
+			VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*", Logger: r.quiet, SyncArchives: true,
+		},
+		Reaper: reaper.Config{Interval: 5 * time.Second, Logger: r.quiet},
 	})
 	if err != nil {
 		return nil, err
 	}
+	if err := rep.Start(ctx); err != nil {
+		return nil, err
+	}
+	if r.vent, r.sink, err = rep.Server().Endpoints(ctx); err != nil {
+		rep.Stop()
+		return nil, err
+	}
 	r.ctx, r.cancel = context.WithCancel(ctx)
-	go func() { r.done <- srv.Run(r.ctx) }()
-	if r.vent, r.sink, err = srv.Endpoints(r.ctx); err != nil {
-		r.cancel()
-		return nil, err
-	}
-	rv, err := reaper.New(store.Pool(), store, reaper.Config{Interval: 5 * time.Second, Logger: r.quiet})
-	if err != nil {
-		r.cancel()
-		return nil, err
-	}
-	if err := rv.Start(r.ctx); err != nil {
-		r.cancel()
-		return nil, fmt.Errorf("start the reaper: %w", err)
-	}
-	r.stopReaper = func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = rv.Stop(sctx)
-	}
+	go func() {
+		select {
+		case <-r.ctx.Done():
+		case <-rep.Failed():
+		}
+		rep.Stop()
+		r.done <- rep.Err()
+	}()
 	return r, nil
 }
 
-// close stops the reaper, then the server and the workers.
-func (r *demoReplica) close() {
-	r.stopReaper()
-	r.cancel()
-}
+// close stops the workers and the replica.
+func (r *demoReplica) close() { r.cancel() }

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
@@ -54,12 +55,12 @@ func runLatexmlDemo(c *cli.Context) error {
 		return fmt.Errorf("demo --latexml needs LaTeXML's latexmlc (Debian and Ubuntu: apt-get install latexml; scripts/install-deps does it): %w", err)
 	}
 	leaseTimeout := timeout + demoLeaseMargin
-	store, closeStore, err := openStore(c, lease.Config{Replica: "demo", LeaseTimeout: leaseTimeout}, lease.TunePool)
+	root, closeStore, err := openBase(c, lease.TunePool)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	svc, err := latexmlDemoService(ctx, store, timeout, leaseTimeout)
+	svc, err := latexmlDemoService(ctx, root, timeout, leaseTimeout)
 	if err != nil {
 		return err
 	}
@@ -84,14 +85,14 @@ func runLatexmlDemo(c *cli.Context) error {
 			return err
 		}
 	}
-	sum, err := catalogOf(store).Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+	sum, err := root.Catalog.Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "Imported %d sample papers from %s as corpus %s, service %s (lease %s, conversion timeout %s)\n",
 		sum.Added, dir, name, latexmlService, leaseTimeout, timeout)
 
-	rep, err := startDemoReplica(ctx, store)
+	rep, err := startDemoReplica(ctx, root, lease.Config{Replica: "demo", LeaseTimeout: leaseTimeout})
 	if err != nil {
 		return err
 	}
@@ -117,7 +118,7 @@ func runLatexmlDemo(c *cli.Context) error {
 	var p inspect.Progress
 	var shown time.Time
 	for {
-		ps, err := inspectOf(store).Progress(ctx, name, latexmlService)
+		ps, err := root.Inspect.Progress(ctx, name, latexmlService)
 		if err != nil {
 			return err
 		}
@@ -151,13 +152,13 @@ func runLatexmlDemo(c *cli.Context) error {
 	fmt.Fprintf(out, "\nDone: %d papers in %s\n", p.Done(), took.Round(time.Millisecond))
 	fmt.Fprintf(out, "  no_problem %d  warning %d  error %d  fatal %d  invalid %d\n\n", p.NoProblem, p.Warning, p.Error, p.Fatal, p.Invalid)
 
-	wrong, err := printLatexmlTasks(ctx, out, store, sum.CorpusID)
+	wrong, err := printLatexmlTasks(ctx, out, root, sum.CorpusID)
 	if err != nil {
 		return err
 	}
 	// The drill-down reads the report rollups: fold the demo's results into them now rather
 	// than wait for the replica's periodic fold.
-	if _, err := reportsOf(store).FoldAll(ctx, 0); err != nil {
+	if _, err := root.Reports.FoldAll(ctx, 0); err != nil {
 		return err
 	}
 	if err := printDemoReport(c, out, name); err != nil {
@@ -165,7 +166,7 @@ func runLatexmlDemo(c *cli.Context) error {
 	}
 	self := selfCommand(c)
 	fmt.Fprintf(out, "\nLook closer:\n")
-	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, store, sum.CorpusID))
+	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, root, sum.CorpusID))
 	fmt.Fprintf(out, "  %s db psql -c \"SELECT m.severity, m.category, m.what, count(DISTINCT m.task_id) AS tasks FROM task_messages m JOIN tasks t ON t.id = m.task_id AND t.run = m.run JOIN corpora c ON c.id = t.corpus_id WHERE c.name = '%s' AND m.severity <> 'info' GROUP BY 1, 2, 3 ORDER BY 4 DESC\"\n", self, name)
 	fmt.Fprintf(out, "  unzip -l %s\n", filepath.Join(filepath.Dir(entries[0]), latexmlService+".zip"))
 	if wrong > 0 {
@@ -177,12 +178,12 @@ func runLatexmlDemo(c *cli.Context) error {
 // latexmlDemoService returns the service tex_to_html, adding it with leaseTimeout if it is new.
 // An existing service whose lease is shorter than the conversion timeout is refused: a
 // conversion running to its timeout would be retried while it runs.
-func latexmlDemoService(ctx context.Context, store *lease.Store, timeout, leaseTimeout time.Duration) (catalog.Service, error) {
-	svc, err := catalogOf(store).Service(ctx, latexmlService)
+func latexmlDemoService(ctx context.Context, root *base.Base, timeout, leaseTimeout time.Duration) (catalog.Service, error) {
+	svc, err := root.Catalog.Service(ctx, latexmlService)
 	if errors.Is(err, queue.ErrNotFound) {
-		svc, err = catalogOf(store).AddService(ctx, latexmlService, leaseTimeout)
+		svc, err = root.Catalog.AddService(ctx, latexmlService, leaseTimeout)
 		if errors.Is(err, queue.ErrDuplicate) {
-			svc, err = catalogOf(store).Service(ctx, latexmlService)
+			svc, err = root.Catalog.Service(ctx, latexmlService)
 		}
 	}
 	if err != nil {
@@ -199,8 +200,8 @@ func latexmlDemoService(ctx context.Context, store *lease.Store, timeout, leaseT
 // printLatexmlTasks prints each task of the corpus: its sample, status (and the status the
 // sample should get), conversion time and its most telling messages. It returns how many tasks
 // did not get their sample's status.
-func printLatexmlTasks(ctx context.Context, out io.Writer, store *lease.Store, corpus int32) (wrong int, err error) {
-	rows, err := store.Pool().Query(ctx, `SELECT id FROM tasks WHERE corpus_id = $1 ORDER BY id`, corpus)
+func printLatexmlTasks(ctx context.Context, out io.Writer, root *base.Base, corpus int32) (wrong int, err error) {
+	rows, err := root.Pool.Query(ctx, `SELECT id FROM tasks WHERE corpus_id = $1 ORDER BY id`, corpus)
 	if err != nil {
 		return 0, fmt.Errorf("list tasks: %w", err)
 	}
@@ -224,7 +225,7 @@ func printLatexmlTasks(ctx context.Context, out io.Writer, store *lease.Store, c
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TASK\tSAMPLE\tSTATUS\tEXPECTED\tSECONDS\tMESSAGES (severity:category:what, first ones)")
 	for _, id := range ids {
-		h, err := inspectOf(store).TaskHistory(ctx, id)
+		h, err := root.Inspect.TaskHistory(ctx, id)
 		if err != nil {
 			return 0, err
 		}

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/lease"
 )
 
 // sampleArchive returns a source archive whose cortex.log derives NoProblem, with a payload
@@ -80,12 +80,12 @@ func stageCorpus(ctx context.Context, dir string, n, size int) ([]string, error)
 }
 
 // ensureService returns the service named name, adding it if missing.
-func ensureService(ctx context.Context, store *lease.Store, name string) (catalog.Service, error) {
-	svc, err := catalogOf(store).Service(ctx, name)
+func ensureService(ctx context.Context, root *base.Base, name string) (catalog.Service, error) {
+	svc, err := root.Catalog.Service(ctx, name)
 	if errors.Is(err, queue.ErrNotFound) {
-		svc, err = catalogOf(store).AddService(ctx, name, 0)
+		svc, err = root.Catalog.AddService(ctx, name, 0)
 		if errors.Is(err, queue.ErrDuplicate) { // added meanwhile by another process
-			svc, err = catalogOf(store).Service(ctx, name)
+			svc, err = root.Catalog.Service(ctx, name)
 		}
 	}
 	return svc, err

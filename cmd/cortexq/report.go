@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
 )
@@ -116,25 +117,25 @@ func formatFlags(env string) []cli.Flag {
 	}
 }
 
-// openStoreNoArgs opens the store for a command that takes no arguments, after checking it got
+// openBaseNoArgs opens the base for a command that takes no arguments, after checking it got
 // none.
-func openStoreNoArgs(c *cli.Context) (*lease.Store, func(), error) {
+func openBaseNoArgs(c *cli.Context) (*base.Base, func(), error) {
 	if err := noArgs(c); err != nil {
 		return nil, nil, err
 	}
-	return openStore(c, lease.Config{})
+	return openBase(c)
 }
 
 // openListStore checks the arguments of a list command taking formatFlags (none, and not both
-// --json and --csv) and opens the store.
-func openListStore(c *cli.Context) (*lease.Store, func(), error) {
+// --json and --csv) and opens the base.
+func openListBase(c *cli.Context) (*base.Base, func(), error) {
 	if err := noArgs(c); err != nil {
 		return nil, nil, err
 	}
 	if c.Bool("json") && c.Bool("csv") {
 		return nil, nil, usagef(c, "give --json or --csv, not both")
 	}
-	return openStore(c, lease.Config{})
+	return openBase(c)
 }
 
 // pageOf checks --limit, --offset and the output format.
@@ -152,8 +153,8 @@ func pageOf(c *cli.Context) (limit, offset int, err error) {
 }
 
 // scopeOfNamed looks up --corpus and --service; a name that does not exist is a usage error.
-func scopeOfNamed(c *cli.Context, store *lease.Store) (queue.Scope, error) {
-	scope, err := scopeOf(c, store)
+func scopeOfNamed(c *cli.Context, root *base.Base) (queue.Scope, error) {
+	scope, err := scopeOf(c, root)
 	if errors.Is(err, queue.ErrNotFound) {
 		return scope, usagef(c, "%v", err)
 	}
@@ -299,12 +300,12 @@ func runReport(c *cli.Context) error {
 	if sevName != "" && !ok {
 		return usagef(c, "--severity %q: want one of %s", sevName, lease.ReportSeverityNames())
 	}
-	store, done, err := openStore(c, lease.Config{}, reports.TuneReportPool)
+	root, done, err := openBase(c, reports.TuneReportPool)
 	if err != nil {
 		return err
 	}
 	defer done()
-	scope, err := scopeOfNamed(c, store)
+	scope, err := scopeOfNamed(c, root)
 	if err != nil {
 		return err
 	}
@@ -312,7 +313,7 @@ func runReport(c *cli.Context) error {
 	rerun := commandLine("rerun", flagCorpus, corpus, flagService, service, "severity", sevName, "category", category, "what", what)
 	where := fmt.Sprintf("corpus %s, service %s", corpus, service)
 	if sevName == "" {
-		counts, err := reportsOf(store).ReportStatuses(c.Context, scope)
+		counts, err := root.Reports.ReportStatuses(c.Context, scope)
 		if err != nil {
 			return err
 		}
@@ -357,7 +358,7 @@ func runReport(c *cli.Context) error {
 	slice := reports.ReportSlice{Scope: scope, Status: sevStatus, Severity: sevMessage,
 		Category: category, What: what, Limit: limit, Offset: offset}
 	if what != "" {
-		msgs, err := reportsOf(store).ReportMessages(c.Context, slice)
+		msgs, err := root.Reports.ReportMessages(c.Context, slice)
 		if err != nil {
 			return err
 		}
@@ -377,11 +378,11 @@ func runReport(c *cli.Context) error {
 		return t.print(c)
 	}
 	if c.Bool("fold") {
-		if err := foldAll(c, store); err != nil {
+		if err := foldAll(c, root); err != nil {
 			return err
 		}
 	}
-	fold, err := reportsOf(store).ReportFoldState(c.Context)
+	fold, err := root.Reports.ReportFoldState(c.Context)
 	if err != nil {
 		return err
 	}
@@ -389,10 +390,10 @@ func runReport(c *cli.Context) error {
 	var total int64
 	level, title := "category", fmt.Sprintf("%s: severity %s, by category", where, sevName)
 	if category == "" {
-		rows, total, err = reportsOf(store).ReportCategories(c.Context, slice)
+		rows, total, err = root.Reports.ReportCategories(c.Context, slice)
 	} else {
 		level, title = "what", fmt.Sprintf("%s: severity %s, category %s, by what", where, sevName, category)
-		rows, total, err = reportsOf(store).ReportWhats(c.Context, slice)
+		rows, total, err = root.Reports.ReportWhats(c.Context, slice)
 	}
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/internal/pgtx"
 )
 
@@ -19,13 +20,13 @@ import (
 // concurrent use.
 type Reports struct {
 	pool   *pgxpool.Pool
-	now    func() time.Time
+	now    queue.Clock
 	logger *slog.Logger
 }
 
-// New returns Reports on pool. now is a test clock standing in for the database's (nil or a
-// zero time: the database clock), as lease.Config.NowFunc; logger may be nil.
-func New(pool *pgxpool.Pool, now func() time.Time, logger *slog.Logger) *Reports {
+// New returns Reports on pool; now is the test clock (queue.Clock, nil: the database's); logger
+// may be nil.
+func New(pool *pgxpool.Pool, now queue.Clock, logger *slog.Logger) *Reports {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -33,15 +34,7 @@ func New(pool *pgxpool.Pool, now func() time.Time, logger *slog.Logger) *Reports
 }
 
 // injectedNow is the test clock's reading, or nil for the database clock.
-func (s *Reports) injectedNow() *time.Time {
-	if s.now == nil {
-		return nil
-	}
-	if t := s.now(); !t.IsZero() {
-		return &t
-	}
-	return nil
-}
+func (s *Reports) injectedNow() *time.Time { return s.now.Injected() }
 
 // inTx runs fn in a transaction (pgtx.Run) with the clock read at its start; retry reruns it
 // after a deadlock or serialization failure.

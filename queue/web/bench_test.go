@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
@@ -54,7 +55,7 @@ func BenchmarkWebPages(b *testing.B) {
 	require.NoError(b, pool.QueryRow(ctx, `SELECT min(task_id) FROM task_messages WHERE severity = 'error'`).Scan(&task))
 	require.NoError(b, pool.QueryRow(ctx, `SELECT task_id FROM task_messages GROUP BY task_id ORDER BY count(*) DESC LIMIT 1`).Scan(&heavy))
 
-	srv, err := web.New(web.Config{Store: store, LiveMaxAge: time.Nanosecond, LiveBudget: time.Hour})
+	srv, err := web.New(web.Config{Base: base.New(pool, nil, nil), Store: store, LiveMaxAge: time.Nanosecond, LiveBudget: time.Hour})
 	require.NoError(b, err)
 	q := "corpus=arxiv&service=tex_to_html"
 	pages := []struct{ name, path string }{
