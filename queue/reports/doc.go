@@ -1,7 +1,7 @@
 // Package reports answers what CorTeX's users read about a corpus and service: the report
 // drill-down (severity, category, what, tasks), the run history and the diff between runs, and
 // the sandboxes made from a slice. It keeps the rollups those read (the fold) and the dashboard's
-// task totals compact. One result's cortex.log is parsed by queue/report; the lease transitions
+// task totals compact. One result's cortex.log is parsed by queue/cortexlog; the lease transitions
 // (rerun included) are queue/lease's.
 package reports
 
