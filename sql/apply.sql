@@ -62,14 +62,25 @@ WITH dispatch_deleted AS (
                  unnest(@out_statuses::smallint[]) AS status) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
       AND a.task_id = ANY(@out_task_ids::bigint[])
-), messages_deleted AS (
-    DELETE FROM task_messages m
-    USING (SELECT unnest(@msg_run_task_ids::bigint[]) AS task_id, unnest(@msg_run_runs::int[]) AS run) AS k
-    WHERE m.task_id = k.task_id AND m.run = k.run AND m.task_id = ANY(@msg_run_task_ids::bigint[])
-), messages_added AS (
-    INSERT INTO task_messages (task_id, run, severity, category, what, details)
-    SELECT unnest(@msg_task_ids::bigint[]), unnest(@msg_runs::int[]), unnest(@msg_severities::text[]),
-           unnest(@msg_categories::text[]), unnest(@msg_whats::text[]), unnest(@msg_details::text[])
+), messages_written AS (
+    -- A run's log, one row (migrations/00015_message_logs.sql): its message_kinds ids, the
+    -- slice [kind_from:kind_to] of @msg_kinds, and its details, the slice
+    -- [detail_from:detail_to] of @msg_details (empty: every one is empty). A log with no
+    -- message deletes the row instead.
+    INSERT INTO task_message_logs AS m (task_id, run, kinds, details)
+    SELECT k.task_id, k.run, (@msg_kinds::int[])[k.kind_from:k.kind_to],
+           CASE WHEN k.detail_to >= k.detail_from THEN (@msg_details::text[])[k.detail_from:k.detail_to] END
+    FROM (SELECT unnest(@msg_task_ids::bigint[]) AS task_id, unnest(@msg_runs::int[]) AS run,
+                 unnest(@msg_kind_from::int[]) AS kind_from, unnest(@msg_kind_to::int[]) AS kind_to,
+                 unnest(@msg_detail_from::int[]) AS detail_from, unnest(@msg_detail_to::int[]) AS detail_to) AS k
+    WHERE k.kind_to >= k.kind_from
+    ON CONFLICT (task_id, run) DO UPDATE SET kinds = excluded.kinds, details = excluded.details
+), messages_cleared AS (
+    DELETE FROM task_message_logs m
+    USING (SELECT unnest(@msg_task_ids::bigint[]) AS task_id, unnest(@msg_runs::int[]) AS run,
+                  unnest(@msg_kind_from::int[]) AS kind_from, unnest(@msg_kind_to::int[]) AS kind_to) AS k
+    WHERE m.task_id = k.task_id AND m.run = k.run AND k.kind_to < k.kind_from
+      AND m.task_id = ANY(@msg_task_ids::bigint[])
 ), report_noted AS (
     -- The tasks given a final status (and with it their messages: a claim or a dead letter),
     -- for the report's next fold (migrations/00011_report_rollups.sql): one row each in an

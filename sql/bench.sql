@@ -43,3 +43,9 @@ SELECT (SELECT count(*) FROM tasks t
        coalesce((SELECT extract(epoch FROM max(a.answered_at) - @since::timestamptz)
                  FROM attempts a JOIN tasks t ON t.id = a.task_id
                  WHERE t.corpus_id = @corpus_id::int AND t.service_id = @service_id::int AND a.outcome = 'accepted'), 0)::float8 AS last_s;
+
+-- name: BenchMessageStorage :one
+-- BenchMessageStorage gives the bytes that hold log messages, all in (task_message_logs and
+-- message_kinds: tables, indexes, TOAST), and the messages they hold.
+SELECT (pg_total_relation_size('task_message_logs') + pg_total_relation_size('message_kinds'))::bigint AS bytes,
+       coalesce((SELECT sum(cardinality(kinds)) FROM task_message_logs), 0)::bigint AS messages;

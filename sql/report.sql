@@ -77,9 +77,15 @@ WITH ids AS (
 ), items AS (
     -- Per task and distinct (category, what): its messages (a task with none: one row, n 0).
     SELECT c.id, c.corpus_id, c.service_id, c.status, m.category::text AS category,
-           m.what::text AS what, count(m.task_id)::int AS n
+           m.what::text AS what, count(m.what)::int AS n
     FROM cur c
-    LEFT JOIN task_messages m ON m.task_id = c.id AND m.run = c.run AND m.severity = c.severity
+    LEFT JOIN LATERAL (
+        SELECT k.category, k.what
+        FROM task_message_logs l
+        CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
+        JOIN message_kinds k ON k.id = x.kind
+        WHERE l.task_id = c.id AND l.run = c.run AND k.severity = c.severity
+    ) m ON true
     GROUP BY c.id, c.corpus_id, c.service_id, c.status, m.category, m.what
 ), new AS (
     SELECT i.id AS task_id, i.corpus_id, i.service_id, i.status,
@@ -163,13 +169,19 @@ FROM report_fold_state s;
 INSERT INTO report_changes (task_id) SELECT unnest(@task_ids::bigint[]);
 
 -- name: ReportMessages :many
--- ReportMessages lists the messages of one what, with their tasks, by task id.
-SELECT t.id, t.entry, m.details::text AS details
-FROM tasks t
-JOIN task_messages m ON m.task_id = t.id AND m.run = t.run
-WHERE t.corpus_id = @corpus_id AND t.service_id = @service_id AND t.status = @status
-  AND m.severity = @severity AND m.category = @category AND m.what = @what
-ORDER BY t.id, m.id
+-- ReportMessages lists the messages of one what, with their tasks, by task id (and position in
+-- the task's log).
+WITH k AS (
+    SELECT k.id FROM message_kinds k
+    WHERE k.severity = @severity AND k.category = @category AND k.what = @what
+)
+SELECT t.id, t.entry, coalesce(m.details[x.n], '')::text AS details
+FROM k
+JOIN tasks t ON t.corpus_id = @corpus_id AND t.service_id = @service_id AND t.status = @status
+JOIN task_message_logs m ON m.task_id = t.id AND m.run = t.run AND m.kinds @> ARRAY[k.id]
+CROSS JOIN LATERAL unnest(m.kinds) WITH ORDINALITY AS x (kind, n)
+WHERE x.kind = k.id
+ORDER BY t.id, x.n
 LIMIT @lim OFFSET @off;
 
 -- name: ReportNoMessages :many
@@ -178,8 +190,9 @@ LIMIT @lim OFFSET @off;
 SELECT t.id, t.entry
 FROM tasks t
 WHERE t.corpus_id = @corpus_id AND t.service_id = @service_id AND t.status = @status
-  AND NOT EXISTS (SELECT 1 FROM task_messages m
-                  WHERE m.task_id = t.id AND m.run = t.run AND m.severity = @severity)
+  AND NOT EXISTS (SELECT 1 FROM task_message_logs m
+                  WHERE m.task_id = t.id AND m.run = t.run
+                    AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k WHERE k.severity = @severity))
 ORDER BY t.id
 LIMIT @lim OFFSET @off;
 
@@ -278,16 +291,18 @@ FROM tasks s
 WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id
   AND (sqlc.narg('statuses')::smallint[] IS NULL OR s.status = ANY(sqlc.narg('statuses')::smallint[]))
   AND (@no_messages::bool AND NOT EXISTS (
-           SELECT 1 FROM task_messages m
-           WHERE m.task_id = s.id AND m.run = s.run AND m.severity = sqlc.narg('severity')::text)
+           SELECT 1 FROM task_message_logs m
+           WHERE m.task_id = s.id AND m.run = s.run
+             AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k WHERE k.severity = sqlc.narg('severity')::text))
        OR NOT @no_messages::bool AND sqlc.narg('severity')::text IS NULL
        AND sqlc.narg('category')::text IS NULL AND sqlc.narg('what')::text IS NULL
        OR NOT @no_messages::bool AND EXISTS (
-           SELECT 1 FROM task_messages m
+           SELECT 1 FROM task_message_logs m
            WHERE m.task_id = s.id AND m.run = s.run
-             AND (sqlc.narg('severity')::text IS NULL OR m.severity = sqlc.narg('severity')::text)
-             AND (sqlc.narg('category')::text IS NULL OR m.category = sqlc.narg('category')::text)
-             AND (sqlc.narg('what')::text IS NULL OR m.what = sqlc.narg('what')::text)))
+             AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k
+                                  WHERE (sqlc.narg('severity')::text IS NULL OR k.severity = sqlc.narg('severity')::text)
+                                    AND (sqlc.narg('category')::text IS NULL OR k.category = sqlc.narg('category')::text)
+                                    AND (sqlc.narg('what')::text IS NULL OR k.what = sqlc.narg('what')::text))))
 ORDER BY s.id;
 
 -- name: SandboxList :many

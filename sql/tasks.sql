@@ -61,16 +61,18 @@ WITH picked AS (
     WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id
       AND (sqlc.narg('statuses')::smallint[] IS NULL OR s.status = ANY(sqlc.narg('statuses')::smallint[]))
       AND (@no_messages::bool AND NOT EXISTS (
-               SELECT 1 FROM task_messages m
-               WHERE m.task_id = s.id AND m.run = s.run AND m.severity = sqlc.narg('severity')::text)
+               SELECT 1 FROM task_message_logs m
+               WHERE m.task_id = s.id AND m.run = s.run
+                 AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k WHERE k.severity = sqlc.narg('severity')::text))
            OR NOT @no_messages::bool AND sqlc.narg('severity')::text IS NULL
            AND sqlc.narg('category')::text IS NULL AND sqlc.narg('what')::text IS NULL
            OR NOT @no_messages::bool AND EXISTS (
-               SELECT 1 FROM task_messages m
+               SELECT 1 FROM task_message_logs m
                WHERE m.task_id = s.id AND m.run = s.run
-                 AND (sqlc.narg('severity')::text IS NULL OR m.severity = sqlc.narg('severity')::text)
-                 AND (sqlc.narg('category')::text IS NULL OR m.category = sqlc.narg('category')::text)
-                 AND (sqlc.narg('what')::text IS NULL OR m.what = sqlc.narg('what')::text)))
+                 AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k
+                                      WHERE (sqlc.narg('severity')::text IS NULL OR k.severity = sqlc.narg('severity')::text)
+                                        AND (sqlc.narg('category')::text IS NULL OR k.category = sqlc.narg('category')::text)
+                                        AND (sqlc.narg('what')::text IS NULL OR k.what = sqlc.narg('what')::text))))
     ORDER BY s.id
     FOR NO KEY UPDATE
 )

@@ -26,11 +26,13 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/procstat"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
 	"github.com/cortexq/cortexq/worker"
 )
 
@@ -56,6 +58,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "workers", Usage: "echo workers, each with its own identity", Value: 8, EnvVars: envVars("BENCH_WORKERS")},
 			&cli.IntFlag{Name: "replicas", Usage: "replicas sharing the database", Value: 1, EnvVars: envVars("BENCH_REPLICAS")},
 			&cli.IntFlag{Name: "payload-kb", Usage: "payload size of each source archive", Value: 8, EnvVars: envVars("BENCH_PAYLOAD_KB")},
+			&cli.IntFlag{Name: "messages", Usage: "give each source archive a LaTeXML-shaped cortex.log of about this many messages (loaded bindings, warnings; errors in a third of the tasks: statuses NoProblem, Warning and Error, the same every run); 0: a one-line log, NoProblem", EnvVars: envVars("BENCH_MESSAGES")},
 			&cli.Float64Flag{Name: "rate", Usage: "hold the workers to this many tasks/s in all (0: as fast as they go)", EnvVars: envVars("BENCH_RATE")},
 			&cli.IntFlag{Name: "chaos", Usage: "a saboteur leases this many tasks and dies (the reaper must recover them)", EnvVars: envVars("BENCH_CHAOS")},
 			&cli.DurationFlag{Name: "lease-timeout", Usage: "the replicas' --lease-timeout; 0: 5s with --chaos (recovered quickly), else the serve default", EnvVars: envVars("BENCH_LEASE_TIMEOUT")},
@@ -74,10 +77,17 @@ func benchCommand() *cli.Command {
 
 // benchReport is what a bench run measured.
 type benchReport struct {
-	Tasks            int     `json:"tasks"`
-	Workers          int     `json:"workers"`
-	Replicas         int     `json:"replicas"`
-	PayloadKB        int     `json:"payload_kb"`
+	Tasks     int `json:"tasks"`
+	Workers   int `json:"workers"`
+	Replicas  int `json:"replicas"`
+	PayloadKB int `json:"payload_kb"`
+	// Messages is --messages; with it, the statuses the logs derive (each gated) and what the
+	// stored messages take, all in, divided by their number (every run's, in the database).
+	Messages         int     `json:"messages,omitempty"`
+	Warning          int64   `json:"warning,omitempty"`
+	Error            int64   `json:"error,omitempty"`
+	StoredMessages   int64   `json:"stored_messages,omitempty"`
+	BytesPerMessage  float64 `json:"bytes_per_message,omitempty"`
 	Rate             float64 `json:"rate,omitempty"`
 	Chaos            int     `json:"chaos,omitempty"`
 	Seconds          float64 `json:"seconds"`
@@ -130,6 +140,13 @@ func runBench(c *cli.Context) error {
 	n, workers, replicas := c.Int("tasks"), c.Int("workers"), c.Int("replicas")
 	if n < 1 || workers < 1 || replicas < 1 || c.Int("payload-kb") < 0 || c.Int("chaos") < 0 || c.Int("chaos") > n {
 		return usagef(c, "--tasks, --workers and --replicas must be at least 1; --chaos between 0 and --tasks")
+	}
+	messages := c.Int("messages")
+	if messages < 0 || messages > 100000 {
+		return usagef(c, "--messages must be between 0 and 100000")
+	}
+	if messages > 0 && c.String("corpora") != "" {
+		return usagef(c, "--messages and --corpora do not go together")
 	}
 	var counts []int
 	if s := c.String("corpora"); s != "" {
@@ -221,7 +238,7 @@ func runBench(c *cli.Context) error {
 		syscall.Sync()
 	} else {
 		logf("staging %d archives of %d KB in %s", n, c.Int("payload-kb"), dir)
-		entries, err = stageCorpus(ctx, dir, n, c.Int("payload-kb")*1024)
+		entries, err = stageCorpusLogs(ctx, dir, n, c.Int("payload-kb")*1024, messages)
 		if err != nil {
 			return err
 		}
@@ -411,7 +428,7 @@ func runBench(c *cli.Context) error {
 	rep := benchReport{Tasks: n, Workers: workers, Replicas: replicas, PayloadKB: c.Int("payload-kb"),
 		Rate: c.Float64("rate"), Chaos: c.Int("chaos"), Seconds: took.Seconds(),
 		PeakInFlight: peak.Load(), ReplicaPeakRSSMB: rssPeak, NoProblem: p.NoProblem,
-		NoWorkReplies: stats.Mocks.Load()}
+		NoWorkReplies: stats.Mocks.Load(), Messages: messages, Warning: p.Warning, Error: p.Error}
 	measured := p.Done()
 	if corpora != nil {
 		// Tasks the workers converted after the measurement stopped (the replicas drain their
@@ -440,7 +457,29 @@ func runBench(c *cli.Context) error {
 	rep.Lost = int64(n) - p.Done()
 	if corpora == nil {
 		rep.BadArchives, _ = byteIdentical(entries, svc.Name)
-		rep.GatesOK = rep.Lost == 0 && p.NoProblem == int64(n) && rep.BadArchives == 0
+		// Each task's status is the one its log derives.
+		var want [3]int64
+		for i := range n {
+			switch benchLogStatus(i, messages) {
+			case queue.StatusNoProblem:
+				want[0]++
+			case queue.StatusWarning:
+				want[1]++
+			default:
+				want[2]++
+			}
+		}
+		rep.GatesOK = rep.Lost == 0 && p.NoProblem == want[0] && p.Warning == want[1] && p.Error == want[2] && rep.BadArchives == 0
+		if messages > 0 {
+			st, err := dbsqlc.New(root.Pool).BenchMessageStorage(ctx)
+			if err != nil {
+				return pgErr("message storage", err)
+			}
+			rep.StoredMessages = st.Messages
+			if st.Messages > 0 {
+				rep.BytesPerMessage = math.Round(float64(st.Bytes)/float64(st.Messages)*10) / 10
+			}
+		}
 	} else {
 		// At least --tasks converted, each NoProblem, each result identical to its source.
 		var results int
@@ -484,11 +523,17 @@ func runBench(c *cli.Context) error {
 			}
 			logf("corpus %s: %d of %d tasks NoProblem, %s", bc.Name, bc.NoProblem, bc.Tasks, finished)
 		}
-		logf("gates: lost %d, NoProblem %d of %d, archives differing %d → %s", rep.Lost, rep.NoProblem, n, rep.BadArchives,
-			map[bool]string{true: "ok", false: "FAILED"}[rep.GatesOK])
+		if messages > 0 {
+			logf("messages: about %d a log; %d stored in all, %.1f bytes each (tables, indexes, TOAST)", messages, rep.StoredMessages, rep.BytesPerMessage)
+			logf("gates: lost %d, NoProblem %d, Warning %d, Error %d of %d, as the logs say; archives differing %d → %s",
+				rep.Lost, rep.NoProblem, rep.Warning, rep.Error, n, rep.BadArchives, map[bool]string{true: "ok", false: "FAILED"}[rep.GatesOK])
+		} else {
+			logf("gates: lost %d, NoProblem %d of %d, archives differing %d → %s", rep.Lost, rep.NoProblem, n, rep.BadArchives,
+				map[bool]string{true: "ok", false: "FAILED"}[rep.GatesOK])
+		}
 	}
 	if !rep.GatesOK {
-		return fmt.Errorf("bench gates failed: lost %d, NoProblem %d of %d, archives differing %d", rep.Lost, rep.NoProblem, n, rep.BadArchives)
+		return fmt.Errorf("bench gates failed: lost %d, NoProblem %d, Warning %d, Error %d of %d, archives differing %d", rep.Lost, rep.NoProblem, rep.Warning, rep.Error, n, rep.BadArchives)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -17,9 +18,11 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// auditTables are the tables an audit role may read, besides the audit_* views.
+// auditTables are the tables (and task_messages, a view of task_message_logs and message_kinds
+// since migrations/00015_message_logs.sql) an audit role may read, besides the audit_* views.
 var auditTables = []string{
-	"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "runs", "run_statuses",
+	"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "task_message_logs",
+	"message_kinds", "runs", "run_statuses",
 	"workers", "reaper_passes", "worker_keys", "corpus_shares", "report_rollup", "report_fold_state",
 	"report_changes", "report_folded", "run_diffs", "diff_current", "diff_current_state", "diff_touched",
 	"task_totals",
@@ -31,7 +34,8 @@ func grantAuditCommand() *cli.Command {
 		Usage:     "make (or fix) a read-only role for operator audits",
 		ArgsUsage: "ROLE",
 		Description: "Grants ROLE SELECT on the audit_* views and on the cortexq tables (services, corpora, tasks,\n" +
-			"dispatch, attempts, task_messages, runs, run_statuses, workers, reaper_passes, worker_keys,\n" +
+			"dispatch, attempts, task_messages (a view) with task_message_logs and message_kinds, runs,\n" +
+			"run_statuses, workers, reaper_passes, worker_keys,\n" +
 			"corpus_shares), USAGE on their schema, and nothing else: no write, no River table, and its\n" +
 			"sessions default to read-only transactions. Read-only holds by privileges too, for a session\n" +
 			"that turns that default off: the database's TEMPORARY privilege and the large-object creating\n" +
@@ -210,7 +214,7 @@ func grantAudit(ctx context.Context, pool *pgxpool.Pool, role string, login bool
 			if err := exec("GRANT SELECT ON %I.%I TO %I", res.schema, r.Name, role); err != nil {
 				return fmt.Errorf("grant select on %s: %w", r.Name, err)
 			}
-			if r.View {
+			if r.View && !slices.Contains(auditTables, r.Name) {
 				res.views++
 			} else {
 				res.tables++

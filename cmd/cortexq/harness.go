@@ -19,8 +19,10 @@ import (
 )
 
 // sampleArchive returns a source archive whose cortex.log derives NoProblem, with a payload
-// member of size bytes, so an echo worker's result of it is a valid NoProblem result.
-func sampleArchive(i, size int) ([]byte, error) {
+// member of size bytes, so an echo worker's result of it is a valid NoProblem result; with
+// messages, its log is a LaTeXML-shaped one of about that many messages (writeBenchLog), whose
+// status benchLogStatus gives.
+func sampleArchive(i, size, messages int) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Grow(size + 512)
 	zw := zip.NewWriter(&buf)
@@ -28,7 +30,9 @@ func sampleArchive(i, size int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "Info:cortex:sample document %d\nStatus:conversion:0\n", i)
+	if err := writeBenchLog(w, i, messages); err != nil {
+		return nil, err
+	}
 	w, err = zw.CreateHeader(&zip.FileHeader{Name: "content.tex", Method: zip.Store})
 	if err != nil {
 		return nil, err
@@ -50,6 +54,11 @@ func sampleArchive(i, size int) ([]byte, error) {
 // stageCorpus writes n sample source archives, one directory each (dir/NNNNNN/source.zip), and
 // returns their paths.
 func stageCorpus(ctx context.Context, dir string, n, size int) ([]string, error) {
+	return stageCorpusLogs(ctx, dir, n, size, 0)
+}
+
+// stageCorpusLogs is stageCorpus with logs of about messages messages (sampleArchive).
+func stageCorpusLogs(ctx context.Context, dir string, n, size, messages int) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("corpus directory: %w", err)
 	}
@@ -65,7 +74,7 @@ func stageCorpus(ctx context.Context, dir string, n, size int) ([]string, error)
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				return err
 			}
-			data, err := sampleArchive(i, size)
+			data, err := sampleArchive(i, size, messages)
 			if err != nil {
 				return err
 			}

@@ -54,6 +54,9 @@ func (s *Store) Pause(ctx context.Context, scope Scope) (PauseSummary, error) {
 			}
 			s.release(w, d, rows[i].TaskRun, rows[i].TaskStatus, now)
 		}
+		if err := s.resolveKinds(ctx, q, w); err != nil {
+			return err
+		}
 		if err := w.flush(ctx, q, now, s.cfg.Replica); err != nil {
 			return err
 		}

@@ -145,6 +145,11 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
+	// The kinds of the messages, committed before the claim (and kept in the replica's cache):
+	// the claim's transaction then writes ids it knows.
+	if err := s.kindIDs(ctx, dbsqlc.New(s.pool), resultMessages(results), map[kindKey]int32{}, true); err != nil {
+		return nil, err
+	}
 	decisions := make([]Decision, len(results))
 	var at time.Time
 	var tasks []dbsqlc.Task

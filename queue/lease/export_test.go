@@ -130,6 +130,9 @@ func (s *Store) Return(ctx context.Context, leases []Lease) (int, error) {
 			d.ForgetAt = ptrTime(now.Add(s.lateWindow()))
 			w.put(d)
 		}
+		if err := s.resolveKinds(ctx, q, w); err != nil {
+			return err
+		}
 		return w.flush(ctx, q, now, s.cfg.Replica)
 	})
 	return returned, err

@@ -107,7 +107,13 @@ func (s *Store) pipelinedOnce(ctx context.Context, mode txMode, reads func(q *db
 		return err
 	}
 
-	// Round trip 2: the writes and COMMIT.
+	// Round trip 2: the writes and COMMIT (after one more, only for message kinds this replica
+	// has not seen committed).
+	if w != nil {
+		if err := s.resolveKinds(ctx, dbsqlc.New(conn), w); err != nil {
+			return err
+		}
+	}
 	batch = &pgx.Batch{}
 	if w != nil {
 		if err := w.flush(ctx, dbsqlc.New(recorder{batch}), now, s.cfg.Replica); err != nil {

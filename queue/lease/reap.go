@@ -82,6 +82,9 @@ func (s *Store) Reap(ctx context.Context, max int) (ReapSummary, error) {
 			d.Retries++
 			w.put(d)
 		}
+		if err := s.resolveKinds(ctx, q, w); err != nil {
+			return err
+		}
 		return w.flush(ctx, q, now, s.cfg.Replica)
 	})
 	return sum, err

@@ -355,6 +355,9 @@ func (s *Store) ReleaseExpired(ctx context.Context, max int) (int, error) {
 			s.release(w, &rows[i].Dispatch, rows[i].TaskRun, rows[i].TaskStatus, now)
 		}
 		n = len(rows)
+		if err := s.resolveKinds(ctx, q, w); err != nil {
+			return err
+		}
 		return w.flush(ctx, q, now, s.cfg.Replica)
 	})
 	if n > 0 {

@@ -113,7 +113,7 @@ func TestClaimKeepsItsGenericPlans(t *testing.T) {
 	f := newFixture(t)
 	pool, store := f.oneSession()
 	// The statistics of a just-migrated database: empty tables.
-	_, err := pool.Exec(f.ctx, "VACUUM ANALYZE tasks, dispatch, attempts, task_messages")
+	_, err := pool.Exec(f.ctx, "VACUUM ANALYZE tasks, dispatch, attempts, task_message_logs")
 	require.NoError(t, err)
 	claimBatch := func(n int, msgs []queue.Message) {
 		t.Helper()
@@ -144,15 +144,15 @@ func TestClaimKeepsItsGenericPlans(t *testing.T) {
 	requireGenericPlans(t, pool, 10, "Apply", "TaskLockForClaim", "DispatchLockForTasks", "ReserveFresh", "Attribute")
 	requirePlanCacheMode(t, pool, "auto")
 
-	// Many messages of other tasks, and no new statistics (which would make new plans): the
-	// plans made on empty tables stay, and the next claim still reads only its tasks' messages.
+	// The logs of many other tasks, and no new statistics (which would make new plans): the
+	// plans made on empty tables stay, and the next claim still reads only its tasks' logs.
 	_, err = pool.Exec(f.ctx, `
-		INSERT INTO task_messages (task_id, run, severity, category, what, details)
-		SELECT -g, 1, 'info', 'cortexq', 'filler', '' FROM generate_series(1, 20000) AS g`)
+		INSERT INTO task_message_logs (task_id, run, kinds, details)
+		SELECT -g, 1, '{1,1,1}', NULL FROM generate_series(1, 20000) AS g`)
 	require.NoError(t, err)
-	before := rowsRead(t, pool, "task_messages")
+	before := rowsRead(t, pool, "task_message_logs")
 	claimBatch(4, []queue.Message{{Severity: queue.SeverityInfo, Category: "latexml", What: "math", Details: "2 formulae"}})
-	require.Less(t, rowsRead(t, pool, "task_messages")-before, int64(100), "message rows read by a claim of 4 tasks")
+	require.Less(t, rowsRead(t, pool, "task_message_logs")-before, int64(100), "log rows read by a claim of 4 tasks")
 	requireGenericPlans(t, pool, 11, "Apply")
 }
 

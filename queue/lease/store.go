@@ -72,6 +72,7 @@ type Store struct {
 	logger *slog.Logger
 	tally  tallies // worker counters waiting for FlushWorkers
 	todo   cursors // where each service's next scan for TODO tasks starts
+	kinds  kindCache
 }
 
 // New returns a Store on pool, with cfg's defaults applied (Config.WithDefaults).

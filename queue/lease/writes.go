@@ -43,6 +43,8 @@ type writes struct {
 	outcomes    map[attemptKey]outcomeWrite
 	dropAttempt map[attemptKey]bool
 	messages    map[rowKey][]queue.Message // replaces the run's messages
+	// kindIDs are the message_kinds ids of the messages' kinds (Store.resolveKinds).
+	kindIDs map[kindKey]int32
 }
 
 // newAttempt is an attempts row a transaction adds. Replica is the replica that handed the
@@ -70,6 +72,7 @@ func newWrites() *writes {
 		outcomes:    map[attemptKey]outcomeWrite{},
 		dropAttempt: map[attemptKey]bool{},
 		messages:    map[rowKey][]queue.Message{},
+		kindIDs:     map[kindKey]int32{},
 	}
 }
 
@@ -162,13 +165,28 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 		p.OutTaskIds, p.OutRuns, p.OutAttempts = append(p.OutTaskIds, k.task), append(p.OutRuns, k.run), append(p.OutAttempts, k.attempt)
 		p.OutOutcomes, p.OutStatuses = append(p.OutOutcomes, string(o.outcome)), append(p.OutStatuses, int16(o.status))
 	}
+	// Each run's log is one row: the slices of the flat kinds and details arrays its messages
+	// took (1-based, inclusive; details only for a log with some).
 	for k, msgs := range w.messages {
-		p.MsgRunTaskIds, p.MsgRunRuns = append(p.MsgRunTaskIds, k.task), append(p.MsgRunRuns, k.run)
+		p.MsgTaskIds, p.MsgRuns = append(p.MsgTaskIds, k.task), append(p.MsgRuns, k.run)
+		p.MsgKindFrom = append(p.MsgKindFrom, int32(len(p.MsgKinds)+1))
+		details := false
 		for _, m := range msgs {
-			p.MsgTaskIds, p.MsgRuns = append(p.MsgTaskIds, k.task), append(p.MsgRuns, k.run)
-			p.MsgSeverities, p.MsgCategories = append(p.MsgSeverities, string(m.Severity)), append(p.MsgCategories, m.Category)
-			p.MsgWhats, p.MsgDetails = append(p.MsgWhats, m.What), append(p.MsgDetails, m.Details)
+			id, ok := w.kindIDs[keyOf(m)]
+			if !ok {
+				return fmt.Errorf("write changes: message kind %s/%s/%s has no id", m.Severity, m.Category, m.What)
+			}
+			p.MsgKinds = append(p.MsgKinds, id)
+			details = details || m.Details != ""
 		}
+		p.MsgKindTo = append(p.MsgKindTo, int32(len(p.MsgKinds)))
+		p.MsgDetailFrom = append(p.MsgDetailFrom, int32(len(p.MsgDetails)+1))
+		if details {
+			for _, m := range msgs {
+				p.MsgDetails = append(p.MsgDetails, m.Details)
+			}
+		}
+		p.MsgDetailTo = append(p.MsgDetailTo, int32(len(p.MsgDetails)))
 	}
 	if err := q.Apply(ctx, p); err != nil {
 		return fmt.Errorf("write changes: %w", err)

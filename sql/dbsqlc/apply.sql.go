@@ -66,14 +66,25 @@ WITH dispatch_deleted AS (
                  unnest($24::smallint[]) AS status) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
       AND a.task_id = ANY($20::bigint[])
-), messages_deleted AS (
-    DELETE FROM task_messages m
-    USING (SELECT unnest($25::bigint[]) AS task_id, unnest($26::int[]) AS run) AS k
-    WHERE m.task_id = k.task_id AND m.run = k.run AND m.task_id = ANY($25::bigint[])
-), messages_added AS (
-    INSERT INTO task_messages (task_id, run, severity, category, what, details)
-    SELECT unnest($27::bigint[]), unnest($28::int[]), unnest($29::text[]),
-           unnest($30::text[]), unnest($31::text[]), unnest($32::text[])
+), messages_written AS (
+    -- A run's log, one row (migrations/00015_message_logs.sql): its message_kinds ids, the
+    -- slice [kind_from:kind_to] of @msg_kinds, and its details, the slice
+    -- [detail_from:detail_to] of @msg_details (empty: every one is empty). A log with no
+    -- message deletes the row instead.
+    INSERT INTO task_message_logs AS m (task_id, run, kinds, details)
+    SELECT k.task_id, k.run, ($25::int[])[k.kind_from:k.kind_to],
+           CASE WHEN k.detail_to >= k.detail_from THEN ($26::text[])[k.detail_from:k.detail_to] END
+    FROM (SELECT unnest($27::bigint[]) AS task_id, unnest($28::int[]) AS run,
+                 unnest($29::int[]) AS kind_from, unnest($30::int[]) AS kind_to,
+                 unnest($31::int[]) AS detail_from, unnest($32::int[]) AS detail_to) AS k
+    WHERE k.kind_to >= k.kind_from
+    ON CONFLICT (task_id, run) DO UPDATE SET kinds = excluded.kinds, details = excluded.details
+), messages_cleared AS (
+    DELETE FROM task_message_logs m
+    USING (SELECT unnest($27::bigint[]) AS task_id, unnest($28::int[]) AS run,
+                  unnest($29::int[]) AS kind_from, unnest($30::int[]) AS kind_to) AS k
+    WHERE m.task_id = k.task_id AND m.run = k.run AND k.kind_to < k.kind_from
+      AND m.task_id = ANY($27::bigint[])
 ), report_noted AS (
     -- The tasks given a final status (and with it their messages: a claim or a dead letter),
     -- for the report's next fold (migrations/00011_report_rollups.sql): one row each in an
@@ -111,14 +122,14 @@ type ApplyParams struct {
 	OutAttempts   []int32         `json:"out_attempts"`
 	OutOutcomes   []string        `json:"out_outcomes"`
 	OutStatuses   []int16         `json:"out_statuses"`
-	MsgRunTaskIds []int64         `json:"msg_run_task_ids"`
-	MsgRunRuns    []int32         `json:"msg_run_runs"`
+	MsgKinds      []int32         `json:"msg_kinds"`
+	MsgDetails    []string        `json:"msg_details"`
 	MsgTaskIds    []int64         `json:"msg_task_ids"`
 	MsgRuns       []int32         `json:"msg_runs"`
-	MsgSeverities []string        `json:"msg_severities"`
-	MsgCategories []string        `json:"msg_categories"`
-	MsgWhats      []string        `json:"msg_whats"`
-	MsgDetails    []string        `json:"msg_details"`
+	MsgKindFrom   []int32         `json:"msg_kind_from"`
+	MsgKindTo     []int32         `json:"msg_kind_to"`
+	MsgDetailFrom []int32         `json:"msg_detail_from"`
+	MsgDetailTo   []int32         `json:"msg_detail_to"`
 }
 
 // Apply writes one transaction's decided changes in a single statement: dispatch rows deleted
@@ -156,14 +167,14 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 		arg.OutAttempts,
 		arg.OutOutcomes,
 		arg.OutStatuses,
-		arg.MsgRunTaskIds,
-		arg.MsgRunRuns,
+		arg.MsgKinds,
+		arg.MsgDetails,
 		arg.MsgTaskIds,
 		arg.MsgRuns,
-		arg.MsgSeverities,
-		arg.MsgCategories,
-		arg.MsgWhats,
-		arg.MsgDetails,
+		arg.MsgKindFrom,
+		arg.MsgKindTo,
+		arg.MsgDetailFrom,
+		arg.MsgDetailTo,
 	)
 	return err
 }

@@ -102,6 +102,25 @@ func (q *Queries) BenchGenerateTasks(ctx context.Context, arg BenchGenerateTasks
 	return result.RowsAffected(), nil
 }
 
+const benchMessageStorage = `-- name: BenchMessageStorage :one
+SELECT (pg_total_relation_size('task_message_logs') + pg_total_relation_size('message_kinds'))::bigint AS bytes,
+       coalesce((SELECT sum(cardinality(kinds)) FROM task_message_logs), 0)::bigint AS messages
+`
+
+type BenchMessageStorageRow struct {
+	Bytes    int64 `json:"bytes"`
+	Messages int64 `json:"messages"`
+}
+
+// BenchMessageStorage gives the bytes that hold log messages, all in (task_message_logs and
+// message_kinds: tables, indexes, TOAST), and the messages they hold.
+func (q *Queries) BenchMessageStorage(ctx context.Context) (BenchMessageStorageRow, error) {
+	row := q.db.QueryRow(ctx, benchMessageStorage)
+	var i BenchMessageStorageRow
+	err := row.Scan(&i.Bytes, &i.Messages)
+	return i, err
+}
+
 const benchOpen = `-- name: BenchOpen :one
 SELECT ((SELECT t.id FROM tasks t
          WHERE t.service_id = $1::int AND t.status = 0

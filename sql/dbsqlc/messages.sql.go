@@ -10,12 +10,65 @@ import (
 )
 
 const messageDeleteEarlierRuns = `-- name: MessageDeleteEarlierRuns :exec
-DELETE FROM task_messages m
+DELETE FROM task_message_logs m
 USING (SELECT unnest($1::bigint[]) AS task_id, unnest($2::int[]) AS run) AS k
-WHERE m.task_id = k.task_id AND m.run < k.run
+WHERE m.task_id = k.task_id AND m.run < k.run AND m.task_id = ANY($1::bigint[])
 `
 
 func (q *Queries) MessageDeleteEarlierRuns(ctx context.Context, taskIds []int64, runs []int32) error {
 	_, err := q.db.Exec(ctx, messageDeleteEarlierRuns, taskIds, runs)
 	return err
+}
+
+const messageKindsEnsure = `-- name: MessageKindsEnsure :many
+WITH k AS (
+    SELECT unnest($1::text[]) AS severity, unnest($2::text[]) AS category,
+           unnest($3::text[]) AS what
+), added AS (
+    INSERT INTO message_kinds (severity, category, what)
+    SELECT DISTINCT k.severity, k.category, k.what FROM k
+    ORDER BY 1, 2, 3
+    ON CONFLICT ON CONSTRAINT message_kinds_key DO NOTHING
+    RETURNING id, severity, category, what
+)
+SELECT a.id, a.severity, a.category::text AS category, a.what::text AS what FROM added a
+UNION ALL
+SELECT m.id, m.severity, m.category::text, m.what::text
+FROM message_kinds m
+JOIN k ON k.severity = m.severity AND k.category = m.category AND k.what = m.what
+`
+
+type MessageKindsEnsureRow struct {
+	ID       int32  `json:"id"`
+	Severity string `json:"severity"`
+	Category string `json:"category"`
+	What     string `json:"what"`
+}
+
+// MessageKindsEnsure gives the message_kinds ids of (severity, category, what) triples, adding
+// those missing. A triple another transaction adds meanwhile is left out (this statement's
+// snapshot does not see it): ask again for what is missing.
+func (q *Queries) MessageKindsEnsure(ctx context.Context, severities []string, categories []string, whats []string) ([]MessageKindsEnsureRow, error) {
+	rows, err := q.db.Query(ctx, messageKindsEnsure, severities, categories, whats)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageKindsEnsureRow
+	for rows.Next() {
+		var i MessageKindsEnsureRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Severity,
+			&i.Category,
+			&i.What,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -221,6 +221,14 @@ type Dispatch struct {
 	ReceivedAt          *time.Time      `json:"received_at"`
 }
 
+// The (severity, category, what) of log messages, each once; never deleted or changed.
+type MessageKind struct {
+	ID       int32  `json:"id"`
+	Severity string `json:"severity"`
+	Category string `json:"category"`
+	What     string `json:"what"`
+}
+
 type ReaperPass struct {
 	ID           int64     `json:"id"`
 	Replica      string    `json:"replica"`
@@ -320,6 +328,7 @@ type Task struct {
 	Run       int32  `json:"run"`
 }
 
+// One row per log message (task_message_logs with message_kinds); id is its position in its task's log of that run.
 type TaskMessage struct {
 	ID       int64  `json:"id"`
 	TaskID   int64  `json:"task_id"`
@@ -328,6 +337,14 @@ type TaskMessage struct {
 	Category string `json:"category"`
 	What     string `json:"what"`
 	Details  string `json:"details"`
+}
+
+// One task's log messages of one run: message_kinds ids and details (NULL: all empty), in log order.
+type TaskMessageLog struct {
+	TaskID  int64    `json:"task_id"`
+	Run     int32    `json:"run"`
+	Kinds   []int32  `json:"kinds"`
+	Details []string `json:"details"`
 }
 
 // Signed counts of tasks per corpus, service and status: a total is the sum of its rows.

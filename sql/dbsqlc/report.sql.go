@@ -843,9 +843,15 @@ WITH ids AS (
 ), items AS (
     -- Per task and distinct (category, what): its messages (a task with none: one row, n 0).
     SELECT c.id, c.corpus_id, c.service_id, c.status, m.category::text AS category,
-           m.what::text AS what, count(m.task_id)::int AS n
+           m.what::text AS what, count(m.what)::int AS n
     FROM cur c
-    LEFT JOIN task_messages m ON m.task_id = c.id AND m.run = c.run AND m.severity = c.severity
+    LEFT JOIN LATERAL (
+        SELECT k.category, k.what
+        FROM task_message_logs l
+        CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
+        JOIN message_kinds k ON k.id = x.kind
+        WHERE l.task_id = c.id AND l.run = c.run AND k.severity = c.severity
+    ) m ON true
     GROUP BY c.id, c.corpus_id, c.service_id, c.status, m.category, m.what
 ), new AS (
     SELECT i.id AS task_id, i.corpus_id, i.service_id, i.status,
@@ -979,24 +985,29 @@ func (q *Queries) ReportFoldState(ctx context.Context) (ReportFoldStateRow, erro
 }
 
 const reportMessages = `-- name: ReportMessages :many
-SELECT t.id, t.entry, m.details::text AS details
-FROM tasks t
-JOIN task_messages m ON m.task_id = t.id AND m.run = t.run
-WHERE t.corpus_id = $1 AND t.service_id = $2 AND t.status = $3
-  AND m.severity = $4 AND m.category = $5 AND m.what = $6
-ORDER BY t.id, m.id
-LIMIT $8 OFFSET $7
+WITH k AS (
+    SELECT k.id FROM message_kinds k
+    WHERE k.severity = $6 AND k.category = $7 AND k.what = $8
+)
+SELECT t.id, t.entry, coalesce(m.details[x.n], '')::text AS details
+FROM k
+JOIN tasks t ON t.corpus_id = $1 AND t.service_id = $2 AND t.status = $3
+JOIN task_message_logs m ON m.task_id = t.id AND m.run = t.run AND m.kinds @> ARRAY[k.id]
+CROSS JOIN LATERAL unnest(m.kinds) WITH ORDINALITY AS x (kind, n)
+WHERE x.kind = k.id
+ORDER BY t.id, x.n
+LIMIT $5 OFFSET $4
 `
 
 type ReportMessagesParams struct {
 	CorpusID  int32  `json:"corpus_id"`
 	ServiceID int32  `json:"service_id"`
 	Status    int16  `json:"status"`
+	Off       int32  `json:"off"`
+	Lim       int32  `json:"lim"`
 	Severity  string `json:"severity"`
 	Category  string `json:"category"`
 	What      string `json:"what"`
-	Off       int32  `json:"off"`
-	Lim       int32  `json:"lim"`
 }
 
 type ReportMessagesRow struct {
@@ -1005,17 +1016,18 @@ type ReportMessagesRow struct {
 	Details string `json:"details"`
 }
 
-// ReportMessages lists the messages of one what, with their tasks, by task id.
+// ReportMessages lists the messages of one what, with their tasks, by task id (and position in
+// the task's log).
 func (q *Queries) ReportMessages(ctx context.Context, arg ReportMessagesParams) ([]ReportMessagesRow, error) {
 	rows, err := q.db.Query(ctx, reportMessages,
 		arg.CorpusID,
 		arg.ServiceID,
 		arg.Status,
+		arg.Off,
+		arg.Lim,
 		arg.Severity,
 		arg.Category,
 		arg.What,
-		arg.Off,
-		arg.Lim,
 	)
 	if err != nil {
 		return nil, err
@@ -1039,8 +1051,9 @@ const reportNoMessages = `-- name: ReportNoMessages :many
 SELECT t.id, t.entry
 FROM tasks t
 WHERE t.corpus_id = $1 AND t.service_id = $2 AND t.status = $3
-  AND NOT EXISTS (SELECT 1 FROM task_messages m
-                  WHERE m.task_id = t.id AND m.run = t.run AND m.severity = $4)
+  AND NOT EXISTS (SELECT 1 FROM task_message_logs m
+                  WHERE m.task_id = t.id AND m.run = t.run
+                    AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k WHERE k.severity = $4))
 ORDER BY t.id
 LIMIT $6 OFFSET $5
 `
@@ -1339,16 +1352,18 @@ FROM tasks s
 WHERE s.corpus_id = $2 AND s.service_id = $3
   AND ($4::smallint[] IS NULL OR s.status = ANY($4::smallint[]))
   AND ($5::bool AND NOT EXISTS (
-           SELECT 1 FROM task_messages m
-           WHERE m.task_id = s.id AND m.run = s.run AND m.severity = $6::text)
+           SELECT 1 FROM task_message_logs m
+           WHERE m.task_id = s.id AND m.run = s.run
+             AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k WHERE k.severity = $6::text))
        OR NOT $5::bool AND $6::text IS NULL
        AND $7::text IS NULL AND $8::text IS NULL
        OR NOT $5::bool AND EXISTS (
-           SELECT 1 FROM task_messages m
+           SELECT 1 FROM task_message_logs m
            WHERE m.task_id = s.id AND m.run = s.run
-             AND ($6::text IS NULL OR m.severity = $6::text)
-             AND ($7::text IS NULL OR m.category = $7::text)
-             AND ($8::text IS NULL OR m.what = $8::text)))
+             AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k
+                                  WHERE ($6::text IS NULL OR k.severity = $6::text)
+                                    AND ($7::text IS NULL OR k.category = $7::text)
+                                    AND ($8::text IS NULL OR k.what = $8::text))))
 ORDER BY s.id
 `
 

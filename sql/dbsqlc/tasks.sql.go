@@ -259,16 +259,18 @@ WITH picked AS (
     WHERE s.corpus_id = $1 AND s.service_id = $2
       AND ($3::smallint[] IS NULL OR s.status = ANY($3::smallint[]))
       AND ($4::bool AND NOT EXISTS (
-               SELECT 1 FROM task_messages m
-               WHERE m.task_id = s.id AND m.run = s.run AND m.severity = $5::text)
+               SELECT 1 FROM task_message_logs m
+               WHERE m.task_id = s.id AND m.run = s.run
+                 AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k WHERE k.severity = $5::text))
            OR NOT $4::bool AND $5::text IS NULL
            AND $6::text IS NULL AND $7::text IS NULL
            OR NOT $4::bool AND EXISTS (
-               SELECT 1 FROM task_messages m
+               SELECT 1 FROM task_message_logs m
                WHERE m.task_id = s.id AND m.run = s.run
-                 AND ($5::text IS NULL OR m.severity = $5::text)
-                 AND ($6::text IS NULL OR m.category = $6::text)
-                 AND ($7::text IS NULL OR m.what = $7::text)))
+                 AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k
+                                      WHERE ($5::text IS NULL OR k.severity = $5::text)
+                                        AND ($6::text IS NULL OR k.category = $6::text)
+                                        AND ($7::text IS NULL OR k.what = $7::text))))
     ORDER BY s.id
     FOR NO KEY UPDATE
 )

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMigrationCompactsMessages: 00015 converts the messages of a database in place, from a row
+// a message to a log row per task and run; the task_messages view then shows every message with
+// its columns as they were (id: its position in its task's log of that run), and rolling back
+// gives the table back.
+func TestMigrationCompactsMessages(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("migrate", "down", "14")
+	var svc, corpus int32
+	require.NoError(t, d.pool.QueryRow(d.ctx, `INSERT INTO services (name) VALUES ('echo') RETURNING id`).Scan(&svc))
+	require.NoError(t, d.pool.QueryRow(d.ctx, `INSERT INTO corpora (name, path) VALUES ('c', '/c') RETURNING id`).Scan(&corpus))
+	_, err := d.pool.Exec(d.ctx, `INSERT INTO tasks (corpus_id, service_id, entry, status, run)
+		SELECT $1, $2, '/c/' || g || '.zip', -3, 2 FROM generate_series(1, 40) AS g`, corpus, svc)
+	require.NoError(t, err)
+	// Messages of two runs, interleaved between tasks as claims write them: details empty for
+	// some logs, for some messages, or none; a what of many bytes; a task without messages.
+	_, err = d.pool.Exec(d.ctx, `
+		INSERT INTO task_messages (task_id, run, severity, category, what, details)
+		SELECT t.id, r.run, s.severity, 'cat' || (m.k % 3), 'what_' || (m.k % 5) || '_é∑',
+		       CASE WHEN t.id % 4 = 0 THEN '' WHEN m.k % 2 = 0 THEN '' ELSE 'details ' || t.id || '/' || m.k || E'\n\tmore' END
+		FROM generate_series(1, 12) AS m (k)
+		CROSS JOIN (SELECT id FROM tasks WHERE id % 10 <> 7) AS t
+		CROSS JOIN (VALUES (1), (2)) AS r (run)
+		CROSS JOIN LATERAL (SELECT (ARRAY['info', 'warning', 'error', 'fatal', 'invalid'])[1 + (t.id + m.k) % 5] AS severity) AS s
+		ORDER BY m.k, t.id, r.run`)
+	require.NoError(t, err)
+	type message struct {
+		Task                              int64
+		Run                               int32
+		Severity, Category, What, Details string
+	}
+	read := func() []message {
+		t.Helper()
+		rows, err := d.pool.Query(d.ctx, `SELECT task_id, run, severity, category::text, what::text, details::text
+			FROM task_messages ORDER BY task_id, run, id`)
+		require.NoError(t, err)
+		var out []message
+		for rows.Next() {
+			var m message
+			require.NoError(t, rows.Scan(&m.Task, &m.Run, &m.Severity, &m.Category, &m.What, &m.Details))
+			out = append(out, m)
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	before := read()
+	require.Len(t, before, 36*12*2)
+
+	d.ok("migrate", "up")
+	require.Equal(t, before, read())
+	require.Equal(t, 36*2, d.count(`SELECT count(*) FROM task_message_logs`), "a row per task and run")
+	require.Equal(t, d.count(`SELECT count(DISTINCT (severity, category, what)) FROM task_messages`), d.count(`SELECT count(*) FROM message_kinds`),
+		"each (severity, category, what) once")
+	require.Equal(t, 10*2, d.count(`SELECT count(*) FROM task_message_logs WHERE details IS NULL`), "no details kept for logs without any")
+	// Ids are positions in the task's log of a run; a task's query reads its own rows.
+	require.Equal(t, 12, d.count(`SELECT max(id) FROM task_messages WHERE task_id = 1 AND run = 2`))
+	// Rows inserted into the view join their task's log.
+	_, err = d.pool.Exec(d.ctx, `INSERT INTO task_messages (task_id, run, severity, category, what, details)
+		VALUES (7, 2, 'error', 'late', 'one', 'x'), (7, 2, 'error', 'late', 'two', '')`)
+	require.NoError(t, err)
+	require.Equal(t, 2, d.count(`SELECT max(id) FROM task_messages WHERE task_id = 7`))
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM task_messages WHERE task_id = 7 AND details = 'x' AND id = 1`))
+
+	_, err = d.pool.Exec(d.ctx, `DELETE FROM task_message_logs WHERE task_id = 7`)
+	require.NoError(t, err)
+
+	d.ok("migrate", "down", "14")
+	require.Equal(t, before, read(), "rolled back")
+	var kind string
+	require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT table_type::text FROM information_schema.tables WHERE table_name = 'task_messages'`).Scan(&kind))
+	require.Equal(t, "BASE TABLE", kind)
+}
