@@ -67,8 +67,7 @@ WITH ids AS (
     -- flattening the lateral subquery into a join it may order the other way (with tasks
     -- analyzed while nearly empty it scanned tasks and, for each row, every id: 7.5 s for 5,000).
     SELECT t.id, t.corpus_id, t.service_id, t.status, t.run,
-           CASE t.status WHEN -1 THEN 'info' WHEN -2 THEN 'warning' WHEN -3 THEN 'error'
-                         WHEN -4 THEN 'fatal' ELSE 'invalid' END AS severity
+           status_severity(t.status) AS severity
     FROM ids
     CROSS JOIN LATERAL (SELECT x.id, x.corpus_id, x.service_id, x.status, x.run
                         FROM tasks x

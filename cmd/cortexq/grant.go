@@ -18,25 +18,14 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// auditTables are the tables (and task_messages, a view of task_message_logs and message_kinds
-// since migrations/00015_message_logs.sql) an audit role may read, besides the audit_* views.
-var auditTables = []string{
-	"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "task_message_logs",
-	"message_kinds", "runs", "run_statuses",
-	"workers", "reaper_passes", "worker_keys", "corpus_shares", "report_rollup", "report_fold_state",
-	"report_changes", "report_folded", "run_diffs", "diff_current", "diff_current_state", "diff_touched",
-	"task_totals",
-}
-
 func grantAuditCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "grant-audit",
 		Usage:     "make (or fix) a read-only role for operator audits",
 		ArgsUsage: "ROLE",
-		Description: "Grants ROLE SELECT on the audit_* views and on the cortexq tables (services, corpora, tasks,\n" +
-			"dispatch, attempts, task_messages (a view) with task_message_logs and message_kinds, runs,\n" +
-			"run_statuses, workers, reaper_passes, worker_keys,\n" +
-			"corpus_shares), USAGE on their schema, and nothing else: no write, no River table, and its\n" +
+		Description: "Grants ROLE SELECT on the audit_* views and on the cortexq tables and views the schema lists\n" +
+			"in audit_readable (services, corpora, tasks, dispatch, attempts, task_messages, runs, workers, ...;\n" +
+			"a migration adding one lists it there), USAGE on their schema, and nothing else: no write, no River table, and its\n" +
 			"sessions default to read-only transactions. Read-only holds by privileges too, for a session\n" +
 			"that turns that default off: the database's TEMPORARY privilege and the large-object creating\n" +
 			"functions (lo_creat, lo_create, lo_from_bytea) are revoked from PUBLIC (the database owner and\n" +
@@ -196,9 +185,15 @@ func grantAudit(ctx context.Context, pool *pgxpool.Pool, role string, login bool
 		if lo {
 			res.loose = append(res.loose, "large objects")
 		}
+		// What the audit role may read is declared beside the schema (audit_readable, which the
+		// migration creating a table or view fills in); audit_* views are its too.
+		var readable []string
+		if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(name), '{}') FROM audit_readable`).Scan(&readable); err != nil {
+			return fmt.Errorf("list what an audit role reads (run `cortexq migrate up` first): %w", err)
+		}
 		rows, err := tx.Query(ctx, `SELECT table_name::text, table_type = 'VIEW' FROM information_schema.tables
 			WHERE table_schema = current_schema() AND (table_name = ANY($1) OR (table_type = 'VIEW' AND table_name LIKE 'audit\_%'))
-			ORDER BY table_name`, auditTables)
+			ORDER BY table_name`, readable)
 		if err != nil {
 			return fmt.Errorf("list audit tables: %w", err)
 		}
@@ -214,14 +209,14 @@ func grantAudit(ctx context.Context, pool *pgxpool.Pool, role string, login bool
 			if err := exec("GRANT SELECT ON %I.%I TO %I", res.schema, r.Name, role); err != nil {
 				return fmt.Errorf("grant select on %s: %w", r.Name, err)
 			}
-			if r.View && !slices.Contains(auditTables, r.Name) {
+			if r.View && !slices.Contains(readable, r.Name) {
 				res.views++
 			} else {
 				res.tables++
 			}
 		}
-		if res.tables < len(auditTables) {
-			return fmt.Errorf("only %d of the %d cortexq tables found in schema %s: run `cortexq migrate up` first", res.tables, len(auditTables), res.schema)
+		if res.tables < len(readable) {
+			return fmt.Errorf("only %d of the %d cortexq tables of audit_readable found in schema %s: run `cortexq migrate up` first", res.tables, len(readable), res.schema)
 		}
 		return nil
 	})
