@@ -1,6 +1,6 @@
 -- The severity of the messages the report counts for a task of a final status: one definition
 -- for the queries (sql/report.sql), mirrored in Go by the report vocabulary's table
--- (queue/lease/slice.go, reportSeverities); a test checks that the two agree. NULL for a status
+-- (queue/severity.go, reportSeverities); a test checks that the two agree. NULL for a status
 -- that is not final (todo, dispatched, blocked).
 
 -- +goose Up

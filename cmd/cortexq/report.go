@@ -296,9 +296,9 @@ func runReport(c *cli.Context) error {
 	case what != "" && category == "":
 		return usagef(c, "--what needs --category")
 	}
-	sevStatus, sevMessage, ok := lease.ReportSeverity(sevName)
+	sevStatus, sevMessage, ok := queue.ReportSeverity(sevName)
 	if sevName != "" && !ok {
-		return usagef(c, "--severity %q: want one of %s", sevName, lease.ReportSeverityNames())
+		return usagef(c, "--severity %q: want one of %s", sevName, queue.ReportSeverityNames())
 	}
 	root, done, err := openBase(c, reports.TuneReportPool)
 	if err != nil {
@@ -334,7 +334,7 @@ func runReport(c *cli.Context) error {
 		}
 		var rows []row
 		for _, st := range reportStatuses {
-			n := lease.StatusCount(counts, st)
+			n := queue.StatusCount(counts, st)
 			pc := percent(n, total)
 			r := row{Severity: statusName(st), Tasks: n}
 			if st == queue.StatusInvalid {
@@ -355,7 +355,7 @@ func runReport(c *cli.Context) error {
 			"severities": rows, "rerun": rerun}
 		return t.print(c)
 	}
-	slice := reports.ReportSlice{Scope: scope, Status: sevStatus, Severity: sevMessage,
+	slice := reports.Slice{Scope: scope, Status: sevStatus, Severity: sevMessage,
 		Category: category, What: what, Limit: limit, Offset: offset}
 	if what != "" {
 		msgs, err := root.Reports.ReportMessages(c.Context, slice)

@@ -33,7 +33,7 @@ type Base struct {
 
 	Catalog   *catalog.Catalog // corpora, services, shares, imports
 	Inspect   *inspect.Reader  // the dispatch state, read only
-	Reports   *reports.Reports // reports, runs, diffs, sandboxes and the fold
+	Reports   *reports.Store   // reports, runs, diffs, sandboxes and the fold
 	Allowlist *allowlist.List  // the CURVE worker keys
 }
 

@@ -51,7 +51,7 @@ const FoldIntervalDefault = 10 * time.Second
 
 type foldWorker struct {
 	river.WorkerDefaults[FoldArgs]
-	reports *reports.Reports
+	reports *reports.Store
 	logger  *slog.Logger
 }
 

@@ -16,29 +16,29 @@ import (
 	"github.com/cortexq/cortexq/queue/internal/pgtx"
 )
 
-// Reports runs the report, runs, diff, sandbox and fold queries on a pool. It is safe for
+// Store runs the report, runs, diff, sandbox and fold queries on a pool. It is safe for
 // concurrent use.
-type Reports struct {
+type Store struct {
 	pool   *pgxpool.Pool
 	now    queue.Clock
 	logger *slog.Logger
 }
 
-// New returns Reports on pool; now is the test clock (queue.Clock, nil: the database's); logger
+// New returns a Store on pool; now is the test clock (queue.Clock, nil: the database's); logger
 // may be nil.
-func New(pool *pgxpool.Pool, now queue.Clock, logger *slog.Logger) *Reports {
+func New(pool *pgxpool.Pool, now queue.Clock, logger *slog.Logger) *Store {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Reports{pool: pool, now: now, logger: logger.With("component", "reports")}
+	return &Store{pool: pool, now: now, logger: logger.With("component", "reports")}
 }
 
 // injectedNow is the test clock's reading, or nil for the database clock.
-func (s *Reports) injectedNow() *time.Time { return s.now.Injected() }
+func (s *Store) injectedNow() *time.Time { return s.now.Injected() }
 
 // inTx runs fn in a transaction (pgtx.Run) with the clock read at its start; retry reruns it
 // after a deadlock or serialization failure.
-func (s *Reports) inTx(ctx context.Context, what string, retry bool, fn pgtx.Func) error {
+func (s *Store) inTx(ctx context.Context, what string, retry bool, fn pgtx.Func) error {
 	return pgtx.Run(ctx, s.pool, pgtx.Options{What: what, Now: s.injectedNow(), Retry: retry,
 		OnRetry: func(attempt int, err error) {
 			s.logger.Debug("transaction retried", "what", what, "attempt", attempt, "error", err)

@@ -42,7 +42,7 @@ func BenchmarkWebPages(b *testing.B) {
 	store := lease.New(pool, lease.Config{})
 	sc, err := catalog.New(pool, nil).LookupScope(ctx, "arxiv", "tex_to_html")
 	require.NoError(b, err, "no corpus arxiv: run BenchmarkReport on this database first")
-	errSlice := reports.ReportSlice{Scope: sc, Status: -3, Severity: "error", Limit: 100}
+	errSlice := reports.Slice{Scope: sc, Status: -3, Severity: "error", Limit: 100}
 	rep := reports.New(pool, nil, nil)
 	cats, _, err := rep.ReportCategories(ctx, errSlice)
 	require.NoError(b, err)

@@ -408,7 +408,7 @@ func (s *Server) report(r *http.Request) (view, error) {
 	if sl.Severity == "" {
 		p.Level, p.Heading = "severity", "Tasks by status"
 		for _, st := range reportStatuses {
-			n := lease.StatusCount(counts, st)
+			n := queue.StatusCount(counts, st)
 			row := reportRow{Name: statusName(st), Tasks: n, Percent: percent(n, p.Total)}
 			if st == queue.StatusInvalid {
 				row.Percent = "-"
@@ -420,10 +420,10 @@ func (s *Server) report(r *http.Request) (view, error) {
 		}
 		return view{Page: "report", Title: "Report " + corpus + " / " + service, Data: p}, nil
 	}
-	status, severity, _ := lease.ReportSeverity(sl.Severity)
+	status, severity, _ := queue.ReportSeverity(sl.Severity)
 	of := counts[status]
 	p.SliceStatus = fmt.Sprintf("%s tasks %s", commas(of), sl.Severity)
-	rs := reports.ReportSlice{Scope: scope, Status: status, Severity: severity, Category: sl.Category, What: sl.What, Limit: limit, Offset: offset}
+	rs := reports.Slice{Scope: scope, Status: status, Severity: severity, Category: sl.Category, What: sl.What, Limit: limit, Offset: offset}
 	if sl.What != "" {
 		p.Level, p.Heading = "messages", "Messages and their tasks"
 		if p.Messages, err = s.reports.ReportMessages(ctx, rs); err != nil {

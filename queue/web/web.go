@@ -100,7 +100,7 @@ type Server struct {
 	store   *lease.Store
 	catalog *catalog.Catalog
 	inspect *inspect.Reader
-	reports *reports.Reports
+	reports *reports.Store
 	logger  *slog.Logger
 	key     []byte // signs sessions and CSRF tokens; new at each start
 	pages   map[string]*template.Template
