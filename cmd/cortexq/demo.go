@@ -87,7 +87,7 @@ func runDemo(c *cli.Context) error {
 		return err
 	}
 	defer rep.close()
-	runCtx, stop, srvDone, vent, sink, quiet := rep.ctx, rep.cancel, rep.done, rep.vent, rep.sink, rep.quiet
+	runCtx, srvDone, vent, sink, quiet := rep.ctx, rep.done, rep.vent, rep.sink, rep.quiet
 	fmt.Fprintf(out, "Replica on %s (tasks) and %s (results); %d echo workers\n", vent, sink, c.Int("workers"))
 	start := time.Now()
 	wDone := make(chan error, 1)
@@ -99,15 +99,53 @@ func runDemo(c *cli.Context) error {
 		}, worker.Echo{})
 	}()
 
+	tty := isTerminal(os.Stderr)
+	p, err := demoProgress(ctx, root, name, "echo", start, tty, srvDone)
+	if err != nil {
+		return err
+	}
+	took := time.Since(start)
+	if tty {
+		fmt.Fprintln(os.Stderr)
+	}
+	if err := rep.stopWith(wDone, "echo workers"); err != nil {
+		return err
+	}
+	return demoSummary(c, root, name, entries, p, took, sum.CorpusID)
+}
+
+// demoSummary prints what the demo did and how to audit it, and fails a demo whose tasks did not
+// all come back NoProblem with their archives intact.
+func demoSummary(c *cli.Context, root *base.Base, name string, entries []string, p inspect.Progress, took time.Duration, corpus int32) error {
+	out, ctx := c.App.Writer, c.Context
+	bad, firstBad := byteIdentical(entries, "echo")
+	mb := float64(p.Done()) * float64(c.Int("payload-kb")) / 1024 * 2
+	fmt.Fprintf(out, "\nDone: %d tasks in %s: %.0f tasks/s, %.1f MB/s (source + result)\n", p.Done(), took.Round(time.Millisecond),
+		float64(p.Done())/took.Seconds(), mb/took.Seconds())
+	fmt.Fprintf(out, "  no_problem %d  warning %d  error %d  fatal %d  invalid %d\n", p.NoProblem, p.Warning, p.Error, p.Fatal, p.Invalid)
+	fmt.Fprintf(out, "  result archives identical to their sources: %d of %d\n", len(entries)-bad, len(entries))
+	self := selfCommand(c)
+	fmt.Fprintf(out, "\nAudit it with psql:\n")
+	fmt.Fprintf(out, "  %s db psql -c \"SELECT task_status_name(status), count(*) FROM tasks t JOIN corpora c ON c.id = t.corpus_id WHERE c.name = '%s' GROUP BY 1\"\n", self, name)
+	fmt.Fprintf(out, "  %s db psql -c \"SELECT * FROM audit_worker_activity\"\n", self)
+	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, root, corpus))
+	if p.NoProblem != int64(len(entries)) || bad > 0 {
+		return fmt.Errorf("demo: %d of %d tasks NoProblem, %d results differ (%v)", p.NoProblem, len(entries), bad, firstBad)
+	}
+	return nil
+}
+
+// demoProgress shows the progress of a demo's corpus name and service until its tasks are done,
+// ctx ends or the replica stops (srvDone); on a terminal the bar is redrawn in place.
+func demoProgress(ctx context.Context, root *base.Base, name, service string, start time.Time, tty bool, srvDone <-chan error) (inspect.Progress, error) {
 	// On a terminal the bar is redrawn in place; elsewhere (a log, CI) it is a line every few
 	// seconds.
-	tty := isTerminal(os.Stderr)
 	var p inspect.Progress
 	var shown time.Time
 	for {
-		ps, err := root.Inspect.Progress(ctx, name, "echo")
+		ps, err := root.Inspect.Progress(ctx, name, service)
 		if err != nil {
-			return err
+			return p, err
 		}
 		if len(ps) == 1 {
 			p = ps[0]
@@ -128,39 +166,13 @@ func runDemo(c *cli.Context) error {
 			if tty {
 				fmt.Fprintln(os.Stderr)
 			}
-			return fmt.Errorf("interrupted with %d of %d tasks done", p.Done(), p.Tasks)
+			return p, fmt.Errorf("interrupted with %d of %d tasks done", p.Done(), p.Tasks)
 		case err := <-srvDone:
-			return fmt.Errorf("replica stopped: %v", err)
+			return p, fmt.Errorf("replica stopped: %v", err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	took := time.Since(start)
-	if tty {
-		fmt.Fprintln(os.Stderr)
-	}
-	stop()
-	wErr := <-wDone
-	if err := <-srvDone; err != nil {
-		return err
-	}
-	if wErr != nil && !errors.Is(wErr, context.Canceled) {
-		return fmt.Errorf("echo workers: %w", wErr)
-	}
-	bad, firstBad := byteIdentical(entries, "echo")
-	mb := float64(p.Done()) * float64(c.Int("payload-kb")) / 1024 * 2
-	fmt.Fprintf(out, "\nDone: %d tasks in %s: %.0f tasks/s, %.1f MB/s (source + result)\n", p.Done(), took.Round(time.Millisecond),
-		float64(p.Done())/took.Seconds(), mb/took.Seconds())
-	fmt.Fprintf(out, "  no_problem %d  warning %d  error %d  fatal %d  invalid %d\n", p.NoProblem, p.Warning, p.Error, p.Fatal, p.Invalid)
-	fmt.Fprintf(out, "  result archives identical to their sources: %d of %d\n", len(entries)-bad, len(entries))
-	self := selfCommand(c)
-	fmt.Fprintf(out, "\nAudit it with psql:\n")
-	fmt.Fprintf(out, "  %s db psql -c \"SELECT task_status_name(status), count(*) FROM tasks t JOIN corpora c ON c.id = t.corpus_id WHERE c.name = '%s' GROUP BY 1\"\n", self, name)
-	fmt.Fprintf(out, "  %s db psql -c \"SELECT * FROM audit_worker_activity\"\n", self)
-	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, root, sum.CorpusID))
-	if p.NoProblem != int64(len(entries)) || bad > 0 {
-		return fmt.Errorf("demo: %d of %d tasks NoProblem, %d results differ (%v)", p.NoProblem, len(entries), bad, firstBad)
-	}
-	return nil
+	return p, nil
 }
 
 // demoProgressEvery is how often the demo prints a progress line when stderr is not a terminal.
@@ -231,6 +243,20 @@ func startDemoReplica(ctx context.Context, root *base.Base, lcfg lease.Config) (
 		r.done <- rep.Err()
 	}()
 	return r, nil
+}
+
+// stopWith stops the workers (whose Run returns on wDone) and the replica, and reports the first
+// failure of either.
+func (r *demoReplica) stopWith(wDone <-chan error, workers string) error {
+	r.cancel()
+	wErr := <-wDone
+	if err := <-r.done; err != nil {
+		return err
+	}
+	if wErr != nil && !errors.Is(wErr, context.Canceled) {
+		return fmt.Errorf("%s: %w", workers, wErr)
+	}
+	return nil
 }
 
 // close stops the workers and the replica.

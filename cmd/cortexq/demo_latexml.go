@@ -39,20 +39,9 @@ func runLatexmlDemo(c *cli.Context) error {
 	tuneGC()
 	out := c.App.Writer
 	ctx := c.Context
-	timeout := c.Duration("latexml-timeout")
-	if timeout <= 0 {
-		return usagef(c, "--latexml-timeout %s: want a positive duration", timeout)
-	}
-	workers := 2 // the samples are few, and a conversion keeps a core busy
-	if c.IsSet("workers") {
-		workers = c.Int("workers")
-	}
-	if workers < 1 {
-		return usagef(c, "--workers must be at least 1")
-	}
-	prog, err := exec.LookPath(latexml.LatexmlcDefault)
+	timeout, workers, prog, err := latexmlDemoFlags(c)
 	if err != nil {
-		return fmt.Errorf("demo --latexml needs LaTeXML's latexmlc (Debian and Ubuntu: apt-get install latexml; scripts/install-deps does it): %w", err)
+		return err
 	}
 	leaseTimeout := timeout + demoLeaseMargin
 	root, closeStore, err := openBase(c, lease.TunePool)
@@ -71,19 +60,9 @@ func runLatexmlDemo(c *cli.Context) error {
 		dir = filepath.Join(c.String(flagHome), "demo")
 	}
 	dir, _ = filepath.Abs(filepath.Join(dir, name))
-	entries := make([]string, len(latexml.Samples))
-	for i, s := range latexml.Samples {
-		data, err := s.Zip()
-		if err != nil {
-			return err
-		}
-		entries[i] = filepath.Join(dir, s.Name, s.Name+".zip")
-		if err := os.MkdirAll(filepath.Dir(entries[i]), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(entries[i], data, 0o644); err != nil {
-			return err
-		}
+	entries, err := stageLatexmlSamples(dir)
+	if err != nil {
+		return err
 	}
 	sum, err := root.Catalog.Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	if err != nil {
@@ -97,57 +76,15 @@ func runLatexmlDemo(c *cli.Context) error {
 		return err
 	}
 	defer rep.close()
-	runCtx, stop, srvDone, vent, sink, quiet := rep.ctx, rep.cancel, rep.done, rep.vent, rep.sink, rep.quiet
-	// Sandboxed where this machine can, as cortexq worker latexml; the samples are the project's
-	// own, so without bwrap the demo runs them unconfined and says so.
-	sb, err := sandbox.New(ctx, sandbox.Config{Mode: sandbox.Bwrap})
-	if err != nil {
-		sb = sandbox.Unconfined()
-	}
-	fmt.Fprintf(out, "Replica on %s (tasks) and %s (results); %d LaTeXML workers running %s, sandbox %s\n", vent, sink, workers, prog, sb.Mode())
 	start := time.Now()
-	wDone := make(chan error, 1)
-	go func() {
-		wDone <- worker.Run(runCtx, worker.Config{
-			Ventilator: vent, Sink: sink, Service: latexmlService, Identity: "demo-latexml",
-			Concurrency: workers, Throttle: 100 * time.Millisecond, IOTimeout: 30 * time.Second,
-			Backoff: 200 * time.Millisecond, Logger: quiet,
-		}, latexml.New(latexml.Config{Latexmlc: prog, Timeout: timeout, Logger: quiet, Sandbox: sb}))
-	}()
-
-	var p inspect.Progress
-	var shown time.Time
-	for {
-		ps, err := root.Inspect.Progress(ctx, name, latexmlService)
-		if err != nil {
-			return err
-		}
-		if len(ps) == 1 {
-			p = ps[0]
-		}
-		if p.Finished() || time.Since(shown) >= demoProgressEvery {
-			fmt.Fprintf(os.Stderr, "%s  %d/%d  %s\n", bar(p.Done(), p.Tasks, 40), p.Done(), p.Tasks, time.Since(start).Round(time.Second))
-			shown = time.Now()
-		}
-		if p.Finished() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("interrupted with %d of %d tasks done", p.Done(), p.Tasks)
-		case err := <-srvDone:
-			return fmt.Errorf("replica stopped: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	took := time.Since(start)
-	stop()
-	wErr := <-wDone
-	if err := <-srvDone; err != nil {
+	wDone := startLatexmlWorkers(ctx, out, rep, workers, prog, timeout)
+	p, err := demoProgress(ctx, root, name, latexmlService, start, false, rep.done)
+	if err != nil {
 		return err
 	}
-	if wErr != nil && !errors.Is(wErr, context.Canceled) {
-		return fmt.Errorf("latexml workers: %w", wErr)
+	took := time.Since(start)
+	if err := rep.stopWith(wDone, "latexml workers"); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "\nDone: %d papers in %s\n", p.Done(), took.Round(time.Millisecond))
 	fmt.Fprintf(out, "  no_problem %d  warning %d  error %d  fatal %d  invalid %d\n\n", p.NoProblem, p.Warning, p.Error, p.Fatal, p.Invalid)
@@ -164,15 +101,80 @@ func runLatexmlDemo(c *cli.Context) error {
 	if err := printDemoReport(c, out, name); err != nil {
 		return err
 	}
-	self := selfCommand(c)
-	fmt.Fprintf(out, "\nLook closer:\n")
-	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, root, sum.CorpusID))
-	fmt.Fprintf(out, "  %s db psql -c \"SELECT m.severity, m.category, m.what, count(DISTINCT m.task_id) AS tasks FROM task_messages m JOIN tasks t ON t.id = m.task_id AND t.run = m.run JOIN corpora c ON c.id = t.corpus_id WHERE c.name = '%s' AND m.severity <> 'info' GROUP BY 1, 2, 3 ORDER BY 4 DESC\"\n", self, name)
-	fmt.Fprintf(out, "  unzip -l %s\n", filepath.Join(filepath.Dir(entries[0]), latexmlService+".zip"))
+	printLatexmlHints(c, out, root, name, sum.CorpusID, entries)
 	if wrong > 0 {
 		return fmt.Errorf("demo: %d of %d sample papers did not get the status they are documented to get", wrong, len(entries))
 	}
 	return nil
+}
+
+// startLatexmlWorkers runs the demo's LaTeXML workers on rep, sandboxed where this machine can
+// (as cortexq worker latexml; the samples are the project's own, so without bwrap the demo runs
+// them unconfined and says so); their Run's error comes on the channel returned.
+func startLatexmlWorkers(ctx context.Context, out io.Writer, rep *demoReplica, workers int, prog string, timeout time.Duration) <-chan error {
+	sb, err := sandbox.New(ctx, sandbox.Config{Mode: sandbox.Bwrap})
+	if err != nil {
+		sb = sandbox.Unconfined()
+	}
+	fmt.Fprintf(out, "Replica on %s (tasks) and %s (results); %d LaTeXML workers running %s, sandbox %s\n", rep.vent, rep.sink, workers, prog, sb.Mode())
+	wDone := make(chan error, 1)
+	go func() {
+		wDone <- worker.Run(rep.ctx, worker.Config{
+			Ventilator: rep.vent, Sink: rep.sink, Service: latexmlService, Identity: "demo-latexml",
+			Concurrency: workers, Throttle: 100 * time.Millisecond, IOTimeout: 30 * time.Second,
+			Backoff: 200 * time.Millisecond, Logger: rep.quiet,
+		}, latexml.New(latexml.Config{Latexmlc: prog, Timeout: timeout, Logger: rep.quiet, Sandbox: sb}))
+	}()
+	return wDone
+}
+
+// latexmlDemoFlags checks demo --latexml's flags, and finds latexmlc.
+func latexmlDemoFlags(c *cli.Context) (timeout time.Duration, workers int, prog string, err error) {
+	timeout = c.Duration("latexml-timeout")
+	if timeout <= 0 {
+		return 0, 0, "", usagef(c, "--latexml-timeout %s: want a positive duration", timeout)
+	}
+	workers = 2 // the samples are few, and a conversion keeps a core busy
+	if c.IsSet("workers") {
+		workers = c.Int("workers")
+	}
+	if workers < 1 {
+		return 0, 0, "", usagef(c, "--workers must be at least 1")
+	}
+	prog, err = exec.LookPath(latexml.LatexmlcDefault)
+	if err != nil {
+		return 0, 0, "", fmt.Errorf("demo --latexml needs LaTeXML's latexmlc (Debian and Ubuntu: apt-get install latexml; scripts/install-deps does it): %w", err)
+	}
+	return timeout, workers, prog, nil
+}
+
+// stageLatexmlSamples writes the project's sample papers as source archives beneath dir.
+func stageLatexmlSamples(dir string) ([]string, error) {
+	entries := make([]string, len(latexml.Samples))
+	for i, s := range latexml.Samples {
+		data, err := s.Zip()
+		if err != nil {
+			return nil, err
+		}
+		entries[i] = filepath.Join(dir, s.Name, s.Name+".zip")
+		if err := os.MkdirAll(filepath.Dir(entries[i]), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(entries[i], data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return entries, nil
+}
+
+// printLatexmlHints says how to look closer at the demo's corpus name.
+func printLatexmlHints(c *cli.Context, out io.Writer, root *base.Base, name string, corpus int32, entries []string) {
+	ctx := c.Context
+	self := selfCommand(c)
+	fmt.Fprintf(out, "\nLook closer:\n")
+	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, root, corpus))
+	fmt.Fprintf(out, "  %s db psql -c \"SELECT m.severity, m.category, m.what, count(DISTINCT m.task_id) AS tasks FROM task_messages m JOIN tasks t ON t.id = m.task_id AND t.run = m.run JOIN corpora c ON c.id = t.corpus_id WHERE c.name = '%s' AND m.severity <> 'info' GROUP BY 1, 2, 3 ORDER BY 4 DESC\"\n", self, name)
+	fmt.Fprintf(out, "  unzip -l %s\n", filepath.Join(filepath.Dir(entries[0]), latexmlService+".zip"))
 }
 
 // latexmlDemoService returns the service tex_to_html, adding it with leaseTimeout if it is new.

@@ -309,74 +309,102 @@ func runReport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	corpus, service := c.String(flagCorpus), c.String(flagService)
-	rerun := commandLine("rerun", flagCorpus, corpus, flagService, service, "severity", sevName, "category", category, "what", what)
-	where := fmt.Sprintf("corpus %s, service %s", corpus, service)
+	q := reportQuery{corpus: c.String(flagCorpus), service: c.String(flagService), sevName: sevName,
+		category: category, what: what, limit: limit, offset: offset}
+	q.rerun = commandLine("rerun", flagCorpus, q.corpus, flagService, q.service, "severity", sevName, "category", category, "what", what)
+	q.where = fmt.Sprintf("corpus %s, service %s", q.corpus, q.service)
 	if sevName == "" {
-		counts, err := root.Reports.ReportStatuses(c.Context, scope)
-		if err != nil {
-			return err
-		}
-		var all int64
-		for _, n := range counts {
-			all += n
-		}
-		total := all - counts[queue.StatusInvalid]
-		t := table{
-			Title:  fmt.Sprintf("%s: %s tasks, %s of them not Invalid (the total of the percentages)", where, commas(all), commas(total)),
-			Header: []string{"severity", "tasks", "percent"},
-			Next:   "rerun all: " + rerun,
-		}
-		type row struct {
-			Severity string   `json:"severity"`
-			Tasks    int64    `json:"tasks"`
-			Percent  *float64 `json:"percent"`
-		}
-		var rows []row
-		for _, st := range reportStatuses {
-			n := queue.StatusCount(counts, st)
-			pc := percent(n, total)
-			r := row{Severity: statusName(st), Tasks: n}
-			if st == queue.StatusInvalid {
-				pc = "-"
-			} else if total > 0 {
-				p := 100 * float64(n) / float64(total)
-				r.Percent = &p
-			}
-			rows = append(rows, r)
-			t.Rows = append(t.Rows, []string{statusName(st), commas(n), pc})
-		}
-		if c.Bool("csv") {
-			for i, r := range rows {
-				t.Rows[i][1] = strconv.FormatInt(r.Tasks, 10)
-			}
-		}
-		t.JSON = map[string]any{"corpus": corpus, "service": service, "tasks": all, "total": total,
-			"severities": rows, "rerun": rerun}
-		return t.print(c)
+		return reportSummary(c, root, scope, q)
 	}
 	slice := reports.Slice{Scope: scope, Status: sevStatus, Severity: sevMessage,
 		Category: category, What: what, Limit: limit, Offset: offset}
 	if what != "" {
-		msgs, err := root.Reports.ReportMessages(c.Context, slice)
-		if err != nil {
-			return err
-		}
-		t := table{
-			Title:  fmt.Sprintf("%s: severity %s, category %s, what %s: messages and their tasks", where, sevName, category, what),
-			Header: []string{"task_id", "entry", "details"},
-			Next:   "rerun these tasks: " + rerun,
-		}
-		for _, m := range msgs {
-			t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), m.Entry, m.Details})
-		}
-		if msgs == nil {
-			msgs = []reports.ReportMessage{}
-		}
-		t.JSON = map[string]any{"corpus": corpus, "service": service, "severity": sevName, "category": category,
-			"what": what, "offset": offset, "limit": limit, "messages": msgs, "rerun": rerun}
-		return t.print(c)
+		return reportMessages(c, root, slice, q)
 	}
+	return reportLevel(c, root, slice, q)
+}
+
+// reportQuery is what `cortexq report` was asked, as its output repeats it.
+type reportQuery struct {
+	corpus, service, sevName, category, what string
+	limit, offset                            int
+	rerun, where                             string
+}
+
+// reportSummary prints the report's first level: the tasks of each final status.
+func reportSummary(c *cli.Context, root *base.Base, scope queue.Scope, q reportQuery) error {
+	corpus, service, rerun, where := q.corpus, q.service, q.rerun, q.where
+	counts, err := root.Reports.ReportStatuses(c.Context, scope)
+	if err != nil {
+		return err
+	}
+	var all int64
+	for _, n := range counts {
+		all += n
+	}
+	total := all - counts[queue.StatusInvalid]
+	t := table{
+		Title:  fmt.Sprintf("%s: %s tasks, %s of them not Invalid (the total of the percentages)", where, commas(all), commas(total)),
+		Header: []string{"severity", "tasks", "percent"},
+		Next:   "rerun all: " + rerun,
+	}
+	type row struct {
+		Severity string   `json:"severity"`
+		Tasks    int64    `json:"tasks"`
+		Percent  *float64 `json:"percent"`
+	}
+	var rows []row
+	for _, st := range reportStatuses {
+		n := queue.StatusCount(counts, st)
+		pc := percent(n, total)
+		r := row{Severity: statusName(st), Tasks: n}
+		if st == queue.StatusInvalid {
+			pc = "-"
+		} else if total > 0 {
+			p := 100 * float64(n) / float64(total)
+			r.Percent = &p
+		}
+		rows = append(rows, r)
+		t.Rows = append(t.Rows, []string{statusName(st), commas(n), pc})
+	}
+	if c.Bool("csv") {
+		for i, r := range rows {
+			t.Rows[i][1] = strconv.FormatInt(r.Tasks, 10)
+		}
+	}
+	t.JSON = map[string]any{"corpus": corpus, "service": service, "tasks": all, "total": total,
+		"severities": rows, "rerun": rerun}
+	return t.print(c)
+}
+
+// reportMessages prints the report's last level: a what's messages and their tasks.
+func reportMessages(c *cli.Context, root *base.Base, slice reports.Slice, q reportQuery) error {
+	corpus, service, rerun, where := q.corpus, q.service, q.rerun, q.where
+	sevName, category, what, limit, offset := q.sevName, q.category, q.what, q.limit, q.offset
+	msgs, err := root.Reports.ReportMessages(c.Context, slice)
+	if err != nil {
+		return err
+	}
+	t := table{
+		Title:  fmt.Sprintf("%s: severity %s, category %s, what %s: messages and their tasks", where, sevName, category, what),
+		Header: []string{"task_id", "entry", "details"},
+		Next:   "rerun these tasks: " + rerun,
+	}
+	for _, m := range msgs {
+		t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), m.Entry, m.Details})
+	}
+	if msgs == nil {
+		msgs = []reports.ReportMessage{}
+	}
+	t.JSON = map[string]any{"corpus": corpus, "service": service, "severity": sevName, "category": category,
+		"what": what, "offset": offset, "limit": limit, "messages": msgs, "rerun": rerun}
+	return t.print(c)
+}
+
+// reportLevel prints the category level of a severity, or the what level of a category.
+func reportLevel(c *cli.Context, root *base.Base, slice reports.Slice, q reportQuery) error {
+	corpus, service, rerun, where := q.corpus, q.service, q.rerun, q.where
+	sevName, category, limit, offset := q.sevName, q.category, q.limit, q.offset
 	if c.Bool("fold") {
 		if err := foldAll(c, root); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/reports"
 )
 
@@ -195,6 +196,12 @@ func runDiff(c *cli.Context) error {
 			"from_status": strings.ToLower(fromName), "to_status": statusName(*toStatus), "offset": offset, "limit": limit, "tasks": tasks}
 		return t.print(c)
 	}
+	return diffMatrix(c, root, d, label)
+}
+
+// diffMatrix prints the matrix of a diff: how many tasks went from each status to each other.
+func diffMatrix(c *cli.Context, root *base.Base, d reports.DiffRuns, label string) error {
+	corpus, service := c.String(flagCorpus), c.String(flagService)
 	if c.Bool("fold") {
 		if err := foldAll(c, root); err != nil {
 			return err
