@@ -44,7 +44,7 @@ func main() {
 func commands() []*cli.Command {
 	return []*cli.Command{
 		demoCommand(),
-		benchCommand(),
+		withFleet(benchCommand()),
 		serveCommand(),
 		workerCommand(),
 		dbCommand(),

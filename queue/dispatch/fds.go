@@ -50,3 +50,33 @@ func (s *Server) watchFDs() {
 			"open", open, "limit", limit, "count", n)
 	}
 }
+
+// raiseFDLimit raises the soft file descriptor limit to the hard one (a worker connection holds
+// one descriptor: a fleet needs as many as it has workers, twice for workers that connect both
+// sockets here) and reports both. Go raises it at start-up already; this says so in the log
+// and holds wherever the process was started from.
+func raiseFDLimit() (soft, hard uint64, err error) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, 0, fmt.Errorf("file descriptor limit: %w", err)
+	}
+	if rl.Cur < rl.Max {
+		want := unix.Rlimit{Cur: rl.Max, Max: rl.Max}
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &want); err != nil {
+			return rl.Cur, rl.Max, fmt.Errorf("raise the file descriptor limit: %w", err)
+		}
+		rl = want
+	}
+	return rl.Cur, rl.Max, nil
+}
+
+// logFDLimit raises the file descriptor limit and logs what the replica has.
+func (s *Server) logFDLimit() {
+	soft, hard, err := raiseFDLimit()
+	if err != nil {
+		s.logger.Warn("file descriptor limit not raised", "soft", soft, "hard", hard, "error", err)
+		return
+	}
+	// Each worker holds a connection to the ventilator and one to the sink.
+	s.logger.Info("file descriptors", "limit", soft, "hard_limit", hard, "workers_at_most", max(soft, 64)/2-32)
+}

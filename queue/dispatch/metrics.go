@@ -32,7 +32,10 @@ type metrics struct {
 	fdsLimit            prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, inFlight, parsedBytes, stocked func() float64) *metrics {
+// identityTables are the per-identity tables cortexq_identity_entries reports (Server.identityEntries).
+var identityTables = []string{"waiting", "asking", "asking_key", "capped", "hot_workers", "hot_keys", "budgets"}
+
+func newMetrics(reg prometheus.Registerer, inFlight, parsedBytes, stocked func() float64, identities func() map[string]int) *metrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
@@ -67,6 +70,11 @@ func newMetrics(reg prometheus.Registerer, inFlight, parsedBytes, stocked func()
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cortexq_in_flight", Help: "Tasks this replica has in flight."}, inFlight),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cortexq_reserved", Help: "Tasks this replica holds reserved, not yet handed out (its stock)."}, stocked),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cortexq_parsed_report_bytes", Help: "Memory of the parsed reports not yet claimed (their messages), within the sink's budget for them."}, parsedBytes)}
+	for _, table := range identityTables {
+		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cortexq_identity_entries",
+			Help:        "Entries of a table kept per worker identity or peer: requests waiting, asking per worker and key, requests held at a cap, workers and keys holding unanswered leases, bogus-input budgets.",
+			ConstLabels: prometheus.Labels{"table": table}}, func() float64 { return float64(identities()[table]) }))
+	}
 	for _, c := range collectors {
 		_ = reg.Register(c) // a second server in one process keeps the first one's collectors
 	}

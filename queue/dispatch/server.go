@@ -60,6 +60,9 @@ type Server struct {
 	// and those done, so that a request held for the next one knows when it is over.
 	resyncNow chan struct{}
 	resyncs   struct{ begun, done atomic.Uint64 }
+	// tracked are the sizes of the ventilator's per-identity tables, published by its loop for
+	// the cortexq_identity_entries gauges (metrics.go).
+	tracked struct{ waiting, asking, askingKey, capped atomic.Int64 }
 	// parsed is the budget of parsed reports not yet claimed (Config.MaxParsedBytes), in
 	// parsedWeight; parsedBytes is what is taken of it, for the metric.
 	parsed      *semaphore.Weighted
@@ -118,15 +121,31 @@ func New(b *base.Base, store *lease.Store, cfg Config) (*Server, error) {
 		s.logger.Warn("payload chunks are not 100,000 bytes: upstream CorTeX workers end a payload at its first frame shorter than 100,000 bytes, so they get cut archives and lose track of the frames; use this size only with workers that read every frame (cortexq worker)",
 			"message_size", cfg.MessageSize)
 	}
-	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) },
-		func() float64 { return float64(s.parsedBytes.Load()) }, func() float64 { return float64(s.stocks.len()) })
-	s.attrib = newAttributor(s)
 	sec, err := newSecurity(cfg.Security, cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	s.sec = sec
+	s.metrics = newMetrics(cfg.Registerer, func() float64 { return float64(s.hot.Len()) },
+		func() float64 { return float64(s.parsedBytes.Load()) }, func() float64 { return float64(s.stocks.len()) },
+		s.identityEntries)
+	s.attrib = newAttributor(s)
 	return s, nil
+}
+
+// identityEntries reports the entries of every table this replica keeps per worker identity or
+// per peer (docs/operations.md#fleet-size): each is bounded by the requests waiting, the
+// leases in flight or the peers recently charged, never by the identities ever seen.
+func (s *Server) identityEntries() map[string]int {
+	workers, keys := s.hot.Names()
+	s.sec.peersMu.Lock()
+	budgets := len(s.sec.peers)
+	s.sec.peersMu.Unlock()
+	return map[string]int{
+		"waiting": int(s.tracked.waiting.Load()), "asking": int(s.tracked.asking.Load()),
+		"asking_key": int(s.tracked.askingKey.Load()), "capped": int(s.tracked.capped.Load()),
+		"hot_workers": workers, "hot_keys": keys, "budgets": budgets,
+	}
 }
 
 // InFlight reports how many leases of this replica await a reply.
@@ -171,6 +190,7 @@ func (s *Server) Drain(ctx context.Context, timeout time.Duration) int {
 // Run binds the sockets and serves workers until ctx is done. It returns an error when a socket
 // cannot be bound or the database stays away longer than the outage budget.
 func (s *Server) Run(ctx context.Context) error {
+	s.logFDLimit()
 	zctx, err := zmq.NewContext()
 	if err != nil {
 		return fmt.Errorf("zeromq context: %w", err)
@@ -206,6 +226,7 @@ func (s *Server) newSink(zctx *zmq.Context) (*zmq.Socket, error) {
 	maxMsg := sinkFrameMax(s.cfg.MaxResultBytes)
 	for _, set := range []func() error{
 		func() error { return pull.SetLinger(0) },
+		func() error { return pull.SetBacklog(listenBacklog) },
 		func() error { return pull.SetRcvtimeo(pollInterval) },
 		func() error { return pull.SetMaxmsgsize(maxMsg) },
 		func() error { return setKeepalive(pull, s.cfg.TCPKeepaliveIdle) },

@@ -122,6 +122,7 @@ func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
 		// A request is two short frames. libzmq caps each frame, not how many a message has:
 		// recvFrom keeps the first two (requestLimits) and drops the rest as it receives them.
 		func() error { return router.SetMaxmsgsize(64 << 10) },
+		func() error { return router.SetBacklog(listenBacklog) },
 		func() error { return setKeepalive(router, s.cfg.TCPKeepaliveIdle) },
 		func() error { return setHeartbeat(router, s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout) },
 	} {
@@ -228,7 +229,17 @@ func (v *ventilator) run(ctx context.Context) error {
 		v.serve(ctx, now)
 		v.answerOverdue(now)
 		v.plan(now)
+		v.publishSizes()
 	}
+}
+
+// publishSizes publishes the sizes of the per-identity tables for the metrics.
+func (v *ventilator) publishSizes() {
+	t := &v.s.tracked
+	t.waiting.Store(int64(len(v.waiting)))
+	t.asking.Store(int64(len(v.asking)))
+	t.askingKey.Store(int64(len(v.askingKey)))
+	t.capped.Store(int64(len(v.capped)))
 }
 
 // refusePending answers every request not yet handed to a leaser with no work.

@@ -72,6 +72,15 @@ func (m *Map) HeldByKey(key string) int {
 	return m.keys[key]
 }
 
+// Names reports how many workers and keys the mirror counts tasks for: only those holding an
+// unanswered lease, so the counts are bounded by the leases in flight, never by the workers
+// ever seen.
+func (m *Map) Names() (workers, keys int) {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	return len(m.workers), len(m.keys)
+}
+
 // Replied reports how many mirrored tasks were answered and wait for their claim: the sink's
 // backlog.
 func (m *Map) Replied() int { return int(m.replied.Load()) }

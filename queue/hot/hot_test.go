@@ -159,3 +159,32 @@ func TestRepliedCountsAnsweredTasksUntilTheirClaim(t *testing.T) {
 	require.Zero(t, m.Replied())
 	require.Equal(t, 1, m.Len())
 }
+
+// TestNamesForgetWorkersWithNothingHeld: a fleet that churns through many identities leaves no
+// name behind: a worker or key is counted only while it holds an unanswered lease.
+func TestNamesForgetWorkersWithNothingHeld(t *testing.T) {
+	m := New()
+	for i := range int64(10000) {
+		w := "w" + string(rune('a'+i%26)) + string(rune(i))
+		m.Put(leasedTo(i, w, "k"+w))
+		if i%2 == 0 {
+			m.Answered(i, w) // answered: waits for its claim, no longer held
+		} else {
+			m.Delete(i) // claimed, or reset away
+		}
+		workers, keys := m.Names()
+		require.LessOrEqual(t, workers, 1)
+		require.LessOrEqual(t, keys, 1)
+	}
+	workers, keys := m.Names()
+	require.Zero(t, workers)
+	require.Zero(t, keys)
+	m.Put(leasedTo(20000, "x", "kx"))
+	workers, keys = m.Names()
+	require.Equal(t, 1, workers)
+	require.Equal(t, 1, keys)
+	m.Reset(nil, m.Generation())
+	workers, keys = m.Names()
+	require.Zero(t, workers)
+	require.Zero(t, keys)
+}
