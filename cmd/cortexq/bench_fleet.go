@@ -23,7 +23,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/procstat"
 )
 
@@ -151,16 +150,16 @@ func runFleetBench(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := openStore(c, lease.Config{Replica: "bench"})
+	root, closeStore, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	svc, err := ensureService(ctx, store, "bench_echo")
+	svc, err := ensureService(ctx, root, "bench_echo")
 	if err != nil {
 		return err
 	}
-	if _, err := benchDiscardUnfinished(ctx, store.Pool(), svc.ID); err != nil {
+	if _, err := benchDiscardUnfinished(ctx, root.Pool, svc.ID); err != nil {
 		return err
 	}
 	dir := c.String("dir")
@@ -179,7 +178,7 @@ func runFleetBench(c *cli.Context) error {
 		return err
 	}
 	syscall.Sync()
-	_, err = catalogOf(store).Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+	_, err = root.Catalog.Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	if err != nil {
 		return err
 	}
@@ -264,7 +263,7 @@ func runFleetBench(c *cli.Context) error {
 				f.tasks.Load(), f.distinct.Load(), rss())
 		}
 		if f.tasksLeft.Load() <= 0 && f.churnLeft.Load() <= 0 {
-			open, err := benchOpen(ctx, store.Pool(), svc.ID)
+			open, err := benchOpen(ctx, root.Pool, svc.ID)
 			if err != nil {
 				return err
 			}
@@ -316,7 +315,7 @@ func runFleetBench(c *cli.Context) error {
 			rep.Starved++
 		}
 	}
-	ps, err := inspectOf(store).Progress(ctx, "", svc.Name)
+	ps, err := root.Inspect.Progress(ctx, "", svc.Name)
 	if err != nil {
 		return err
 	}
