@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/internal/bench"
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/dispatch"
@@ -61,7 +62,7 @@ func runDemo(c *cli.Context) error {
 		return err
 	}
 	defer closeStore()
-	svc, err := ensureService(ctx, root, "echo")
+	svc, err := bench.EnsureService(ctx, root, "echo")
 	if err != nil {
 		return fmt.Errorf("service echo: %w", err)
 	}
@@ -72,7 +73,7 @@ func runDemo(c *cli.Context) error {
 	}
 	dir, _ = filepath.Abs(filepath.Join(dir, name))
 	fmt.Fprintf(out, "Generating %d sample source archives in %s\n", c.Int("tasks"), dir)
-	entries, err := stageCorpus(ctx, dir, c.Int("tasks"), c.Int("payload-kb")*1024)
+	entries, err := bench.StageCorpus(ctx, dir, c.Int("tasks"), c.Int("payload-kb")*1024)
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func runDemo(c *cli.Context) error {
 // all come back NoProblem with their archives intact.
 func demoSummary(c *cli.Context, root *base.Base, name string, entries []string, p inspect.Progress, took time.Duration, corpus int32) error {
 	out, ctx := c.App.Writer, c.Context
-	bad, firstBad := byteIdentical(entries, "echo")
+	bad, firstBad := bench.ByteIdentical(entries, "echo")
 	mb := float64(p.Done()) * float64(c.Int("payload-kb")) / 1024 * 2
 	fmt.Fprintf(out, "\nDone: %d tasks in %s: %.0f tasks/s, %.1f MB/s (source + result)\n", p.Done(), took.Round(time.Millisecond),
 		float64(p.Done())/took.Seconds(), mb/took.Seconds())

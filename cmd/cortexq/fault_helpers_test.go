@@ -22,6 +22,7 @@ import (
 	zmq "github.com/pebbe/zmq4"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/internal/bench"
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
@@ -64,7 +65,7 @@ func newFaultRig(t *testing.T, dsn string) *faultRig {
 	root := base.New(pool, nil, nil)
 	r := &faultRig{t: t, ctx: ctx, dsn: dsn, pool: pool, dir: t.TempDir(), root: root,
 		store: root.Lease(lease.Config{Replica: "fault-test"})}
-	_, err = ensureService(ctx, r.root, faultService)
+	_, err = bench.EnsureService(ctx, r.root, faultService)
 	require.NoError(t, err)
 	t.Cleanup(r.stopAll)
 	return r
@@ -77,9 +78,9 @@ func (r *faultRig) stage(name, dir string, n, size int) []string {
 	if dir == "" {
 		dir = filepath.Join(r.dir, "corpus")
 	}
-	entries, err := stageCorpus(r.ctx, dir, n, size)
+	entries, err := bench.StageCorpus(r.ctx, dir, n, size)
 	require.NoError(r.t, err)
-	svc, err := ensureService(r.ctx, r.root, faultService)
+	svc, err := bench.EnsureService(r.ctx, r.root, faultService)
 	require.NoError(r.t, err)
 	sum, err := r.root.Catalog.Import(r.ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	require.NoError(r.t, err)
@@ -624,7 +625,7 @@ func (r *faultRig) checkFinished() (faultProgress, faultAudit) {
 	a := r.audit()
 	require.Zero(r.t, a.notExactlyOne, "tasks whose final result is not recorded exactly once: %+v", a)
 	if p.noProblem == p.total {
-		bad, first := byteIdentical(r.entries, faultService)
+		bad, first := bench.ByteIdentical(r.entries, faultService)
 		if bad > 0 {
 			r.logHistoryOfMissingArchives(3)
 		}

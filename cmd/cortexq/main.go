@@ -19,6 +19,7 @@ import (
 	"github.com/lmittmann/tint"
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/internal/bench"
 	"github.com/cortexq/cortexq/migrations"
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/base"
@@ -44,7 +45,8 @@ func main() {
 func commands() []*cli.Command {
 	return []*cli.Command{
 		demoCommand(),
-		withFleet(benchCommand()),
+		bench.Command(bench.Wiring{EnvVars: envVars, Usagef: usagef, DatabaseURL: databaseURL, OpenBase: openBase,
+			DatabaseURLFlag: flagDatabaseURL, TuneGC: tuneGC, MetricsMaxAge: metricsMaxAge}),
 		serveCommand(),
 		workerCommand(),
 		dbCommand(),

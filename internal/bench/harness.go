@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"archive/zip"
@@ -51,9 +51,9 @@ func sampleArchive(i, size, messages int) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// stageCorpus writes n sample source archives, one directory each (dir/NNNNNN/source.zip), and
+// StageCorpus writes n sample source archives, one directory each (dir/NNNNNN/source.zip), and
 // returns their paths.
-func stageCorpus(ctx context.Context, dir string, n, size int) ([]string, error) {
+func StageCorpus(ctx context.Context, dir string, n, size int) ([]string, error) {
 	return stageCorpusLogs(ctx, dir, n, size, 0)
 }
 
@@ -88,8 +88,8 @@ func stageCorpusLogs(ctx context.Context, dir string, n, size, messages int) ([]
 	return entries, nil
 }
 
-// ensureService returns the service named name, adding it if missing.
-func ensureService(ctx context.Context, root *base.Base, name string) (catalog.Service, error) {
+// EnsureService returns the service named name, adding it if missing.
+func EnsureService(ctx context.Context, root *base.Base, name string) (catalog.Service, error) {
 	svc, err := root.Catalog.Service(ctx, name)
 	if errors.Is(err, queue.ErrNotFound) {
 		svc, err = root.Catalog.AddService(ctx, name, 0)
@@ -100,8 +100,8 @@ func ensureService(ctx context.Context, root *base.Base, name string) (catalog.S
 	return svc, err
 }
 
-// byteIdentical checks that each entry's result archive (<dir>/<service>.zip) equals its source.
-func byteIdentical(entries []string, service string) (bad int, first error) {
+// ByteIdentical checks that each entry's result archive (<dir>/<service>.zip) equals its source.
+func ByteIdentical(entries []string, service string) (bad int, first error) {
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0) * 2)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -54,29 +54,29 @@ func benchCommand() *cli.Command {
 			"belong to its own service, bench_echo: unfinished tasks an earlier bench left there (one that\n" +
 			"stopped before its backlog drained) are deleted first.",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "tasks", Usage: "source archives to stage and convert", Value: 20000, EnvVars: envVars("BENCH_TASKS")},
-			&cli.IntFlag{Name: "workers", Usage: "echo workers, each with its own identity", Value: 8, EnvVars: envVars("BENCH_WORKERS")},
-			&cli.IntFlag{Name: "replicas", Usage: "replicas sharing the database", Value: 1, EnvVars: envVars("BENCH_REPLICAS")},
-			&cli.IntFlag{Name: "payload-kb", Usage: "payload size of each source archive", Value: 8, EnvVars: envVars("BENCH_PAYLOAD_KB")},
-			&cli.IntFlag{Name: "messages", Usage: "give each source archive a LaTeXML-shaped cortex.log of about this many messages (loaded bindings, warnings; errors in a third of the tasks: statuses NoProblem, Warning and Error, the same every run); 0: a one-line log, NoProblem", EnvVars: envVars("BENCH_MESSAGES")},
-			&cli.Float64Flag{Name: "rate", Usage: "hold the workers to this many tasks/s in all (0: as fast as they go)", EnvVars: envVars("BENCH_RATE")},
-			&cli.IntFlag{Name: "chaos", Usage: "a saboteur leases this many tasks and dies (the reaper must recover them)", EnvVars: envVars("BENCH_CHAOS")},
-			&cli.DurationFlag{Name: "lease-timeout", Usage: "the replicas' --lease-timeout; 0: 5s with --chaos (recovered quickly), else the serve default", EnvVars: envVars("BENCH_LEASE_TIMEOUT")},
-			&cli.BoolFlag{Name: "vs-river", Usage: "also run --tasks no-op River jobs on the same database and print the ratio", EnvVars: envVars("BENCH_VS_RIVER")},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON line", EnvVars: envVars("BENCH_JSON")},
-			&cli.StringFlag{Name: "dir", Usage: "where to stage the archives, kept afterwards; empty: a temp dir, removed afterwards (on ext4 without a journal, files created among thousands deleted in the last minutes cost up to 40x the CPU: give runs one after another a --dir each)", EnvVars: envVars("BENCH_DIR")},
-			&cli.DurationFlag{Name: "deadline", Usage: "give up (a failed gate) after this long", Value: 10 * time.Minute, EnvVars: envVars("BENCH_DEADLINE")},
-			&cli.IntFlag{Name: "max-in-flight", Usage: "--max-in-flight of each replica", Value: 5000, EnvVars: envVars("BENCH_MAX_IN_FLIGHT")},
-			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of replica 1 to this file (pprof)", EnvVars: envVars("BENCH_CPUPROFILE")},
-			&cli.StringFlag{Name: "corpora", Usage: "TODO tasks per corpus, comma-separated (e.g. 1000000,100): several corpora of the service, served by fair share; the run stops once --tasks are converted, and reports when each corpus finished (archives are staged only for the tasks a run can reach)", EnvVars: envVars("BENCH_CORPORA")},
-			&cli.StringSliceFlag{Name: "serve-flag", Usage: "an extra flag for every replica's serve command, e.g. --serve-flag=--claimers=1 (repeatable)", EnvVars: envVars("BENCH_SERVE_FLAGS")},
+			&cli.IntFlag{Name: "tasks", Usage: "source archives to stage and convert", Value: 20000, EnvVars: w.EnvVars("BENCH_TASKS")},
+			&cli.IntFlag{Name: "workers", Usage: "echo workers, each with its own identity", Value: 8, EnvVars: w.EnvVars("BENCH_WORKERS")},
+			&cli.IntFlag{Name: "replicas", Usage: "replicas sharing the database", Value: 1, EnvVars: w.EnvVars("BENCH_REPLICAS")},
+			&cli.IntFlag{Name: "payload-kb", Usage: "payload size of each source archive", Value: 8, EnvVars: w.EnvVars("BENCH_PAYLOAD_KB")},
+			&cli.IntFlag{Name: "messages", Usage: "give each source archive a LaTeXML-shaped cortex.log of about this many messages (loaded bindings, warnings; errors in a third of the tasks: statuses NoProblem, Warning and Error, the same every run); 0: a one-line log, NoProblem", EnvVars: w.EnvVars("BENCH_MESSAGES")},
+			&cli.Float64Flag{Name: "rate", Usage: "hold the workers to this many tasks/s in all (0: as fast as they go)", EnvVars: w.EnvVars("BENCH_RATE")},
+			&cli.IntFlag{Name: "chaos", Usage: "a saboteur leases this many tasks and dies (the reaper must recover them)", EnvVars: w.EnvVars("BENCH_CHAOS")},
+			&cli.DurationFlag{Name: "lease-timeout", Usage: "the replicas' --lease-timeout; 0: 5s with --chaos (recovered quickly), else the serve default", EnvVars: w.EnvVars("BENCH_LEASE_TIMEOUT")},
+			&cli.BoolFlag{Name: "vs-river", Usage: "also run --tasks no-op River jobs on the same database and print the ratio", EnvVars: w.EnvVars("BENCH_VS_RIVER")},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON line", EnvVars: w.EnvVars("BENCH_JSON")},
+			&cli.StringFlag{Name: "dir", Usage: "where to stage the archives, kept afterwards; empty: a temp dir, removed afterwards (on ext4 without a journal, files created among thousands deleted in the last minutes cost up to 40x the CPU: give runs one after another a --dir each)", EnvVars: w.EnvVars("BENCH_DIR")},
+			&cli.DurationFlag{Name: "deadline", Usage: "give up (a failed gate) after this long", Value: 10 * time.Minute, EnvVars: w.EnvVars("BENCH_DEADLINE")},
+			&cli.IntFlag{Name: "max-in-flight", Usage: "--max-in-flight of each replica", Value: 5000, EnvVars: w.EnvVars("BENCH_MAX_IN_FLIGHT")},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of replica 1 to this file (pprof)", EnvVars: w.EnvVars("BENCH_CPUPROFILE")},
+			&cli.StringFlag{Name: "corpora", Usage: "TODO tasks per corpus, comma-separated (e.g. 1000000,100): several corpora of the service, served by fair share; the run stops once --tasks are converted, and reports when each corpus finished (archives are staged only for the tasks a run can reach)", EnvVars: w.EnvVars("BENCH_CORPORA")},
+			&cli.StringSliceFlag{Name: "serve-flag", Usage: "an extra flag for every replica's serve command, e.g. --serve-flag=--claimers=1 (repeatable)", EnvVars: w.EnvVars("BENCH_SERVE_FLAGS")},
 		},
 		Action: runBench,
 	}
 }
 
-// benchReport is what a bench run measured.
-type benchReport struct {
+// Report is what a bench run measured.
+type Report struct {
 	Tasks     int `json:"tasks"`
 	Workers   int `json:"workers"`
 	Replicas  int `json:"replicas"`
@@ -136,33 +136,33 @@ type benchReport struct {
 }
 
 func runBench(c *cli.Context) error {
-	tuneGC()
+	w.TuneGC()
 	n, workers, replicas := c.Int("tasks"), c.Int("workers"), c.Int("replicas")
 	if n < 1 || workers < 1 || replicas < 1 || c.Int("payload-kb") < 0 || c.Int("chaos") < 0 || c.Int("chaos") > n {
-		return usagef(c, "--tasks, --workers and --replicas must be at least 1; --chaos between 0 and --tasks")
+		return w.Usagef(c, "--tasks, --workers and --replicas must be at least 1; --chaos between 0 and --tasks")
 	}
 	messages := c.Int("messages")
 	if messages < 0 || messages > 100000 {
-		return usagef(c, "--messages must be between 0 and 100000")
+		return w.Usagef(c, "--messages must be between 0 and 100000")
 	}
 	if messages > 0 && c.String("corpora") != "" {
-		return usagef(c, "--messages and --corpora do not go together")
+		return w.Usagef(c, "--messages and --corpora do not go together")
 	}
 	var counts []int
 	if s := c.String("corpora"); s != "" {
 		var err error
 		if counts, err = parseCorpora(s); err != nil {
-			return usagef(c, "%v", err)
+			return w.Usagef(c, "%v", err)
 		}
 		total := 0
 		for _, k := range counts {
 			total += k
 		}
 		if n > total {
-			return usagef(c, "--tasks %d: more than the %d tasks of --corpora", n, total)
+			return w.Usagef(c, "--tasks %d: more than the %d tasks of --corpora", n, total)
 		}
 		if c.Int("chaos") > 0 {
-			return usagef(c, "--chaos and --corpora do not go together")
+			return w.Usagef(c, "--chaos and --corpora do not go together")
 		}
 	}
 	ctx := c.Context
@@ -171,11 +171,11 @@ func runBench(c *cli.Context) error {
 			fmt.Fprintf(c.App.Writer, format+"\n", args...)
 		}
 	}
-	dsn, err := databaseURL(c)
+	dsn, err := w.DatabaseURL(c)
 	if err != nil {
 		return err
 	}
-	root, closeStore, err := openBase(c)
+	root, closeStore, err := w.OpenBase(c)
 	if err != nil {
 		return err
 	}
@@ -188,14 +188,14 @@ func runBench(c *cli.Context) error {
 	}
 	defer pollPool.Close()
 	poll := base.New(pollPool, nil, slog.Default())
-	cluster := findCluster(ctx, pollPool, c.String(flagDatabaseURL) != "")
+	cluster := findCluster(ctx, pollPool, c.String(w.DatabaseURLFlag) != "")
 	pollCPU := func() float64 {
 		if !cluster.counted() {
 			return 0
 		}
 		return procstat.Runtime(cluster.backend)
 	}
-	svc, err := ensureService(ctx, root, "bench_echo")
+	svc, err := EnsureService(ctx, root, "bench_echo")
 	if err != nil {
 		return err
 	}
@@ -425,7 +425,7 @@ func runBench(c *cli.Context) error {
 		p = sumProgress(ps, name, corpora)
 	}
 
-	rep := benchReport{Tasks: n, Workers: workers, Replicas: replicas, PayloadKB: c.Int("payload-kb"),
+	rep := Report{Tasks: n, Workers: workers, Replicas: replicas, PayloadKB: c.Int("payload-kb"),
 		Rate: c.Float64("rate"), Chaos: c.Int("chaos"), Seconds: took.Seconds(),
 		PeakInFlight: peak.Load(), ReplicaPeakRSSMB: rssPeak, NoProblem: p.NoProblem,
 		NoWorkReplies: stats.Mocks.Load(), Messages: messages, Warning: p.Warning, Error: p.Error}
@@ -456,7 +456,7 @@ func runBench(c *cli.Context) error {
 	rep.P50Millis, rep.P99Millis = float64(p50.Microseconds())/1000, float64(p99.Microseconds())/1000
 	rep.Lost = int64(n) - p.Done()
 	if corpora == nil {
-		rep.BadArchives, _ = byteIdentical(entries, svc.Name)
+		rep.BadArchives, _ = ByteIdentical(entries, svc.Name)
 		// Each task's status is the one its log derives.
 		var want [3]int64
 		for i := range n {
@@ -827,7 +827,7 @@ var benchBatches = map[string]string{"reserve": "cortexq_reserve_batch_size", "a
 // "attributed_at_claim". /metrics answers from a gathering up to metricsMaxAge old: it waits
 // that long first, so the run's last transactions are in.
 func readBatches(urls []string) map[string]float64 {
-	time.Sleep(metricsMaxAge + 100*time.Millisecond)
+	time.Sleep(w.MetricsMaxAge + 100*time.Millisecond)
 	names := []string{"cortexq_attributed_at_claim_total", "cortexq_leases_total"}
 	for _, h := range benchBatches {
 		names = append(names, h+"_sum", h+"_count")

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func stageCorpora(ctx context.Context, root *base.Base, svc catalog.Service, dir
 		cdir := filepath.Join(dir, bc.name)
 		staged := min(n, reach)
 		logf("corpus %s: %d TODO tasks, %d archives staged in %s", bc.name, n, staged, cdir)
-		entries, err := stageCorpus(ctx, cdir, staged, size)
+		entries, err := StageCorpus(ctx, cdir, staged, size)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -122,6 +122,6 @@ func resultsIdentical(entries []string, service string) (bad, results int) {
 			done = append(done, e)
 		}
 	}
-	bad, _ = byteIdentical(done, service)
+	bad, _ = ByteIdentical(done, service)
 	return bad, len(done)
 }
