@@ -41,12 +41,16 @@ func main() {
 	}
 }
 
+// engines wires the bench and demo engines (internal/bench) to the CLI.
+var engines = bench.Wiring{EnvVars: envVars, Usagef: usagef, DatabaseURL: databaseURL, OpenBase: openBase,
+	DatabaseURLFlag: flagDatabaseURL, TuneGC: tuneGC, MetricsMaxAge: metricsMaxAge,
+	HomeFlag: flagHome, PGBinFlag: flagPGBin, LatexmlService: latexmlService, Bar: bar, IsTerminal: isTerminal, Printable: printable}
+
 // commands lists the app's commands, one file each.
 func commands() []*cli.Command {
 	return []*cli.Command{
-		demoCommand(),
-		bench.Command(bench.Wiring{EnvVars: envVars, Usagef: usagef, DatabaseURL: databaseURL, OpenBase: openBase,
-			DatabaseURLFlag: flagDatabaseURL, TuneGC: tuneGC, MetricsMaxAge: metricsMaxAge}),
+		bench.DemoCommand(engines),
+		bench.Command(engines),
 		serveCommand(),
 		workerCommand(),
 		dbCommand(),

@@ -54,22 +54,22 @@ func benchCommand() *cli.Command {
 			"belong to its own service, bench_echo: unfinished tasks an earlier bench left there (one that\n" +
 			"stopped before its backlog drained) are deleted first.",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "tasks", Usage: "source archives to stage and convert", Value: 20000, EnvVars: w.EnvVars("BENCH_TASKS")},
-			&cli.IntFlag{Name: "workers", Usage: "echo workers, each with its own identity", Value: 8, EnvVars: w.EnvVars("BENCH_WORKERS")},
-			&cli.IntFlag{Name: "replicas", Usage: "replicas sharing the database", Value: 1, EnvVars: w.EnvVars("BENCH_REPLICAS")},
-			&cli.IntFlag{Name: "payload-kb", Usage: "payload size of each source archive", Value: 8, EnvVars: w.EnvVars("BENCH_PAYLOAD_KB")},
-			&cli.IntFlag{Name: "messages", Usage: "give each source archive a LaTeXML-shaped cortex.log of about this many messages (loaded bindings, warnings; errors in a third of the tasks: statuses NoProblem, Warning and Error, the same every run); 0: a one-line log, NoProblem", EnvVars: w.EnvVars("BENCH_MESSAGES")},
-			&cli.Float64Flag{Name: "rate", Usage: "hold the workers to this many tasks/s in all (0: as fast as they go)", EnvVars: w.EnvVars("BENCH_RATE")},
-			&cli.IntFlag{Name: "chaos", Usage: "a saboteur leases this many tasks and dies (the reaper must recover them)", EnvVars: w.EnvVars("BENCH_CHAOS")},
-			&cli.DurationFlag{Name: "lease-timeout", Usage: "the replicas' --lease-timeout; 0: 5s with --chaos (recovered quickly), else the serve default", EnvVars: w.EnvVars("BENCH_LEASE_TIMEOUT")},
-			&cli.BoolFlag{Name: "vs-river", Usage: "also run --tasks no-op River jobs on the same database and print the ratio", EnvVars: w.EnvVars("BENCH_VS_RIVER")},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON line", EnvVars: w.EnvVars("BENCH_JSON")},
-			&cli.StringFlag{Name: "dir", Usage: "where to stage the archives, kept afterwards; empty: a temp dir, removed afterwards (on ext4 without a journal, files created among thousands deleted in the last minutes cost up to 40x the CPU: give runs one after another a --dir each)", EnvVars: w.EnvVars("BENCH_DIR")},
-			&cli.DurationFlag{Name: "deadline", Usage: "give up (a failed gate) after this long", Value: 10 * time.Minute, EnvVars: w.EnvVars("BENCH_DEADLINE")},
-			&cli.IntFlag{Name: "max-in-flight", Usage: "--max-in-flight of each replica", Value: 5000, EnvVars: w.EnvVars("BENCH_MAX_IN_FLIGHT")},
-			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of replica 1 to this file (pprof)", EnvVars: w.EnvVars("BENCH_CPUPROFILE")},
-			&cli.StringFlag{Name: "corpora", Usage: "TODO tasks per corpus, comma-separated (e.g. 1000000,100): several corpora of the service, served by fair share; the run stops once --tasks are converted, and reports when each corpus finished (archives are staged only for the tasks a run can reach)", EnvVars: w.EnvVars("BENCH_CORPORA")},
-			&cli.StringSliceFlag{Name: "serve-flag", Usage: "an extra flag for every replica's serve command, e.g. --serve-flag=--claimers=1 (repeatable)", EnvVars: w.EnvVars("BENCH_SERVE_FLAGS")},
+			&cli.IntFlag{Name: "tasks", Usage: "source archives to stage and convert", Value: 20000, EnvVars: wired.EnvVars("BENCH_TASKS")},
+			&cli.IntFlag{Name: "workers", Usage: "echo workers, each with its own identity", Value: 8, EnvVars: wired.EnvVars("BENCH_WORKERS")},
+			&cli.IntFlag{Name: "replicas", Usage: "replicas sharing the database", Value: 1, EnvVars: wired.EnvVars("BENCH_REPLICAS")},
+			&cli.IntFlag{Name: "payload-kb", Usage: "payload size of each source archive", Value: 8, EnvVars: wired.EnvVars("BENCH_PAYLOAD_KB")},
+			&cli.IntFlag{Name: "messages", Usage: "give each source archive a LaTeXML-shaped cortex.log of about this many messages (loaded bindings, warnings; errors in a third of the tasks: statuses NoProblem, Warning and Error, the same every run); 0: a one-line log, NoProblem", EnvVars: wired.EnvVars("BENCH_MESSAGES")},
+			&cli.Float64Flag{Name: "rate", Usage: "hold the workers to this many tasks/s in all (0: as fast as they go)", EnvVars: wired.EnvVars("BENCH_RATE")},
+			&cli.IntFlag{Name: "chaos", Usage: "a saboteur leases this many tasks and dies (the reaper must recover them)", EnvVars: wired.EnvVars("BENCH_CHAOS")},
+			&cli.DurationFlag{Name: "lease-timeout", Usage: "the replicas' --lease-timeout; 0: 5s with --chaos (recovered quickly), else the serve default", EnvVars: wired.EnvVars("BENCH_LEASE_TIMEOUT")},
+			&cli.BoolFlag{Name: "vs-river", Usage: "also run --tasks no-op River jobs on the same database and print the ratio", EnvVars: wired.EnvVars("BENCH_VS_RIVER")},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON line", EnvVars: wired.EnvVars("BENCH_JSON")},
+			&cli.StringFlag{Name: "dir", Usage: "where to stage the archives, kept afterwards; empty: a temp dir, removed afterwards (on ext4 without a journal, files created among thousands deleted in the last minutes cost up to 40x the CPU: give runs one after another a --dir each)", EnvVars: wired.EnvVars("BENCH_DIR")},
+			&cli.DurationFlag{Name: "deadline", Usage: "give up (a failed gate) after this long", Value: 10 * time.Minute, EnvVars: wired.EnvVars("BENCH_DEADLINE")},
+			&cli.IntFlag{Name: "max-in-flight", Usage: "--max-in-flight of each replica", Value: 5000, EnvVars: wired.EnvVars("BENCH_MAX_IN_FLIGHT")},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of replica 1 to this file (pprof)", EnvVars: wired.EnvVars("BENCH_CPUPROFILE")},
+			&cli.StringFlag{Name: "corpora", Usage: "TODO tasks per corpus, comma-separated (e.g. 1000000,100): several corpora of the service, served by fair share; the run stops once --tasks are converted, and reports when each corpus finished (archives are staged only for the tasks a run can reach)", EnvVars: wired.EnvVars("BENCH_CORPORA")},
+			&cli.StringSliceFlag{Name: "serve-flag", Usage: "an extra flag for every replica's serve command, e.g. --serve-flag=--claimers=1 (repeatable)", EnvVars: wired.EnvVars("BENCH_SERVE_FLAGS")},
 		},
 		Action: runBench,
 	}
@@ -136,33 +136,33 @@ type Report struct {
 }
 
 func runBench(c *cli.Context) error {
-	w.TuneGC()
+	wired.TuneGC()
 	n, workers, replicas := c.Int("tasks"), c.Int("workers"), c.Int("replicas")
 	if n < 1 || workers < 1 || replicas < 1 || c.Int("payload-kb") < 0 || c.Int("chaos") < 0 || c.Int("chaos") > n {
-		return w.Usagef(c, "--tasks, --workers and --replicas must be at least 1; --chaos between 0 and --tasks")
+		return wired.Usagef(c, "--tasks, --workers and --replicas must be at least 1; --chaos between 0 and --tasks")
 	}
 	messages := c.Int("messages")
 	if messages < 0 || messages > 100000 {
-		return w.Usagef(c, "--messages must be between 0 and 100000")
+		return wired.Usagef(c, "--messages must be between 0 and 100000")
 	}
 	if messages > 0 && c.String("corpora") != "" {
-		return w.Usagef(c, "--messages and --corpora do not go together")
+		return wired.Usagef(c, "--messages and --corpora do not go together")
 	}
 	var counts []int
 	if s := c.String("corpora"); s != "" {
 		var err error
 		if counts, err = parseCorpora(s); err != nil {
-			return w.Usagef(c, "%v", err)
+			return wired.Usagef(c, "%v", err)
 		}
 		total := 0
 		for _, k := range counts {
 			total += k
 		}
 		if n > total {
-			return w.Usagef(c, "--tasks %d: more than the %d tasks of --corpora", n, total)
+			return wired.Usagef(c, "--tasks %d: more than the %d tasks of --corpora", n, total)
 		}
 		if c.Int("chaos") > 0 {
-			return w.Usagef(c, "--chaos and --corpora do not go together")
+			return wired.Usagef(c, "--chaos and --corpora do not go together")
 		}
 	}
 	ctx := c.Context
@@ -171,11 +171,11 @@ func runBench(c *cli.Context) error {
 			fmt.Fprintf(c.App.Writer, format+"\n", args...)
 		}
 	}
-	dsn, err := w.DatabaseURL(c)
+	dsn, err := wired.DatabaseURL(c)
 	if err != nil {
 		return err
 	}
-	root, closeStore, err := w.OpenBase(c)
+	root, closeStore, err := wired.OpenBase(c)
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func runBench(c *cli.Context) error {
 	}
 	defer pollPool.Close()
 	poll := base.New(pollPool, nil, slog.Default())
-	cluster := findCluster(ctx, pollPool, c.String(w.DatabaseURLFlag) != "")
+	cluster := findCluster(ctx, pollPool, c.String(wired.DatabaseURLFlag) != "")
 	pollCPU := func() float64 {
 		if !cluster.counted() {
 			return 0
@@ -827,7 +827,7 @@ var benchBatches = map[string]string{"reserve": "cortexq_reserve_batch_size", "a
 // "attributed_at_claim". /metrics answers from a gathering up to metricsMaxAge old: it waits
 // that long first, so the run's last transactions are in.
 func readBatches(urls []string) map[string]float64 {
-	time.Sleep(w.MetricsMaxAge + 100*time.Millisecond)
+	time.Sleep(wired.MetricsMaxAge + 100*time.Millisecond)
 	names := []string{"cortexq_attributed_at_claim_total", "cortexq_leases_total"}
 	for _, h := range benchBatches {
 		names = append(names, h+"_sum", h+"_count")

@@ -44,9 +44,9 @@ const fleetReplyBound = 10 * time.Second
 // withFleet adds the fleet bench's flags to the bench command.
 func withFleet(cmd *cli.Command) *cli.Command {
 	cmd.Flags = append(cmd.Flags,
-		&cli.IntFlag{Name: "fleet", Usage: "simulate a fleet of this many worker identities (one DEALER each, one request outstanding) against one replica instead of --workers echo workers; 0: off", EnvVars: w.EnvVars("BENCH_FLEET")},
-		&cli.IntFlag{Name: "churn", Usage: "with --fleet: replace identities by new ones (a restarted worker's new name) until this many distinct identities have asked; after --tasks are done the fleet keeps restarting, asking and getting no work, until then", EnvVars: w.EnvVars("BENCH_CHURN")},
-		&cli.DurationFlag{Name: "fleet-throttle", Usage: "with --fleet: how long an identity waits after a no-work reply before it asks again", Value: time.Second, EnvVars: w.EnvVars("BENCH_FLEET_THROTTLE")},
+		&cli.IntFlag{Name: "fleet", Usage: "simulate a fleet of this many worker identities (one DEALER each, one request outstanding) against one replica instead of --workers echo workers; 0: off", EnvVars: wired.EnvVars("BENCH_FLEET")},
+		&cli.IntFlag{Name: "churn", Usage: "with --fleet: replace identities by new ones (a restarted worker's new name) until this many distinct identities have asked; after --tasks are done the fleet keeps restarting, asking and getting no work, until then", EnvVars: wired.EnvVars("BENCH_CHURN")},
+		&cli.DurationFlag{Name: "fleet-throttle", Usage: "with --fleet: how long an identity waits after a no-work reply before it asks again", Value: time.Second, EnvVars: wired.EnvVars("BENCH_FLEET_THROTTLE")},
 	)
 	action := cmd.Action
 	cmd.Action = func(c *cli.Context) error {
@@ -131,11 +131,11 @@ type fleet struct {
 }
 
 func runFleetBench(c *cli.Context) error {
-	w.TuneGC()
+	wired.TuneGC()
 	n, size, tasks := c.Int("fleet"), c.Int("payload-kb")*1024, c.Int("tasks")
 	churn := max(c.Int("churn"), n)
 	if tasks < 1 || size < 0 {
-		return w.Usagef(c, "--tasks must be at least 1 and --payload-kb not negative")
+		return wired.Usagef(c, "--tasks must be at least 1 and --payload-kb not negative")
 	}
 	ctx := c.Context
 	logf := func(format string, args ...any) {
@@ -146,11 +146,11 @@ func runFleetBench(c *cli.Context) error {
 	// Each identity holds a connection (a file descriptor here, one in the replica): raise this process's limits, the hard one too when
 	// allowed, before the replica is started and inherits them.
 	fdLimit := raiseNoFile(uint64(n + 4096))
-	dsn, err := w.DatabaseURL(c)
+	dsn, err := wired.DatabaseURL(c)
 	if err != nil {
 		return err
 	}
-	root, closeStore, err := w.OpenBase(c)
+	root, closeStore, err := wired.OpenBase(c)
 	if err != nil {
 		return err
 	}

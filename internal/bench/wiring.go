@@ -1,4 +1,5 @@
-// Package bench is the engine of `cortexq bench`: it stages corpora, runs replicas (`cortexq
+// Package bench is the engine of `cortexq bench` and `cortexq demo` (demo.go, demo_latexml.go).
+// The bench it stages corpora, runs replicas (`cortexq
 // serve` subprocesses) and workers, or a simulated fleet of worker identities (--fleet), and
 // reports throughput, latency, CPU and memory, against River's own queue when asked
 // (--vs-river). docs/performance.md has its numbers. The staging helpers (StageCorpus,
@@ -7,6 +8,7 @@
 package bench
 
 import (
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,13 +32,27 @@ type Wiring struct {
 	TuneGC func()
 	// MetricsMaxAge is how old the metrics a replica's /metrics answers may be.
 	MetricsMaxAge time.Duration
+
+	// For the demo: the flags its hints repeat, the service of LaTeXML conversions, and the
+	// CLI's progress bar, terminal test and printable form of worker text.
+	HomeFlag, PGBinFlag string
+	LatexmlService      string
+	Bar                 func(done, total int64, width int) string
+	IsTerminal          func(f *os.File) bool
+	Printable           func(s string) string
 }
 
-// w is the CLI's wiring, set by Command.
-var w Wiring
+// wired is the CLI's wiring, set by Command.
+var wired Wiring
 
 // Command is `cortexq bench`, wired to the CLI by wiring.
 func Command(wiring Wiring) *cli.Command {
-	w = wiring
+	wired = wiring
 	return withFleet(benchCommand())
+}
+
+// DemoCommand is `cortexq demo`, wired to the CLI by wiring.
+func DemoCommand(wiring Wiring) *cli.Command {
+	wired = wiring
+	return demoCommand()
 }

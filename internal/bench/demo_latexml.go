@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -36,7 +36,7 @@ const demoLeaseMargin = time.Minute
 // tex_to_html, converted by a replica and LaTeXML workers in this process, and a summary of each
 // task's status and messages.
 func runLatexmlDemo(c *cli.Context) error {
-	tuneGC()
+	wired.TuneGC()
 	out := c.App.Writer
 	ctx := c.Context
 	timeout, workers, prog, err := latexmlDemoFlags(c)
@@ -44,7 +44,7 @@ func runLatexmlDemo(c *cli.Context) error {
 		return err
 	}
 	leaseTimeout := timeout + demoLeaseMargin
-	root, closeStore, err := openBase(c, lease.TunePool)
+	root, closeStore, err := wired.OpenBase(c, lease.TunePool)
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func runLatexmlDemo(c *cli.Context) error {
 	name := "latexml-demo-" + time.Now().Format("20060102-150405")
 	dir := c.String("dir")
 	if dir == "" {
-		dir = filepath.Join(c.String(flagHome), "demo")
+		dir = filepath.Join(c.String(wired.HomeFlag), "demo")
 	}
 	dir, _ = filepath.Abs(filepath.Join(dir, name))
 	entries, err := stageLatexmlSamples(dir)
@@ -69,7 +69,7 @@ func runLatexmlDemo(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(out, "Imported %d sample papers from %s as corpus %s, service %s (lease %s, conversion timeout %s)\n",
-		sum.Added, dir, name, latexmlService, leaseTimeout, timeout)
+		sum.Added, dir, name, wired.LatexmlService, leaseTimeout, timeout)
 
 	rep, err := startDemoReplica(ctx, root, lease.Config{Replica: "demo", LeaseTimeout: leaseTimeout})
 	if err != nil {
@@ -78,7 +78,7 @@ func runLatexmlDemo(c *cli.Context) error {
 	defer rep.close()
 	start := time.Now()
 	wDone := startLatexmlWorkers(ctx, out, rep, workers, prog, timeout)
-	p, err := demoProgress(ctx, root, name, latexmlService, start, false, rep.done)
+	p, err := demoProgress(ctx, root, name, wired.LatexmlService, start, false, rep.done)
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func startLatexmlWorkers(ctx context.Context, out io.Writer, rep *demoReplica, w
 	wDone := make(chan error, 1)
 	go func() {
 		wDone <- worker.Run(rep.ctx, worker.Config{
-			Ventilator: rep.vent, Sink: rep.sink, Service: latexmlService, Identity: "demo-latexml",
+			Ventilator: rep.vent, Sink: rep.sink, Service: wired.LatexmlService, Identity: "demo-latexml",
 			Concurrency: workers, Throttle: 100 * time.Millisecond, IOTimeout: 30 * time.Second,
 			Backoff: 200 * time.Millisecond, Logger: rep.quiet,
 		}, latexml.New(latexml.Config{Latexmlc: prog, Timeout: timeout, Logger: rep.quiet, Sandbox: sb}))
@@ -132,14 +132,14 @@ func startLatexmlWorkers(ctx context.Context, out io.Writer, rep *demoReplica, w
 func latexmlDemoFlags(c *cli.Context) (timeout time.Duration, workers int, prog string, err error) {
 	timeout = c.Duration("latexml-timeout")
 	if timeout <= 0 {
-		return 0, 0, "", usagef(c, "--latexml-timeout %s: want a positive duration", timeout)
+		return 0, 0, "", wired.Usagef(c, "--latexml-timeout %s: want a positive duration", timeout)
 	}
 	workers = 2 // the samples are few, and a conversion keeps a core busy
 	if c.IsSet("workers") {
 		workers = c.Int("workers")
 	}
 	if workers < 1 {
-		return 0, 0, "", usagef(c, "--workers must be at least 1")
+		return 0, 0, "", wired.Usagef(c, "--workers must be at least 1")
 	}
 	prog, err = exec.LookPath(latexml.LatexmlcDefault)
 	if err != nil {
@@ -174,27 +174,27 @@ func printLatexmlHints(c *cli.Context, out io.Writer, root *base.Base, name stri
 	fmt.Fprintf(out, "\nLook closer:\n")
 	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, root, corpus))
 	fmt.Fprintf(out, "  %s db psql -c \"SELECT m.severity, m.category, m.what, count(DISTINCT m.task_id) AS tasks FROM task_messages m JOIN tasks t ON t.id = m.task_id AND t.run = m.run JOIN corpora c ON c.id = t.corpus_id WHERE c.name = '%s' AND m.severity <> 'info' GROUP BY 1, 2, 3 ORDER BY 4 DESC\"\n", self, name)
-	fmt.Fprintf(out, "  unzip -l %s\n", filepath.Join(filepath.Dir(entries[0]), latexmlService+".zip"))
+	fmt.Fprintf(out, "  unzip -l %s\n", filepath.Join(filepath.Dir(entries[0]), wired.LatexmlService+".zip"))
 }
 
 // latexmlDemoService returns the service tex_to_html, adding it with leaseTimeout if it is new.
 // An existing service whose lease is shorter than the conversion timeout is refused: a
 // conversion running to its timeout would be retried while it runs.
 func latexmlDemoService(ctx context.Context, root *base.Base, timeout, leaseTimeout time.Duration) (catalog.Service, error) {
-	svc, err := root.Catalog.Service(ctx, latexmlService)
+	svc, err := root.Catalog.Service(ctx, wired.LatexmlService)
 	if errors.Is(err, queue.ErrNotFound) {
-		svc, err = root.Catalog.AddService(ctx, latexmlService, leaseTimeout)
+		svc, err = root.Catalog.AddService(ctx, wired.LatexmlService, leaseTimeout)
 		if errors.Is(err, queue.ErrDuplicate) {
-			svc, err = root.Catalog.Service(ctx, latexmlService)
+			svc, err = root.Catalog.Service(ctx, wired.LatexmlService)
 		}
 	}
 	if err != nil {
-		return svc, fmt.Errorf("service %s: %w", latexmlService, err)
+		return svc, fmt.Errorf("service %s: %w", wired.LatexmlService, err)
 	}
 	if svc.LeaseTimeout != 0 && svc.LeaseTimeout <= timeout {
 		return svc, fmt.Errorf("service %s has a lease of %s, not longer than the conversion timeout %s: give a shorter --latexml-timeout, or a longer lease with "+
 			"psql: UPDATE services SET lease_timeout_seconds = %d WHERE name = '%s'",
-			latexmlService, svc.LeaseTimeout, timeout, int((timeout + demoLeaseMargin).Seconds()), latexmlService)
+			wired.LatexmlService, svc.LeaseTimeout, timeout, int((timeout + demoLeaseMargin).Seconds()), wired.LatexmlService)
 	}
 	return svc, nil
 }
@@ -224,8 +224,8 @@ func printLatexmlTasks(ctx context.Context, out io.Writer, root *base.Base, corp
 	for _, s := range latexml.Samples {
 		want[s.Name] = s.Want
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TASK\tSAMPLE\tSTATUS\tEXPECTED\tSECONDS\tMESSAGES (severity:category:what, first ones)")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tSAMPLE\tSTATUS\tEXPECTED\tSECONDS\tMESSAGES (severity:category:what, first ones)")
 	for _, id := range ids {
 		h, err := root.Inspect.TaskHistory(ctx, id)
 		if err != nil {
@@ -247,9 +247,9 @@ func printLatexmlTasks(ctx context.Context, out io.Writer, root *base.Base, corp
 				secs = fmt.Sprintf("%.1f", a.AnsweredAt.Sub(a.LeasedAt).Seconds())
 			}
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", id, printable(sample), h.Status, mark, secs, printable(telling(h.Messages, h.Run, 3)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", id, wired.Printable(sample), h.Status, mark, secs, wired.Printable(telling(h.Messages, h.Run, 3)))
 	}
-	return wrong, w.Flush()
+	return wrong, tw.Flush()
 }
 
 // telling lists up to n messages of a run, problems first (Invalid, Fatal, Error, Warning),
@@ -281,13 +281,13 @@ func printDemoReport(c *cli.Context, out io.Writer, corpus string) error {
 		return fmt.Errorf("demo report: %w", err)
 	}
 	var global []string
-	for _, f := range []string{flagDatabaseURL, flagHome, flagPGBin} {
+	for _, f := range []string{wired.DatabaseURLFlag, wired.HomeFlag, wired.PGBinFlag} {
 		if c.IsSet(f) {
 			global = append(global, "--"+f, c.String(f))
 		}
 	}
 	for _, level := range [][]string{nil, {"--severity", "error"}, {"--severity", "error", "--category", "undefined"}} {
-		args := append(append(slices.Clone(global), "report", "--corpus", corpus, "--service", latexmlService), level...)
+		args := append(append(slices.Clone(global), "report", "--corpus", corpus, "--service", wired.LatexmlService), level...)
 		fmt.Fprintf(out, "\n$ cortexq %s\n", strings.Join(args[len(global):], " "))
 		cmd := exec.CommandContext(c.Context, self, args...)
 		cmd.Stdout, cmd.Stderr = out, os.Stderr

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/cortexq/cortexq/internal/bench"
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/dispatch"
@@ -35,12 +34,12 @@ func demoCommand() *cli.Command {
 			"undefined macro, a missing package, 100+ errors, no .tex at all) with LaTeXML workers for the\n" +
 			"service tex_to_html, and prints each paper's status and first messages (docs/latexml.md).",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "tasks", Usage: "sample source archives to generate", Value: 2000, EnvVars: envVars("DEMO_TASKS")},
-			&cli.IntFlag{Name: "workers", Usage: "echo workers", Value: 4, EnvVars: envVars("DEMO_WORKERS")},
-			&cli.IntFlag{Name: "payload-kb", Usage: "size of each sample archive's payload", Value: 8, EnvVars: envVars("DEMO_PAYLOAD_KB")},
-			&cli.StringFlag{Name: "dir", Usage: "where the sample corpus goes; empty: <home>/demo", EnvVars: envVars("DEMO_DIR")},
-			&cli.BoolFlag{Name: "latexml", Usage: "convert the project's sample papers to HTML with LaTeXML (service tex_to_html) instead; --workers defaults to 2", EnvVars: envVars("DEMO_LATEXML")},
-			&cli.DurationFlag{Name: "latexml-timeout", Usage: "with --latexml: the conversion timeout (the service's lease is a minute longer)", Value: demoLatexmlTimeoutDefault, EnvVars: envVars("DEMO_LATEXML_TIMEOUT")},
+			&cli.IntFlag{Name: "tasks", Usage: "sample source archives to generate", Value: 2000, EnvVars: wired.EnvVars("DEMO_TASKS")},
+			&cli.IntFlag{Name: "workers", Usage: "echo workers", Value: 4, EnvVars: wired.EnvVars("DEMO_WORKERS")},
+			&cli.IntFlag{Name: "payload-kb", Usage: "size of each sample archive's payload", Value: 8, EnvVars: wired.EnvVars("DEMO_PAYLOAD_KB")},
+			&cli.StringFlag{Name: "dir", Usage: "where the sample corpus goes; empty: <home>/demo", EnvVars: wired.EnvVars("DEMO_DIR")},
+			&cli.BoolFlag{Name: "latexml", Usage: "convert the project's sample papers to HTML with LaTeXML (service tex_to_html) instead; --workers defaults to 2", EnvVars: wired.EnvVars("DEMO_LATEXML")},
+			&cli.DurationFlag{Name: "latexml-timeout", Usage: "with --latexml: the conversion timeout (the service's lease is a minute longer)", Value: demoLatexmlTimeoutDefault, EnvVars: wired.EnvVars("DEMO_LATEXML_TIMEOUT")},
 		},
 		Action: runDemo,
 	}
@@ -50,30 +49,30 @@ func runDemo(c *cli.Context) error {
 	if c.Bool("latexml") {
 		return runLatexmlDemo(c)
 	}
-	tuneGC()
+	wired.TuneGC()
 	if c.Int("tasks") < 1 || c.Int("workers") < 1 || c.Int("payload-kb") < 0 {
-		return usagef(c, "--tasks and --workers must be at least 1, --payload-kb at least 0")
+		return wired.Usagef(c, "--tasks and --workers must be at least 1, --payload-kb at least 0")
 	}
 	out := c.App.Writer
 	ctx := c.Context
 	// The demo serves workers in this process: its connections are set up as a replica's.
-	root, closeStore, err := openBase(c, lease.TunePool)
+	root, closeStore, err := wired.OpenBase(c, lease.TunePool)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	svc, err := bench.EnsureService(ctx, root, "echo")
+	svc, err := EnsureService(ctx, root, "echo")
 	if err != nil {
 		return fmt.Errorf("service echo: %w", err)
 	}
 	name := "demo-" + time.Now().Format("20060102-150405")
 	dir := c.String("dir")
 	if dir == "" {
-		dir = filepath.Join(c.String(flagHome), "demo")
+		dir = filepath.Join(c.String(wired.HomeFlag), "demo")
 	}
 	dir, _ = filepath.Abs(filepath.Join(dir, name))
 	fmt.Fprintf(out, "Generating %d sample source archives in %s\n", c.Int("tasks"), dir)
-	entries, err := bench.StageCorpus(ctx, dir, c.Int("tasks"), c.Int("payload-kb")*1024)
+	entries, err := StageCorpus(ctx, dir, c.Int("tasks"), c.Int("payload-kb")*1024)
 	if err != nil {
 		return err
 	}
@@ -100,7 +99,7 @@ func runDemo(c *cli.Context) error {
 		}, worker.Echo{})
 	}()
 
-	tty := isTerminal(os.Stderr)
+	tty := wired.IsTerminal(os.Stderr)
 	p, err := demoProgress(ctx, root, name, "echo", start, tty, srvDone)
 	if err != nil {
 		return err
@@ -119,7 +118,7 @@ func runDemo(c *cli.Context) error {
 // all come back NoProblem with their archives intact.
 func demoSummary(c *cli.Context, root *base.Base, name string, entries []string, p inspect.Progress, took time.Duration, corpus int32) error {
 	out, ctx := c.App.Writer, c.Context
-	bad, firstBad := bench.ByteIdentical(entries, "echo")
+	bad, firstBad := ByteIdentical(entries, "echo")
 	mb := float64(p.Done()) * float64(c.Int("payload-kb")) / 1024 * 2
 	fmt.Fprintf(out, "\nDone: %d tasks in %s: %.0f tasks/s, %.1f MB/s (source + result)\n", p.Done(), took.Round(time.Millisecond),
 		float64(p.Done())/took.Seconds(), mb/took.Seconds())
@@ -153,9 +152,9 @@ func demoProgress(ctx context.Context, root *base.Base, name, service string, st
 		}
 		switch {
 		case tty:
-			fmt.Fprintf(os.Stderr, "\r%s  %d/%d", bar(p.Done(), p.Tasks, 40), p.Done(), p.Tasks)
+			fmt.Fprintf(os.Stderr, "\r%s  %d/%d", wired.Bar(p.Done(), p.Tasks, 40), p.Done(), p.Tasks)
 		case p.Finished() || time.Since(shown) >= demoProgressEvery:
-			fmt.Fprintf(os.Stderr, "%s  %d/%d  %s\n", bar(p.Done(), p.Tasks, 40), p.Done(), p.Tasks,
+			fmt.Fprintf(os.Stderr, "%s  %d/%d  %s\n", wired.Bar(p.Done(), p.Tasks, 40), p.Done(), p.Tasks,
 				time.Since(start).Round(time.Second))
 			shown = time.Now()
 		}
@@ -187,8 +186,8 @@ func selfCommand(c *cli.Context) string {
 	if strings.ContainsRune(os.Args[0], '/') {
 		self = os.Args[0]
 	}
-	if c.IsSet(flagHome) && os.Getenv("CORTEXQ_HOME") == "" && c.String(flagDatabaseURL) == "" {
-		self += " --home " + c.String(flagHome)
+	if c.IsSet(wired.HomeFlag) && os.Getenv("CORTEXQ_HOME") == "" && c.String(wired.DatabaseURLFlag) == "" {
+		self += " --home " + c.String(wired.HomeFlag)
 	}
 	return self
 }
