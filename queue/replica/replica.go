@@ -64,9 +64,6 @@ func New(b *base.Base, cfg Config) (*Replica, error) {
 	return &Replica{cfg: cfg, base: b, store: store, server: srv, river: rv, workers: &workers{srv: srv}}, nil
 }
 
-// Store is the replica's lease store.
-func (r *Replica) Store() *lease.Store { return r.store }
-
 // Server is the replica's worker-facing side.
 func (r *Replica) Server() *dispatch.Server { return r.server }
 
