@@ -40,9 +40,6 @@ func setKeepalive(s *zmq.Socket, idle int) error {
 	return nil
 }
 
-// setHeartbeat turns ZMTP heartbeats on: a PING every ivl on a quiet connection, which is
-// closed when nothing comes back within timeout; the peer is told (TTL) to give up on us after
-// timeout too. Set before bind so accepted connections inherit it.
 // listenBacklog is the listen backlog of the worker-facing sockets (ZMQ_BACKLOG, 100 by
 // default): a fleet of thousands that connects at once (a replica's restart, a fleet's) would
 // otherwise overflow it, and each connection whose SYN is dropped waits out TCP's retransmit,
@@ -50,6 +47,9 @@ func setKeepalive(s *zmq.Socket, idle int) error {
 // net.core.somaxconn (4096 by default). See docs/operations.md#fleet-size.
 const listenBacklog = 4096
 
+// setHeartbeat turns ZMTP heartbeats on: a PING every ivl on a quiet connection, which is
+// closed when nothing comes back within timeout; the peer is told (TTL) to give up on us after
+// timeout too. Set before bind so accepted connections inherit it.
 func setHeartbeat(s *zmq.Socket, ivl, timeout time.Duration) error {
 	for _, set := range []func() error{
 		func() error { return s.SetHeartbeatIvl(ivl) },
