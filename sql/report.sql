@@ -20,14 +20,14 @@ WITH cats AS (
     SELECT r.category, r.tasks, r.messages
     FROM report_rollup r
     WHERE r.corpus_id = @corpus_id AND r.service_id = @service_id AND r.status = @status
-      AND r.level = 1 AND r.tasks > 0
+      AND r.level = rollup_category() AND r.tasks > 0
     UNION ALL
     SELECT 'no_messages', s.tasks - coalesce(a.tasks, 0), 0::bigint
     FROM report_rollup s
     LEFT JOIN report_rollup a ON a.corpus_id = s.corpus_id AND a.service_id = s.service_id
-         AND a.status = s.status AND a.level = 0 AND a.category = '' AND a.what = ''
+         AND a.status = s.status AND a.level = rollup_messaged() AND a.category = '' AND a.what = ''
     WHERE @no_messages::bool AND s.corpus_id = @corpus_id AND s.service_id = @service_id
-      AND s.status = @status AND s.level = 3 AND s.category = '' AND s.what = ''
+      AND s.status = @status AND s.level = rollup_status() AND s.category = '' AND s.what = ''
       AND s.tasks - coalesce(a.tasks, 0) > 0
 )
 SELECT category::text AS category, tasks::bigint AS tasks, messages::bigint AS messages,
@@ -41,7 +41,7 @@ LIMIT @lim OFFSET @off;
 SELECT r.what, r.tasks, r.messages, count(*) OVER ()::bigint AS total
 FROM report_rollup r
 WHERE r.corpus_id = @corpus_id AND r.service_id = @service_id AND r.status = @status
-  AND r.level = 2 AND r.category = @category AND r.tasks > 0
+  AND r.level = rollup_what() AND r.category = @category AND r.tasks > 0
 ORDER BY r.tasks DESC, r.messages DESC, r.what
 LIMIT @lim OFFSET @off;
 
@@ -67,8 +67,7 @@ WITH ids AS (
     -- flattening the lateral subquery into a join it may order the other way (with tasks
     -- analyzed while nearly empty it scanned tasks and, for each row, every id: 7.5 s for 5,000).
     SELECT t.id, t.corpus_id, t.service_id, t.status, t.run,
-           CASE t.status WHEN -1 THEN 'info' WHEN -2 THEN 'warning' WHEN -3 THEN 'error'
-                         WHEN -4 THEN 'fatal' ELSE 'invalid' END AS severity
+           status_severity(t.status) AS severity
     FROM ids
     CROSS JOIN LATERAL (SELECT x.id, x.corpus_id, x.service_id, x.status, x.run
                         FROM tasks x
@@ -113,18 +112,18 @@ WITH ids AS (
            c.whats[i] AS what, c.messages[i] AS n
     FROM contrib c, generate_subscripts(c.categories, 1) AS i
 ), delta AS (
-    SELECT corpus_id, service_id, status, 2 AS level, category, what, sign AS tasks, sign * n AS messages
+    SELECT corpus_id, service_id, status, rollup_what() AS level, category, what, sign AS tasks, sign * n AS messages
     FROM entries
     UNION ALL
-    SELECT corpus_id, service_id, status, 1, category, '', sign, sign * sum(n)
+    SELECT corpus_id, service_id, status, rollup_category(), category, '', sign, sign * sum(n)
     FROM entries
     GROUP BY sign, task_id, corpus_id, service_id, status, category
     UNION ALL
-    SELECT corpus_id, service_id, status, 0, '', '', sign, sign * sum(n)
+    SELECT corpus_id, service_id, status, rollup_messaged(), '', '', sign, sign * sum(n)
     FROM entries
     GROUP BY sign, task_id, corpus_id, service_id, status
     UNION ALL
-    SELECT corpus_id, service_id, status, 3, '', '', sign, 0
+    SELECT corpus_id, service_id, status, rollup_status(), '', '', sign, 0
     FROM contrib
     WHERE status = -4
 ), rolled AS (

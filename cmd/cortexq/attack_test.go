@@ -17,7 +17,6 @@ import (
 	zmq "github.com/pebbe/zmq4"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cortexq/cortexq/queue/allowlist"
 	"github.com/cortexq/cortexq/queue/procstat"
 	"github.com/cortexq/cortexq/queue/queuetest"
 )
@@ -125,7 +124,7 @@ func TestAttackHugeReportsFromAKeyHoldingNoTask(t *testing.T) {
 	rig.stage("attack", "", n+attackHonestTasks, 512)
 	server, alice, mallory := newKeyFile(t, rig.dir, "server"), newKeyFile(t, rig.dir, "alice"), newKeyFile(t, rig.dir, "mallory")
 	for _, k := range []keyFile{alice, mallory} {
-		_, err := allowlist.New(rig.store.Pool()).Allow(rig.ctx, k.public, k.name)
+		_, err := rig.root.Allowlist.Allow(rig.ctx, k.public, k.name)
 		require.NoError(t, err)
 	}
 	rp := rig.addReplica("r1", "--lease-timeout", "60s", "--curve-secret-key-file", server.path,

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/internal/bench"
 )
 
 // TestBenchFleetChurn: a fleet of 300 identities, each a DEALER of its own with a request
@@ -17,7 +19,7 @@ func TestBenchFleetChurn(t *testing.T) {
 	d := newTestDB(t)
 	out := d.ok("bench", "--fleet", "300", "--churn", "1200", "--tasks", "1200", "--payload-kb", "1",
 		"--fleet-throttle", "200ms", "--deadline", "3m", "--json", "--dir", t.TempDir())
-	var rep fleetReport
+	var rep bench.FleetReport
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &rep), out)
 	require.True(t, rep.GatesOK, out)
 	require.Equal(t, int64(1200), rep.NoProblem, out)

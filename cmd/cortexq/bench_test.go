@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/internal/bench"
 )
 
 // TestBenchReportsItsOwnClusterAndBatches: a short bench with --vs-river reports PostgreSQL's
@@ -16,7 +18,7 @@ func TestBenchReportsItsOwnClusterAndBatches(t *testing.T) {
 	d := newTestDB(t)
 	dir := t.TempDir()
 	out := d.ok("bench", "--tasks", "60", "--workers", "2", "--payload-kb", "1", "--vs-river", "--json", "--dir", dir)
-	var rep benchReport
+	var rep bench.Report
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &rep), out)
 	require.True(t, rep.GatesOK, out)
 	require.Contains(t, rep.PostgresCPU, "the --database-url server's processes only (postmaster pid ", out)
@@ -49,7 +51,7 @@ func TestBenchCorpora(t *testing.T) {
 	d := newTestDB(t)
 	out := d.ok("bench", "--corpora", "5000,20", "--tasks", "200", "--workers", "2", "--payload-kb", "1",
 		"--max-in-flight", "100", "--json", "--dir", t.TempDir())
-	var rep benchReport
+	var rep bench.Report
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &rep), out)
 	require.True(t, rep.GatesOK, out)
 	require.Len(t, rep.Corpora, 2, out)

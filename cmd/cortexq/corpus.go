@@ -9,7 +9,6 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/lease"
 )
 
 func corpusCommand() *cli.Command {
@@ -87,19 +86,19 @@ func runCorpusSet(c *cli.Context) error {
 	if weight == nil && priority == nil {
 		return usagef(c, "give --weight, --priority or both")
 	}
-	store, done, err := openStore(c, lease.Config{})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	scope, err := catalogOf(store).LookupScope(c.Context, args[0], c.String(flagService))
+	scope, err := root.Catalog.LookupScope(c.Context, args[0], c.String(flagService))
 	if errors.Is(err, queue.ErrNotFound) {
 		return usagef(c, "%v", err)
 	}
 	if err != nil {
 		return err
 	}
-	w, p, err := catalogOf(store).SetShare(c.Context, scope, weight, priority)
+	w, p, err := root.Catalog.SetShare(c.Context, scope, weight, priority)
 	if err != nil {
 		return err
 	}
@@ -108,17 +107,17 @@ func runCorpusSet(c *cli.Context) error {
 }
 
 func runCorpusList(c *cli.Context) error {
-	store, done, err := openListStore(c)
+	root, done, err := openListBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if err := catalogOf(store).CheckNames(c.Context, "", c.String(flagService)); errors.Is(err, queue.ErrNotFound) {
+	if err := root.Catalog.CheckNames(c.Context, "", c.String(flagService)); errors.Is(err, queue.ErrNotFound) {
 		return usagef(c, "%v", err)
 	} else if err != nil {
 		return err
 	}
-	shares, err := catalogOf(store).Shares(c.Context, c.String(flagService))
+	shares, err := root.Catalog.Shares(c.Context, c.String(flagService))
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/internal/bench"
+	"github.com/cortexq/cortexq/queue/catalog"
 )
 
 // cortexq corpus set and list: weights and priorities, the share of the last minute's leases
@@ -14,9 +16,9 @@ import (
 func TestCorpusSetAndList(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
-	a, err := stageCorpus(d.ctx, t.TempDir(), 30, 64)
+	a, err := bench.StageCorpus(d.ctx, t.TempDir(), 30, 64)
 	require.NoError(t, err)
-	b, err := stageCorpus(d.ctx, t.TempDir(), 10, 64)
+	b, err := bench.StageCorpus(d.ctx, t.TempDir(), 10, 64)
 	require.NoError(t, err)
 	d.importList("a", "echo", a...)
 	d.importList("b", "echo", b...)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -10,10 +9,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/inspect"
-	"github.com/cortexq/cortexq/queue/lease"
-	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/urfave/cli/v2"
 )
 
@@ -214,14 +209,3 @@ func isExecutable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
-
-// catalogOf is the catalog (corpora, services, shares, imports) on a store's database.
-func catalogOf(s *lease.Store) *catalog.Catalog { return catalog.New(s.Pool(), slog.Default()) }
-
-// reportsOf answers the report, runs, diff and sandbox commands on a store's database.
-func reportsOf(s *lease.Store) *reports.Reports {
-	return reports.New(s.Pool(), s.Config().NowFunc, slog.Default())
-}
-
-// inspectOf reads the dispatch state (progress, task history, counts) on a store's database.
-func inspectOf(s *lease.Store) *inspect.Reader { return inspect.New(s.Pool(), s.Config().NowFunc) }

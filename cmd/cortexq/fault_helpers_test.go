@@ -22,6 +22,8 @@ import (
 	zmq "github.com/pebbe/zmq4"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/internal/bench"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 )
@@ -42,6 +44,7 @@ type faultRig struct {
 	ctx      context.Context
 	dsn      string
 	pool     *pgxpool.Pool
+	root     *base.Base
 	store    *lease.Store
 	dir      string // the test's scratch directory: logs, and the corpus unless placed elsewhere
 	corpusID int32
@@ -59,9 +62,10 @@ func newFaultRig(t *testing.T, dsn string) *faultRig {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	r := &faultRig{t: t, ctx: ctx, dsn: dsn, pool: pool, dir: t.TempDir(),
-		store: lease.New(pool, lease.Config{Replica: "fault-test"})}
-	_, err = ensureService(ctx, r.store, faultService)
+	root := base.New(pool, nil, nil)
+	r := &faultRig{t: t, ctx: ctx, dsn: dsn, pool: pool, dir: t.TempDir(), root: root,
+		store: root.Lease(lease.Config{Replica: "fault-test"})}
+	_, err = bench.EnsureService(ctx, r.root, faultService)
 	require.NoError(t, err)
 	t.Cleanup(r.stopAll)
 	return r
@@ -74,11 +78,11 @@ func (r *faultRig) stage(name, dir string, n, size int) []string {
 	if dir == "" {
 		dir = filepath.Join(r.dir, "corpus")
 	}
-	entries, err := stageCorpus(r.ctx, dir, n, size)
+	entries, err := bench.StageCorpus(r.ctx, dir, n, size)
 	require.NoError(r.t, err)
-	svc, err := ensureService(r.ctx, r.store, faultService)
+	svc, err := bench.EnsureService(r.ctx, r.root, faultService)
 	require.NoError(r.t, err)
-	sum, err := catalogOf(r.store).Import(r.ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+	sum, err := r.root.Catalog.Import(r.ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	require.NoError(r.t, err)
 	require.Equal(r.t, n, int(sum.Added))
 	r.corpusID, r.entries = sum.CorpusID, entries
@@ -621,7 +625,7 @@ func (r *faultRig) checkFinished() (faultProgress, faultAudit) {
 	a := r.audit()
 	require.Zero(r.t, a.notExactlyOne, "tasks whose final result is not recorded exactly once: %+v", a)
 	if p.noProblem == p.total {
-		bad, first := byteIdentical(r.entries, faultService)
+		bad, first := bench.ByteIdentical(r.entries, faultService)
 		if bad > 0 {
 			r.logHistoryOfMissingArchives(3)
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/reports"
 )
 
@@ -26,23 +26,23 @@ func foldCommand() *cli.Command {
 }
 
 func runFold(c *cli.Context) error {
-	store, done, err := openStoreNoArgs(c)
+	root, done, err := openBaseNoArgs(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	return foldAll(c, store)
+	return foldAll(c, root)
 }
 
 // foldAll folds every noted change, waiting for a fold running elsewhere, and says what it did
 // (on stderr when another command folds first).
-func foldAll(c *cli.Context, store *lease.Store) error {
+func foldAll(c *cli.Context, root *base.Base) error {
 	batch := reports.FoldBatchDefault
 	if c.IsSet("batch") {
 		batch = c.Int("batch")
 	}
 	start := time.Now()
-	sum, err := reportsOf(store).FoldAll(c.Context, batch)
+	sum, err := root.Reports.FoldAll(c.Context, batch)
 	if err != nil {
 		return err
 	}

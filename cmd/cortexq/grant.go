@@ -1,42 +1,22 @@
 package main
 
 import (
-	"context"
-	"crypto/hmac"
-	"crypto/pbkdf2"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
-)
 
-// auditTables are the tables (and task_messages, a view of task_message_logs and message_kinds
-// since migrations/00015_message_logs.sql) an audit role may read, besides the audit_* views.
-var auditTables = []string{
-	"services", "corpora", "tasks", "dispatch", "attempts", "task_messages", "task_message_logs",
-	"message_kinds", "runs", "run_statuses",
-	"workers", "reaper_passes", "worker_keys", "corpus_shares", "report_rollup", "report_fold_state",
-	"report_changes", "report_folded", "run_diffs", "diff_current", "diff_current_state", "diff_touched",
-	"task_totals",
-}
+	"github.com/cortexq/cortexq/migrations"
+)
 
 func grantAuditCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "grant-audit",
 		Usage:     "make (or fix) a read-only role for operator audits",
 		ArgsUsage: "ROLE",
-		Description: "Grants ROLE SELECT on the audit_* views and on the cortexq tables (services, corpora, tasks,\n" +
-			"dispatch, attempts, task_messages (a view) with task_message_logs and message_kinds, runs,\n" +
-			"run_statuses, workers, reaper_passes, worker_keys,\n" +
-			"corpus_shares), USAGE on their schema, and nothing else: no write, no River table, and its\n" +
+		Description: "Grants ROLE SELECT on the audit_* views and on the cortexq tables and views the schema lists\n" +
+			"in audit_readable (services, corpora, tasks, dispatch, attempts, task_messages, runs, workers, ...;\n" +
+			"a migration adding one lists it there), USAGE on their schema, and nothing else: no write, no River table, and its\n" +
 			"sessions default to read-only transactions. Read-only holds by privileges too, for a session\n" +
 			"that turns that default off: the database's TEMPORARY privilege and the large-object creating\n" +
 			"functions (lo_creat, lo_create, lo_from_bytea) are revoked from PUBLIC (the database owner and\n" +
@@ -62,7 +42,7 @@ func dbGrantAudit(c *cli.Context) error {
 	if len(args) != 1 || args[0] == "" {
 		return usagef(c, "want one ROLE")
 	}
-	if err := checkPassword(c.String("password")); err != nil {
+	if err := migrations.CheckPassword(c.String("password")); err != nil {
 		return usagef(c, "--password: %v", err)
 	}
 	pool, err := connect(c)
@@ -70,194 +50,19 @@ func dbGrantAudit(c *cli.Context) error {
 		return err
 	}
 	defer pool.Close()
-	res, err := grantAudit(c.Context, pool, args[0], c.Bool("login") || c.String("password") != "", c.String("password"))
+	res, err := migrations.GrantAudit(c.Context, pool, args[0], c.Bool("login") || c.String("password") != "", c.String("password"))
 	if err != nil {
 		return err
 	}
 	verb := "updated"
-	if res.created {
+	if res.Created {
 		verb = "created"
 	}
 	fmt.Fprintf(c.App.Writer, "role %s %s (%s): SELECT on %d tables and %d audit views of schema %s, read-only sessions\n",
-		args[0], verb, map[bool]string{true: "LOGIN", false: "NOLOGIN"}[res.login], res.tables, res.views, res.schema)
-	if len(res.loose) > 0 {
+		args[0], verb, map[bool]string{true: "LOGIN", false: "NOLOGIN"}[res.Login], res.Tables, res.Views, res.Schema)
+	if len(res.Loose) > 0 {
 		fmt.Fprintf(c.App.Writer, "warning: role %s may still use %s: run `cortexq db grant-audit` as a superuser to revoke it\n",
-			args[0], strings.Join(res.loose, " and "))
+			args[0], strings.Join(res.Loose, " and "))
 	}
 	return nil
-}
-
-type grantResult struct {
-	created, login bool
-	tables, views  int
-	schema         string
-	loose          []string // what the role may still do that an audit role should not
-}
-
-// writeFuncs are the functions that create large objects, which outlive the session that made
-// them: an audit session with its read-only default turned off could fill the disk with them.
-const writeFuncs = "lo_creat(integer), lo_create(oid), lo_from_bytea(oid, bytea)"
-
-// grantAudit makes role a read-only audit role of the database pool is on, in one transaction.
-func grantAudit(ctx context.Context, pool *pgxpool.Pool, role string, login bool, password string) (grantResult, error) {
-	var res grantResult
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		// Identifiers and the password are quoted by the server (format %I, %L).
-		exec := func(format string, args ...string) error {
-			var stmt string
-			if err := tx.QueryRow(ctx, "SELECT format($1::text, VARIADIC $2::text[])", format, args).Scan(&stmt); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, stmt)
-			return err
-		}
-		var super, createRole, createDB, bypass, canLogin bool
-		err := tx.QueryRow(ctx, `SELECT rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, rolcanlogin FROM pg_roles WHERE rolname = $1`, role).
-			Scan(&super, &createRole, &createDB, &bypass, &canLogin)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			res.created = true
-			attrs := "NOLOGIN"
-			if login {
-				attrs = "LOGIN"
-			}
-			if err := exec("CREATE ROLE %I "+attrs+" NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS", role); err != nil {
-				return fmt.Errorf("create role %s: %w", role, err)
-			}
-			canLogin = login
-		case err != nil:
-			return fmt.Errorf("look up role %s: %w", role, err)
-		case super || createRole || createDB || bypass:
-			return fmt.Errorf("role %s is a superuser or may create roles or databases or bypass row security: not an audit role", role)
-		case login && !canLogin:
-			if err := exec("ALTER ROLE %I LOGIN", role); err != nil {
-				return fmt.Errorf("alter role %s: %w", role, err)
-			}
-			canLogin = true
-		}
-		res.login = canLogin
-		if password != "" {
-			verifier, err := scramVerifier(password)
-			if err != nil {
-				return err
-			}
-			// The verifier, not the password: statements may be logged (log_statement = ddl).
-			if err := exec("ALTER ROLE %I PASSWORD %L", role, verifier); err != nil {
-				return fmt.Errorf("set the password of %s: %w", role, err)
-			}
-		}
-		if err := exec("ALTER ROLE %I SET default_transaction_read_only = on", role); err != nil {
-			return fmt.Errorf("make %s read-only: %w", role, err)
-		}
-		var db string
-		if err := tx.QueryRow(ctx, "SELECT current_database(), current_schema()").Scan(&db, &res.schema); err != nil {
-			return err
-		}
-		if err := exec("GRANT CONNECT ON DATABASE %I TO %I", db, role); err != nil {
-			return fmt.Errorf("grant connect: %w", err)
-		}
-		if err := exec("GRANT USAGE ON SCHEMA %I TO %I", res.schema, role); err != nil {
-			return fmt.Errorf("grant schema usage: %w", err)
-		}
-		// Read-only by privileges, not only by the session default, which a session may turn
-		// off. TEMPORARY and these functions are PUBLIC's by default: revoked from PUBLIC, the
-		// database owner and superusers keep them. A role that may not revoke them leaves them
-		// (checked below).
-		revoke := func(stmt string) error {
-			sp, err := tx.Begin(ctx) // a savepoint: a refusal must not end the transaction
-			if err != nil {
-				return err
-			}
-			if _, err := sp.Exec(ctx, stmt); err != nil {
-				var pgErr *pgconn.PgError
-				if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-					return sp.Rollback(ctx)
-				}
-				return err
-			}
-			return sp.Commit(ctx)
-		}
-		for _, stmt := range []string{
-			"REVOKE TEMPORARY ON DATABASE " + pgx.Identifier{db}.Sanitize() + " FROM PUBLIC, " + pgx.Identifier{role}.Sanitize(),
-			"REVOKE EXECUTE ON FUNCTION " + writeFuncs + " FROM PUBLIC",
-		} {
-			if err := revoke(stmt); err != nil {
-				return fmt.Errorf("%s: %w", stmt, err)
-			}
-		}
-		var temp, lo bool
-		if err := tx.QueryRow(ctx, `SELECT has_database_privilege($1, current_database(), 'TEMPORARY'),
-			has_function_privilege($1, 'lo_create(oid)', 'EXECUTE')`, role).Scan(&temp, &lo); err != nil {
-			return fmt.Errorf("check privileges of %s: %w", role, err)
-		}
-		if temp {
-			res.loose = append(res.loose, "temporary tables")
-		}
-		if lo {
-			res.loose = append(res.loose, "large objects")
-		}
-		rows, err := tx.Query(ctx, `SELECT table_name::text, table_type = 'VIEW' FROM information_schema.tables
-			WHERE table_schema = current_schema() AND (table_name = ANY($1) OR (table_type = 'VIEW' AND table_name LIKE 'audit\_%'))
-			ORDER BY table_name`, auditTables)
-		if err != nil {
-			return fmt.Errorf("list audit tables: %w", err)
-		}
-		type rel struct {
-			Name string
-			View bool
-		}
-		rels, err := pgx.CollectRows(rows, pgx.RowToStructByPos[rel])
-		if err != nil {
-			return fmt.Errorf("list audit tables: %w", err)
-		}
-		for _, r := range rels {
-			if err := exec("GRANT SELECT ON %I.%I TO %I", res.schema, r.Name, role); err != nil {
-				return fmt.Errorf("grant select on %s: %w", r.Name, err)
-			}
-			if r.View && !slices.Contains(auditTables, r.Name) {
-				res.views++
-			} else {
-				res.tables++
-			}
-		}
-		if res.tables < len(auditTables) {
-			return fmt.Errorf("only %d of the %d cortexq tables found in schema %s: run `cortexq migrate up` first", res.tables, len(auditTables), res.schema)
-		}
-		return nil
-	})
-	return res, err
-}
-
-// checkPassword refuses a password that scramVerifier would hash differently from PostgreSQL:
-// PostgreSQL normalises (SASLprep) a password that is not plain ASCII.
-func checkPassword(password string) error {
-	for _, r := range password {
-		if r < 0x20 || r > 0x7e {
-			return errors.New("printable ASCII only (it is hashed here, and PostgreSQL normalises other characters)")
-		}
-	}
-	return nil
-}
-
-// scramVerifier is what PostgreSQL stores for a SCRAM-SHA-256 password (RFC 5802 and 7677, as
-// PostgreSQL's own clients compute it): sending it instead of the password keeps the password
-// out of the server's logs and of pg_stat_activity.
-func scramVerifier(password string) (string, error) {
-	const iterations = 4096
-	salt := make([]byte, 16)
-	if _, err := rand.Read(salt); err != nil {
-		return "", err
-	}
-	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
-	if err != nil {
-		return "", err
-	}
-	mac := func(key []byte, msg string) []byte {
-		h := hmac.New(sha256.New, key)
-		h.Write([]byte(msg))
-		return h.Sum(nil)
-	}
-	stored := sha256.Sum256(mac(salted, "Client Key"))
-	b64 := base64.StdEncoding.EncodeToString
-	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, b64(salt), b64(stored[:]), b64(mac(salted, "Server Key"))), nil
 }

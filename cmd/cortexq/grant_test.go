@@ -110,3 +110,29 @@ func checkPasswords(t *testing.T, d *testDB, role string) {
 		return err != nil
 	}, 10*time.Second, 50*time.Millisecond, "a wrong password is refused once the rules are loaded")
 }
+
+// TestGrantAuditReadsWhatTheSchemaDeclares: a view a migration lists in audit_readable is the
+// audit role's to read, with no change to grant-audit; one not listed is not.
+func TestGrantAuditReadsWhatTheSchemaDeclares(t *testing.T) {
+	d := newTestDB(t)
+	for _, q := range []string{
+		`CREATE VIEW tally_listed AS SELECT count(*) AS n FROM tasks`,
+		`CREATE VIEW tally_unlisted AS SELECT count(*) AS n FROM tasks`,
+		`INSERT INTO audit_readable (name) VALUES ('tally_listed')`,
+	} {
+		_, err := d.pool.Exec(d.ctx, q)
+		require.NoError(t, err, q)
+	}
+	role := testRole(t, d, "auditor")
+	d.ok("db", "grant-audit", role, "--password", "s3cret")
+
+	conn, err := pgx.Connect(d.ctx, asRole(t, d.dsn, role, "s3cret"))
+	require.NoError(t, err)
+	defer conn.Close(d.ctx)
+	var n int64
+	require.NoError(t, conn.QueryRow(d.ctx, `SELECT n FROM tally_listed`).Scan(&n))
+	require.NoError(t, conn.QueryRow(d.ctx, `SELECT count(*) FROM audit_in_flight`).Scan(&n))
+	require.NoError(t, conn.QueryRow(d.ctx, `SELECT count(*) FROM tasks`).Scan(&n))
+	_, err = conn.Exec(d.ctx, `SELECT n FROM tally_unlisted`)
+	requireDenied(t, err, "a view not in audit_readable")
+}

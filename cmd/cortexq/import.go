@@ -12,8 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue/archive"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/lease"
 )
 
 func importCommand() *cli.Command {
@@ -82,12 +82,12 @@ func runImport(c *cli.Context) error {
 		listFile = f
 	}
 
-	store, done, err := openStore(c, lease.Config{})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	serviceID, names, err := importService(c, store)
+	serviceID, names, err := importService(c, root)
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func runImport(c *cli.Context) error {
 		// Most likely a wrong path: creating the corpus would take its name for nothing.
 		return fmt.Errorf("import: no source archives in %s (%d files skipped: not source archives); nothing imported", what, found.Skipped)
 	}
-	sum, err := catalogOf(store).Import(c.Context, catalog.ImportRequest{
+	sum, err := root.Catalog.Import(c.Context, catalog.ImportRequest{
 		Corpus: c.String(flagCorpus), CorpusPath: found.Dir, ServiceID: serviceID, Entries: found.Entries,
 		CheckFunc: func(corpusPath string) error { return found.CheckBeneath(c.String(flagCorpus), corpusPath) },
 	})
@@ -139,8 +139,8 @@ func printImport(c *cli.Context, sum catalog.ImportSummary, skipped int, took ti
 
 // importService returns the id of the service --service names, and the names of every service
 // (whose result archives an import skips).
-func importService(c *cli.Context, store *lease.Store) (int32, map[string]bool, error) {
-	services, err := catalogOf(store).Services(c.Context)
+func importService(c *cli.Context, root *base.Base) (int32, map[string]bool, error) {
+	services, err := root.Catalog.Services(c.Context)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/allowlist"
 	"github.com/cortexq/cortexq/queue/dispatch"
-	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/worker"
 )
 
@@ -203,13 +202,13 @@ func keysAllow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	store, done, err := openStore(c, lease.Config{})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
 	// The name is the principal results are checked against: changing it must be meant.
-	keys, err := allowlist.New(store.Pool()).All(c.Context)
+	keys, err := root.Allowlist.All(c.Context)
 	if err != nil {
 		return err
 	}
@@ -223,7 +222,7 @@ func keysAllow(c *cli.Context) error {
 		return fmt.Errorf("key %s is allowed as %s: give --rename to name it %s (its workers are then recorded as key:%s/...)",
 			public, was, c.String("name"), c.String("name"))
 	}
-	k, err := allowlist.New(store.Pool()).Allow(c.Context, public, c.String("name"))
+	k, err := root.Allowlist.Allow(c.Context, public, c.String("name"))
 	if err != nil {
 		return err
 	}
@@ -251,12 +250,12 @@ func keysRevoke(c *cli.Context) error {
 	default:
 		return usagef(c, "want one PUBLIC_KEY or KEY_FILE, or --name")
 	}
-	store, done, err := openStore(c, lease.Config{})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	revoked, err := allowlist.New(store.Pool()).Revoke(c.Context, public, name)
+	revoked, err := root.Allowlist.Revoke(c.Context, public, name)
 	if errors.Is(err, queue.ErrNotFound) {
 		return fmt.Errorf("no allowed key %s", public+name)
 	}
@@ -271,12 +270,12 @@ func keysRevoke(c *cli.Context) error {
 }
 
 func keysList(c *cli.Context) error {
-	store, done, err := openStoreNoArgs(c)
+	root, done, err := openBaseNoArgs(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	keys, err := allowlist.New(store.Pool()).All(c.Context)
+	keys, err := root.Allowlist.All(c.Context)
 	if err != nil {
 		return err
 	}

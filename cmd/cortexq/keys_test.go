@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/internal/bench"
 )
 
 func TestKeys(t *testing.T) {
@@ -78,7 +80,7 @@ func writeKeyPair(t *testing.T, d *testDB, dir, name string) string {
 func TestServeWithCurve(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
-	entries, err := stageCorpus(d.ctx, t.TempDir(), 12, 2048)
+	entries, err := bench.StageCorpus(d.ctx, t.TempDir(), 12, 2048)
 	require.NoError(t, err)
 	d.importList("c", "echo", entries...)
 	dir := t.TempDir()
@@ -110,7 +112,7 @@ func TestServeWithCurve(t *testing.T) {
 	// Revoked while connected: new tasks stay TODO.
 	d.ok("keys", "revoke", aliceKey)
 	time.Sleep(time.Second)
-	more, err := stageCorpus(d.ctx, t.TempDir(), 3, 100)
+	more, err := bench.StageCorpus(d.ctx, t.TempDir(), 3, 100)
 	require.NoError(t, err)
 	d.importList("c2", "echo", more...)
 	time.Sleep(2 * time.Second)
@@ -181,7 +183,7 @@ func TestGrantAudit(t *testing.T) {
 	d.importList("c", "echo", entries("t", 2)...)
 	role := testRole(t, d, "auditor")
 	out := d.ok("db", "grant-audit", role, "--password", "s3cret")
-	require.Contains(t, out, "role "+role+" created (LOGIN): SELECT on 23 tables and 8 audit views")
+	require.Contains(t, out, "role "+role+" created (LOGIN): SELECT on 24 tables and 8 audit views")
 	require.Contains(t, d.ok("db", "grant-audit", role), "updated", "running it again is fine")
 
 	conn, err := pgx.Connect(d.ctx, asRole(t, d.dsn, role, "s3cret"))
@@ -237,7 +239,7 @@ func TestGrantAudit(t *testing.T) {
 func TestReplicaNeedsNoSuperuser(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
-	entries, err := stageCorpus(d.ctx, t.TempDir(), 6, 1024)
+	entries, err := bench.StageCorpus(d.ctx, t.TempDir(), 6, 1024)
 	require.NoError(t, err)
 	d.importList("c", "echo", entries...)
 	role := testRole(t, d, "replica")

@@ -19,9 +19,10 @@ import (
 	"github.com/lmittmann/tint"
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/internal/bench"
 	"github.com/cortexq/cortexq/migrations"
 	"github.com/cortexq/cortexq/queue"
-	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/pgembed"
 	"github.com/cortexq/cortexq/queue/text"
 )
@@ -40,11 +41,16 @@ func main() {
 	}
 }
 
+// engines wires the bench and demo engines (internal/bench) to the CLI.
+var engines = bench.Wiring{EnvVars: envVars, Usagef: usagef, DatabaseURL: databaseURL, OpenBase: openBase,
+	DatabaseURLFlag: flagDatabaseURL, TuneGC: tuneGC, MetricsMaxAge: metricsMaxAge,
+	HomeFlag: flagHome, PGBinFlag: flagPGBin, LatexmlService: latexmlService, Bar: bar, IsTerminal: isTerminal, Printable: printable}
+
 // commands lists the app's commands, one file each.
 func commands() []*cli.Command {
 	return []*cli.Command{
-		demoCommand(),
-		withFleet(benchCommand()),
+		bench.DemoCommand(engines),
+		bench.Command(engines),
 		serveCommand(),
 		workerCommand(),
 		dbCommand(),
@@ -400,11 +406,12 @@ func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
 	return migrations.Check(ctx, pool, slog.Default())
 }
 
-// openStore connects and returns a lease store on the database; close closes its pool. Each of
-// tune adjusts the pool's configuration first (lease.TunePool for a store that serves workers).
-// A database whose schema is behind this binary is refused with the command that fixes it, not
-// met later with "relation does not exist".
-func openStore(c *cli.Context, cfg lease.Config, tune ...func(*pgxpool.Config)) (store *lease.Store, close func(), err error) {
+// openBase connects and returns the composition root (queue/base) on the database: its rooms,
+// and Lease for a command that leases; close closes its pool. Each of tune adjusts the pool's
+// configuration first (lease.TunePool for a store that serves workers). A database whose schema
+// is behind this binary is refused with the command that fixes it, not met later with
+// "relation does not exist".
+func openBase(c *cli.Context, tune ...func(*pgxpool.Config)) (root *base.Base, close func(), err error) {
 	pool, err := connect(c, tune...)
 	if err != nil {
 		return nil, nil, err
@@ -413,36 +420,33 @@ func openStore(c *cli.Context, cfg lease.Config, tune ...func(*pgxpool.Config)) 
 		pool.Close()
 		return nil, nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	return lease.New(pool, cfg), pool.Close, nil
+	return base.New(pool, nil, slog.Default()), pool.Close, nil
 }
 
 // onScope runs fn for the corpus and service named by the required --corpus and --service, on
-// a store of the database the commands use.
-func onScope(c *cli.Context, fn func(*lease.Store, queue.Scope) error) error {
+// the database the commands use.
+func onScope(c *cli.Context, fn func(*base.Base, queue.Scope) error) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
 	if err := required(c, flagCorpus, flagService); err != nil {
 		return err
 	}
-	store, done, err := openStore(c, lease.Config{})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	scope, err := scopeOf(c, store)
+	scope, err := scopeOf(c, root)
 	if err != nil {
 		return err
 	}
-	return fn(store, scope)
+	return fn(root, scope)
 }
 
 // scopeOf looks up the corpus and service named by --corpus and --service.
-func scopeOf(c *cli.Context, store *lease.Store) (queue.Scope, error) {
-	return catalogOf(store).LookupScope(c.Context, c.String(flagCorpus), c.String(flagService))
+func scopeOf(c *cli.Context, root *base.Base) (queue.Scope, error) {
+	return root.Catalog.LookupScope(c.Context, c.String(flagCorpus), c.String(flagService))
 }
 
 // Flags shared by commands.

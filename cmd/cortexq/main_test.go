@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
 	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
@@ -102,6 +103,7 @@ type testDB struct {
 	dsn   string
 	env   []string
 	pool  *pgxpool.Pool
+	root  *base.Base
 	store *lease.Store
 }
 
@@ -113,8 +115,10 @@ func newTestDB(t *testing.T) *testDB {
 	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return &testDB{t: t, ctx: ctx, dsn: dsn, env: []string{"DATABASE_URL=" + dsn}, pool: pool,
-		store: lease.New(pool, lease.Config{Replica: "r1", LeaseTimeout: time.Hour})}
+	d := &testDB{t: t, ctx: ctx, dsn: dsn, env: []string{"DATABASE_URL=" + dsn}, pool: pool,
+		root: base.New(pool, nil, nil)}
+	d.store = d.root.Lease(lease.Config{Replica: "r1", LeaseTimeout: time.Hour})
+	return d
 }
 
 // count runs a query returning one number.
@@ -144,7 +148,7 @@ func entries(prefix string, n int) []string {
 
 func (d *testDB) scope(corpus, service string) queue.Scope {
 	d.t.Helper()
-	s, err := catalogOf(d.store).LookupScope(d.ctx, corpus, service)
+	s, err := d.root.Catalog.LookupScope(d.ctx, corpus, service)
 	require.NoError(d.t, err)
 	return s
 }

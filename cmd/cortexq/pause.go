@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -26,8 +27,8 @@ func pauseCommand() *cli.Command {
 }
 
 func runPause(c *cli.Context) error {
-	return onScope(c, func(store *lease.Store, scope queue.Scope) error {
-		sum, err := store.Pause(c.Context, scope)
+	return onScope(c, func(root *base.Base, scope queue.Scope) error {
+		sum, err := root.Lease(lease.Config{}).Pause(c.Context, scope)
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
 )
@@ -93,8 +94,8 @@ func selectionOf(c *cli.Context) (lease.RerunScope, error) {
 		if !reports.IsAllSeverity(sev) {
 			return lease.RerunScope{}, usagef(c, "--severity %q: with --all, want one of info, warning, error, fatal, invalid", sev)
 		}
-		if c.String("category") == lease.NoMessages {
-			return lease.RerunScope{}, usagef(c, "--category %s: not with --all", lease.NoMessages)
+		if c.String("category") == queue.NoMessages {
+			return lease.RerunScope{}, usagef(c, "--category %s: not with --all", queue.NoMessages)
 		}
 		return lease.RerunScope{Severity: sev, Category: c.String("category"), What: c.String("what")}, nil
 	}
@@ -131,25 +132,25 @@ func formatFlags(env string) []cli.Flag {
 	}
 }
 
-// openStoreNoArgs opens the store for a command that takes no arguments, after checking it got
+// openBaseNoArgs opens the base for a command that takes no arguments, after checking it got
 // none.
-func openStoreNoArgs(c *cli.Context) (*lease.Store, func(), error) {
+func openBaseNoArgs(c *cli.Context) (*base.Base, func(), error) {
 	if err := noArgs(c); err != nil {
 		return nil, nil, err
 	}
-	return openStore(c, lease.Config{})
+	return openBase(c)
 }
 
 // openListStore checks the arguments of a list command taking formatFlags (none, and not both
-// --json and --csv) and opens the store.
-func openListStore(c *cli.Context) (*lease.Store, func(), error) {
+// --json and --csv) and opens the base.
+func openListBase(c *cli.Context) (*base.Base, func(), error) {
 	if err := noArgs(c); err != nil {
 		return nil, nil, err
 	}
 	if c.Bool("json") && c.Bool("csv") {
 		return nil, nil, usagef(c, "give --json or --csv, not both")
 	}
-	return openStore(c, lease.Config{})
+	return openBase(c)
 }
 
 // pageOf checks --limit, --offset and the output format.
@@ -167,8 +168,8 @@ func pageOf(c *cli.Context) (limit, offset int, err error) {
 }
 
 // scopeOfNamed looks up --corpus and --service; a name that does not exist is a usage error.
-func scopeOfNamed(c *cli.Context, store *lease.Store) (queue.Scope, error) {
-	scope, err := scopeOf(c, store)
+func scopeOfNamed(c *cli.Context, root *base.Base) (queue.Scope, error) {
+	scope, err := scopeOf(c, root)
 	if errors.Is(err, queue.ErrNotFound) {
 		return scope, usagef(c, "%v", err)
 	}
@@ -313,93 +314,121 @@ func runReport(c *cli.Context) error {
 	if c.Bool("all") {
 		return runReportAll(c, sevName, category, what, limit, offset)
 	}
-	sevStatus, sevMessage, ok := lease.ReportSeverity(sevName)
+	sevStatus, sevMessage, ok := queue.ReportSeverity(sevName)
 	if sevName != "" && !ok {
-		return usagef(c, "--severity %q: want one of %s", sevName, lease.ReportSeverityNames())
+		return usagef(c, "--severity %q: want one of %s", sevName, queue.ReportSeverityNames())
 	}
-	store, done, err := openStore(c, lease.Config{}, reports.TuneReportPool)
+	root, done, err := openBase(c, reports.TuneReportPool)
 	if err != nil {
 		return err
 	}
 	defer done()
-	scope, err := scopeOfNamed(c, store)
+	scope, err := scopeOfNamed(c, root)
 	if err != nil {
 		return err
 	}
-	corpus, service := c.String(flagCorpus), c.String(flagService)
-	rerun := commandLine("rerun", flagCorpus, corpus, flagService, service, "severity", sevName, "category", category, "what", what)
-	where := fmt.Sprintf("corpus %s, service %s", corpus, service)
+	q := reportQuery{corpus: c.String(flagCorpus), service: c.String(flagService), sevName: sevName,
+		category: category, what: what, limit: limit, offset: offset}
+	q.rerun = commandLine("rerun", flagCorpus, q.corpus, flagService, q.service, "severity", sevName, "category", category, "what", what)
+	q.where = fmt.Sprintf("corpus %s, service %s", q.corpus, q.service)
 	if sevName == "" {
-		counts, err := reportsOf(store).ReportStatuses(c.Context, scope)
-		if err != nil {
-			return err
-		}
-		var all int64
-		for _, n := range counts {
-			all += n
-		}
-		total := all - counts[queue.StatusInvalid]
-		t := table{
-			Title:  fmt.Sprintf("%s: %s tasks, %s of them not Invalid (the total of the percentages)", where, commas(all), commas(total)),
-			Header: []string{"severity", "tasks", "percent"},
-			Next:   "rerun all: " + rerun,
-		}
-		type row struct {
-			Severity string   `json:"severity"`
-			Tasks    int64    `json:"tasks"`
-			Percent  *float64 `json:"percent"`
-		}
-		var rows []row
-		for _, st := range reportStatuses {
-			n := lease.StatusCount(counts, st)
-			pc := percent(n, total)
-			r := row{Severity: statusName(st), Tasks: n}
-			if st == queue.StatusInvalid {
-				pc = "-"
-			} else if total > 0 {
-				p := 100 * float64(n) / float64(total)
-				r.Percent = &p
-			}
-			rows = append(rows, r)
-			t.Rows = append(t.Rows, []string{statusName(st), commas(n), pc})
-		}
-		if c.Bool("csv") {
-			for i, r := range rows {
-				t.Rows[i][1] = strconv.FormatInt(r.Tasks, 10)
-			}
-		}
-		t.JSON = map[string]any{"corpus": corpus, "service": service, "tasks": all, "total": total,
-			"severities": rows, "rerun": rerun}
-		return t.print(c)
+		return reportSummary(c, root, scope, q)
 	}
-	slice := reports.ReportSlice{Scope: scope, Status: sevStatus, Severity: sevMessage,
+	slice := reports.Slice{Scope: scope, Status: sevStatus, Severity: sevMessage,
 		Category: category, What: what, Limit: limit, Offset: offset}
 	if what != "" {
-		msgs, err := reportsOf(store).ReportMessages(c.Context, slice)
-		if err != nil {
-			return err
-		}
-		t := table{
-			Title:  fmt.Sprintf("%s: severity %s, category %s, what %s: messages and their tasks", where, sevName, category, what),
-			Header: []string{"task_id", "entry", "details"},
-			Next:   "rerun these tasks: " + rerun,
-		}
-		for _, m := range msgs {
-			t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), m.Entry, m.Details})
-		}
-		if msgs == nil {
-			msgs = []reports.ReportMessage{}
-		}
-		t.JSON = map[string]any{"corpus": corpus, "service": service, "severity": sevName, "category": category,
-			"what": what, "offset": offset, "limit": limit, "messages": msgs, "rerun": rerun}
-		return t.print(c)
+		return reportMessages(c, root, slice, q)
 	}
+	return reportLevel(c, root, slice, q)
+}
+
+// reportQuery is what `cortexq report` was asked, as its output repeats it.
+type reportQuery struct {
+	corpus, service, sevName, category, what string
+	limit, offset                            int
+	rerun, where                             string
+}
+
+// reportSummary prints the report's first level: the tasks of each final status.
+func reportSummary(c *cli.Context, root *base.Base, scope queue.Scope, q reportQuery) error {
+	corpus, service, rerun, where := q.corpus, q.service, q.rerun, q.where
+	counts, err := root.Reports.ReportStatuses(c.Context, scope)
+	if err != nil {
+		return err
+	}
+	var all int64
+	for _, n := range counts {
+		all += n
+	}
+	total := all - counts[queue.StatusInvalid]
+	t := table{
+		Title:  fmt.Sprintf("%s: %s tasks, %s of them not Invalid (the total of the percentages)", where, commas(all), commas(total)),
+		Header: []string{"severity", "tasks", "percent"},
+		Next:   "rerun all: " + rerun,
+	}
+	type row struct {
+		Severity string   `json:"severity"`
+		Tasks    int64    `json:"tasks"`
+		Percent  *float64 `json:"percent"`
+	}
+	var rows []row
+	for _, st := range reportStatuses {
+		n := queue.StatusCount(counts, st)
+		pc := percent(n, total)
+		r := row{Severity: statusName(st), Tasks: n}
+		if st == queue.StatusInvalid {
+			pc = "-"
+		} else if total > 0 {
+			p := 100 * float64(n) / float64(total)
+			r.Percent = &p
+		}
+		rows = append(rows, r)
+		t.Rows = append(t.Rows, []string{statusName(st), commas(n), pc})
+	}
+	if c.Bool("csv") {
+		for i, r := range rows {
+			t.Rows[i][1] = strconv.FormatInt(r.Tasks, 10)
+		}
+	}
+	t.JSON = map[string]any{"corpus": corpus, "service": service, "tasks": all, "total": total,
+		"severities": rows, "rerun": rerun}
+	return t.print(c)
+}
+
+// reportMessages prints the report's last level: a what's messages and their tasks.
+func reportMessages(c *cli.Context, root *base.Base, slice reports.Slice, q reportQuery) error {
+	corpus, service, rerun, where := q.corpus, q.service, q.rerun, q.where
+	sevName, category, what, limit, offset := q.sevName, q.category, q.what, q.limit, q.offset
+	msgs, err := root.Reports.ReportMessages(c.Context, slice)
+	if err != nil {
+		return err
+	}
+	t := table{
+		Title:  fmt.Sprintf("%s: severity %s, category %s, what %s: messages and their tasks", where, sevName, category, what),
+		Header: []string{"task_id", "entry", "details"},
+		Next:   "rerun these tasks: " + rerun,
+	}
+	for _, m := range msgs {
+		t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), m.Entry, m.Details})
+	}
+	if msgs == nil {
+		msgs = []reports.ReportMessage{}
+	}
+	t.JSON = map[string]any{"corpus": corpus, "service": service, "severity": sevName, "category": category,
+		"what": what, "offset": offset, "limit": limit, "messages": msgs, "rerun": rerun}
+	return t.print(c)
+}
+
+// reportLevel prints the category level of a severity, or the what level of a category.
+func reportLevel(c *cli.Context, root *base.Base, slice reports.Slice, q reportQuery) error {
+	corpus, service, rerun, where := q.corpus, q.service, q.rerun, q.where
+	sevName, category, limit, offset := q.sevName, q.category, q.limit, q.offset
 	if c.Bool("fold") {
-		if err := foldAll(c, store); err != nil {
+		if err := foldAll(c, root); err != nil {
 			return err
 		}
 	}
-	fold, err := reportsOf(store).ReportFoldState(c.Context)
+	fold, err := root.Reports.ReportFoldState(c.Context)
 	if err != nil {
 		return err
 	}
@@ -407,10 +436,10 @@ func runReport(c *cli.Context) error {
 	var total int64
 	level, title := "category", fmt.Sprintf("%s: severity %s, by category", where, sevName)
 	if category == "" {
-		rows, total, err = reportsOf(store).ReportCategories(c.Context, slice)
+		rows, total, err = root.Reports.ReportCategories(c.Context, slice)
 	} else {
 		level, title = "what", fmt.Sprintf("%s: severity %s, category %s, by what", where, sevName, category)
-		rows, total, err = reportsOf(store).ReportWhats(c.Context, slice)
+		rows, total, err = root.Reports.ReportWhats(c.Context, slice)
 	}
 	if err != nil {
 		return err
@@ -448,16 +477,16 @@ func runReportAll(c *cli.Context, sevName, category, what string, limit, offset 
 	if sevName != "" && !reports.IsAllSeverity(sevName) {
 		return usagef(c, "--severity %q: with --all, want one of info, warning, error, fatal, invalid", sevName)
 	}
-	store, done, err := openStore(c, lease.Config{}, reports.TuneReportPool)
+	root, done, err := openBase(c, reports.TuneReportPool)
 	if err != nil {
 		return err
 	}
 	defer done()
-	scope, err := scopeOfNamed(c, store)
+	scope, err := scopeOfNamed(c, root)
 	if err != nil {
 		return err
 	}
-	rep := reportsOf(store)
+	rep := root.Reports
 	corpus, service := c.String(flagCorpus), c.String(flagService)
 	rerun := commandLine("rerun", flagCorpus, corpus, flagService, service, "severity", sevName, "category", category, "what", what) + " --all"
 	where := fmt.Sprintf("corpus %s, service %s, all tasks", corpus, service)
@@ -491,7 +520,7 @@ func runReportAll(c *cli.Context, sevName, category, what string, limit, offset 
 		t.JSON = map[string]any{"corpus": corpus, "service": service, "all": true, "tasks": all, "severities": rows}
 		return t.print(c)
 	}
-	sl := reports.ReportSlice{Scope: scope, Severity: queue.Severity(sevName), Category: category, What: what, Limit: limit, Offset: offset}
+	sl := reports.Slice{Scope: scope, Severity: queue.Severity(sevName), Category: category, What: what, Limit: limit, Offset: offset}
 	if what != "" {
 		msgs, err := rep.ReportAllMessages(c.Context, sl)
 		if err != nil {

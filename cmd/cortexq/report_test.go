@@ -172,12 +172,12 @@ func TestReportCountsEqualBruteForce(t *testing.T) {
 				return out
 			}
 			checked := 0
-			for _, name := range strings.Split(lease.ReportSeverityNames(), ", ") {
+			for _, name := range strings.Split(queue.ReportSeverityNames(), ", ") {
 				var sv struct {
 					status  queue.Status
 					message queue.Severity
 				}
-				sv.status, sv.message, _ = lease.ReportSeverity(name)
+				sv.status, sv.message, _ = queue.ReportSeverity(name)
 				ofSev := func(m msg) bool {
 					return byID[m.task].status == sv.status && m.severity == string(sv.message)
 				}

@@ -57,17 +57,17 @@ func runRerun(c *cli.Context) error {
 		return err
 	}
 	scope.Note = c.String("note")
-	store, done, err := openStore(c, lease.Config{LateResultWindow: c.Duration("late-result-window")})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	ids, err := scopeOfNamed(c, store)
+	ids, err := scopeOfNamed(c, root)
 	if err != nil {
 		return err
 	}
 	scope.CorpusID, scope.ServiceID = ids.CorpusID, ids.ServiceID
-	sum, err := store.Rerun(c.Context, scope)
+	sum, err := root.Lease(lease.Config{LateResultWindow: c.Duration("late-result-window")}).Rerun(c.Context, scope)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -23,8 +24,8 @@ func resumeCommand() *cli.Command {
 }
 
 func runResume(c *cli.Context) error {
-	return onScope(c, func(store *lease.Store, scope queue.Scope) error {
-		n, err := store.Resume(c.Context, scope)
+	return onScope(c, func(root *base.Base, scope queue.Scope) error {
+		n, err := root.Lease(lease.Config{}).Resume(c.Context, scope)
 		if err != nil {
 			return err
 		}

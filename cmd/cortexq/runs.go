@@ -9,7 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
-	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/reports"
 )
 
@@ -39,16 +39,16 @@ func runRuns(c *cli.Context) error {
 	if c.Bool("json") && c.Bool("csv") {
 		return usagef(c, "give --json or --csv, not both")
 	}
-	store, done, err := openStore(c, lease.Config{}, reports.TuneReportPool)
+	root, done, err := openBase(c, reports.TuneReportPool)
 	if err != nil {
 		return err
 	}
 	defer done()
-	scope, err := scopeOfNamed(c, store)
+	scope, err := scopeOfNamed(c, root)
 	if err != nil {
 		return err
 	}
-	runs, err := reportsOf(store).Runs(c.Context, scope)
+	runs, err := root.Reports.Runs(c.Context, scope)
 	if err != nil {
 		return err
 	}
@@ -158,16 +158,16 @@ func runDiff(c *cli.Context) error {
 	if toName != "" && !ok {
 		return usagef(c, "--to-status %q: want one of %s", toName, names)
 	}
-	store, done, err := openStore(c, lease.Config{}, reports.TuneReportPool)
+	root, done, err := openBase(c, reports.TuneReportPool)
 	if err != nil {
 		return err
 	}
 	defer done()
-	scope, err := scopeOfNamed(c, store)
+	scope, err := scopeOfNamed(c, root)
 	if err != nil {
 		return err
 	}
-	runs, err := reportsOf(store).Runs(c.Context, scope)
+	runs, err := root.Reports.Runs(c.Context, scope)
 	if err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func runDiff(c *cli.Context) error {
 	d.Scope = scope
 	corpus, service := c.String(flagCorpus), c.String(flagService)
 	if toStatus != nil {
-		tasks, err := reportsOf(store).DiffCellTasks(c.Context, d, fromStatus, *toStatus, limit, offset)
+		tasks, err := root.Reports.DiffCellTasks(c.Context, d, fromStatus, *toStatus, limit, offset)
 		if err != nil {
 			return err
 		}
@@ -196,12 +196,18 @@ func runDiff(c *cli.Context) error {
 			"from_status": strings.ToLower(fromName), "to_status": statusName(*toStatus), "offset": offset, "limit": limit, "tasks": tasks}
 		return t.print(c)
 	}
+	return diffMatrix(c, root, d, label)
+}
+
+// diffMatrix prints the matrix of a diff: how many tasks went from each status to each other.
+func diffMatrix(c *cli.Context, root *base.Base, d reports.DiffRuns, label string) error {
+	corpus, service := c.String(flagCorpus), c.String(flagService)
 	if c.Bool("fold") {
-		if err := foldAll(c, store); err != nil {
+		if err := foldAll(c, root); err != nil {
 			return err
 		}
 	}
-	cells, swept, err := reportsOf(store).DiffMatrixSwept(c.Context, d)
+	cells, swept, err := root.Reports.DiffMatrixSwept(c.Context, d)
 	if err != nil {
 		return err
 	}
@@ -212,7 +218,7 @@ func runDiff(c *cli.Context) error {
 	}
 	var fold reports.FoldState
 	if swept != nil {
-		if fold, err = reportsOf(store).ReportFoldState(c.Context); err != nil {
+		if fold, err = root.Reports.ReportFoldState(c.Context); err != nil {
 			return err
 		}
 		t.Note = foldAge(fold) + "; todo, in_flight and blocked as of " + swept.UTC().Format("15:04:05 UTC")

@@ -10,7 +10,6 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
 )
 
@@ -103,12 +102,12 @@ func runSandboxCreate(c *cli.Context) error {
 	if scope.Note == "" {
 		scope.Note = "sandbox of " + c.String("from")
 	}
-	store, done, err := openStore(c, lease.Config{})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	ids, err := catalogOf(store).LookupScope(c.Context, c.String("from"), c.String(flagService))
+	ids, err := root.Catalog.LookupScope(c.Context, c.String("from"), c.String(flagService))
 	if errors.Is(err, queue.ErrNotFound) {
 		return usagef(c, "%v", err)
 	}
@@ -116,7 +115,7 @@ func runSandboxCreate(c *cli.Context) error {
 		return err
 	}
 	scope.CorpusID, scope.ServiceID = ids.CorpusID, ids.ServiceID
-	sum, err := reportsOf(store).CreateSandbox(c.Context, name, scope, *priority)
+	sum, err := root.Reports.CreateSandbox(c.Context, name, scope, *priority)
 	if errors.Is(err, queue.ErrDuplicate) {
 		return usagef(c, "a corpus named %s already exists", name)
 	}
@@ -132,12 +131,12 @@ func runSandboxCreate(c *cli.Context) error {
 }
 
 func runSandboxList(c *cli.Context) error {
-	store, done, err := openListStore(c)
+	root, done, err := openListBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	boxes, err := reportsOf(store).Sandboxes(c.Context)
+	boxes, err := root.Reports.Sandboxes(c.Context)
 	if err != nil {
 		return err
 	}
@@ -157,12 +156,12 @@ func runSandboxDelete(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	store, done, err := openStore(c, lease.Config{})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	sum, err := reportsOf(store).DeleteSandbox(c.Context, name)
+	sum, err := root.Reports.DeleteSandbox(c.Context, name)
 	if errors.Is(err, queue.ErrNotFound) {
 		return usagef(c, "no sandbox named %s", name)
 	}

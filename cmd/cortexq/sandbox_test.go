@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/internal/bench"
 	"github.com/cortexq/cortexq/queue/reports"
 )
 
@@ -23,7 +24,7 @@ func TestSandboxRunLeavesTheParentUntouched(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
 	const tasks = 12
-	entries, err := stageCorpus(d.ctx, t.TempDir(), tasks, 2048)
+	entries, err := bench.StageCorpus(d.ctx, t.TempDir(), tasks, 2048)
 	require.NoError(t, err)
 	d.importList("c", "echo", entries...)
 

@@ -14,9 +14,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue/archive"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/dispatch"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reaper"
+	"github.com/cortexq/cortexq/queue/replica"
 	"github.com/cortexq/cortexq/queue/wire"
 )
 
@@ -123,7 +126,6 @@ func serve(c *cli.Context) error {
 	if err := checkServeFlags(c); err != nil {
 		return err
 	}
-	nowFunc := clockSkew(c) // nil outside the test binary
 	logger := slog.Default().With("replica", c.String("replica"))
 	if path := os.Getenv("CORTEXQ_CPUPROFILE"); path != "" { // for cortexq bench --cpuprofile
 		f, err := os.Create(path)
@@ -136,125 +138,81 @@ func serve(c *cli.Context) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	dsn, err := databaseURL(c)
-	if err != nil {
-		return err
-	}
 	poolSize := func(cfg *pgxpool.Config) { cfg.MaxConns = int32(c.Int("db-pool-size")) }
-	pool, err := connectDSN(c.Context, dsn, poolSize, lease.TunePool)
+	root, closePool, err := openBase(c, poolSize, lease.TunePool)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	if err := checkMigrated(c.Context, pool); err != nil {
+	defer closePool()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg, err := replicaConfig(c, root, reg, logger)
+	if err != nil {
 		return err
 	}
+	rep, err := replica.New(root, cfg)
+	if err != nil {
+		return usagef(c, "%v", err)
+	}
+	if err := rep.Run(c.Context); err != nil {
+		return fmt.Errorf("replica %s: %w", c.String("replica"), err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// replicaConfig is the replica serve's flags describe: its lease store, worker-facing side,
+// reaper, metrics endpoint and start-up sweep.
+func replicaConfig(c *cli.Context, root *base.Base, reg *prometheus.Registry, logger *slog.Logger) (replica.Config, error) {
 	window := c.Duration("late-result-window")
 	if window == 0 { // the flag's 0: none
 		window = lease.LateResultWindowNone
 	}
-	store := lease.New(pool, lease.Config{
-		Replica: c.String("replica"), LeaseTimeout: c.Duration("lease-timeout"),
-		LateResultWindow: window, ReservationTTL: c.Duration("reservation-ttl"), Logger: logger,
-	})
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	budget := c.Duration("db-outage-budget")
 	if budget <= 0 {
 		budget = -1
 	}
 	security, err := serveSecurity(c)
 	if err != nil {
-		return err
+		return replica.Config{}, err
 	}
-	srv, err := dispatch.New(store, dispatch.Config{
-		VentilatorAddr: c.String("ventilator"), SinkAddr: c.String("sink"), Security: security,
-		MaxInFlight: c.Int("max-in-flight"), MessageSize: c.Int("message-size"),
-		MaxInFlightPerWorker: c.Int("max-in-flight-per-worker"), MaxInFlightPerKey: c.Int("max-in-flight-per-key"),
-		MaxResultBytes: c.Int64("max-result-bytes"), MaxMessages: c.Int("max-messages"),
-		TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
-		SyncArchives:     c.Bool("sync-archives"), OutageBudget: budget,
-		ReserveBatch: c.Int("reserve-batch"), Leasers: c.Int("leasers"), Claimers: c.Int("claimers"),
-		ClaimBatch: c.Int("claim-batch"), ClaimFlush: c.Duration("claim-flush"),
-		Logger: logger, Registerer: reg,
-	})
-	if err != nil {
-		return usagef(c, "%v", err)
+	reaped := newReapMetrics(reg, root.Inspect)
+	cfg := replica.Config{
+		Lease: lease.Config{
+			Replica: c.String("replica"), LeaseTimeout: c.Duration("lease-timeout"),
+			LateResultWindow: window, ReservationTTL: c.Duration("reservation-ttl"), Logger: logger,
+		},
+		Dispatch: dispatch.Config{
+			VentilatorAddr: c.String("ventilator"), SinkAddr: c.String("sink"), Security: security,
+			MaxInFlight: c.Int("max-in-flight"), MessageSize: c.Int("message-size"),
+			MaxInFlightPerWorker: c.Int("max-in-flight-per-worker"), MaxInFlightPerKey: c.Int("max-in-flight-per-key"),
+			MaxResultBytes: c.Int64("max-result-bytes"), MaxMessages: c.Int("max-messages"),
+			TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
+			SyncArchives:     c.Bool("sync-archives"), OutageBudget: budget,
+			ReserveBatch: c.Int("reserve-batch"), Leasers: c.Int("leasers"), Claimers: c.Int("claimers"),
+			ClaimBatch: c.Int("claim-batch"), ClaimFlush: c.Duration("claim-flush"),
+			Logger: logger, Registerer: reg,
+		},
+		Reaper: reaper.Config{Interval: c.Duration("reap-interval"), FoldInterval: c.Duration("fold-interval"),
+			Logger: logger, OnPass: reaped.observe, NowFunc: clockSkew(c)}, // clockSkew: nil outside the test binary
+		Fallback:     true,
+		DrainTimeout: c.Duration("drain-timeout"),
 	}
-	reaped := newReapMetrics(reg, store)
-	river, err := reaper.New(pool, store, reaper.Config{Interval: c.Duration("reap-interval"), FoldInterval: c.Duration("fold-interval"), Logger: logger, OnPass: reaped.observe, NowFunc: nowFunc})
-	if err != nil {
-		return err
-	}
-
-	runCtx, stopRun := context.WithCancel(context.WithoutCancel(c.Context))
-	defer stopRun()
-	if err := river.Start(runCtx); err != nil {
-		return fmt.Errorf("start the reaper: %w", err)
-	}
-	// Should the elected leader die, any replica reaps once passes stop being recorded.
-	fallback := make(chan struct{})
-	go func() {
-		defer close(fallback)
-		reaper.Fallback(runCtx, store, c.Duration("reap-interval"), logger, reaped.observe)
-	}()
-	defer func() { stopRun(); <-fallback }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := river.Stop(sctx); err != nil {
-			logger.Warn("reaper stop", "error", err)
-		}
-	}()
-
 	if addr := c.String("http"); addr != "" {
-		stopHTTP, err := serveHTTP(addr, reg, pool, logger)
-		if err != nil {
-			return err
-		}
-		defer stopHTTP()
+		cfg.HTTP = replica.Funcs(func(context.Context) (func(), error) { return serveHTTP(addr, reg, root.Pool, logger) })
 	}
-
 	// What earlier processes of this replica left in the corpora (a kill -9 mid-claim), and
 	// anyone's past --sweep-orphan-age: swept in the background, since a corpus may be large.
-	swept := make(chan struct{})
-	go func() {
-		defer close(swept)
-		if !c.Bool("sweep-at-start") {
-			return
+	if c.Bool("sweep-at-start") {
+		cfg.Sweep = func(ctx context.Context, srv *dispatch.Server) {
+			sc := archive.SweepConfig{Replica: c.String("replica"), Incarnation: srv.Incarnation(),
+				OrphanAge: c.Duration("sweep-orphan-age")}
+			if err := sweepCorpora(ctx, root.Catalog, sc, logger, nil); err != nil && ctx.Err() == nil {
+				logger.Warn("start-up sweep", "error", err)
+			}
 		}
-		cfg := archive.SweepConfig{Replica: c.String("replica"), Incarnation: srv.Incarnation(),
-			OrphanAge: c.Duration("sweep-orphan-age")}
-		if err := sweepCorpora(runCtx, catalogOf(store), cfg, logger, nil); err != nil && runCtx.Err() == nil {
-			logger.Warn("start-up sweep", "error", err)
-		}
-	}()
-	defer func() { stopRun(); <-swept }()
-
-	// SIGTERM/SIGINT: stop leasing, drain, then stop the sockets.
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		select {
-		case <-c.Context.Done():
-		case <-runCtx.Done():
-			return
-		}
-		timeout := c.Duration("drain-timeout")
-		logger.Info("stopping: no new leases; draining results", "in_flight", srv.InFlight(), "drain_timeout", timeout)
-		start := time.Now()
-		left := srv.Drain(context.Background(), timeout)
-		logger.Info("drained", "unanswered", left, "took", time.Since(start).Round(time.Millisecond))
-		stopRun()
-	}()
-	err = srv.Run(runCtx)
-	stopRun()
-	<-drained
-	if err != nil {
-		return fmt.Errorf("replica %s: %w", c.String("replica"), err)
 	}
-	logger.Info("stopped")
-	return nil
+	return cfg, nil
 }
 
 // reapMetrics exports the reaper's passes and the database's view of the dispatch table.
@@ -262,14 +220,14 @@ type reapMetrics struct {
 	requeued, deadLettered, forgotten, released prometheus.Counter
 }
 
-func newReapMetrics(reg prometheus.Registerer, store *lease.Store) *reapMetrics {
+func newReapMetrics(reg prometheus.Registerer, reads *inspect.Reader) *reapMetrics {
 	m := &reapMetrics{
 		requeued:     prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_reaper_requeued_total", Help: "Expired leases queued for a retry by this replica's reaper passes."}),
 		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_reaper_dead_lettered_total", Help: "Expired leases dead-lettered by this replica's reaper passes."}),
 		forgotten:    prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_reaper_forgotten_total", Help: "Held rows forgotten by this replica's reaper passes."}),
 		released:     prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_reaper_reservations_released_total", Help: "Reservations past their deadline (their replica died or froze) taken back by this replica's reaper passes."}),
 	}
-	reg.MustRegister(m.requeued, m.deadLettered, m.forgotten, m.released, &dispatchCollector{store: store})
+	reg.MustRegister(m.requeued, m.deadLettered, m.forgotten, m.released, &dispatchCollector{reads: reads})
 	return m
 }
 
@@ -281,7 +239,7 @@ func (m *reapMetrics) observe(s lease.ReapSummary) {
 }
 
 // dispatchCollector reads the dispatch table's counts at scrape time.
-type dispatchCollector struct{ store *lease.Store }
+type dispatchCollector struct{ reads *inspect.Reader }
 
 var (
 	descDispatchRows = prometheus.NewDesc("cortexq_dispatch_rows", "Dispatch rows of all replicas, by state: reserved (held by a replica for a hand-out), in_flight, settling, queued (retries waiting), dead_lettered.", []string{"state"}, nil)
@@ -292,7 +250,7 @@ func (d *dispatchCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descDis
 func (d *dispatchCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	counts, err := inspectOf(d.store).DispatchCounts(ctx)
+	counts, err := d.reads.DispatchCounts(ctx)
 	if err != nil {
 		return
 	}

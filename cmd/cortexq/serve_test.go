@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/internal/bench"
 	"github.com/cortexq/cortexq/queue/queuetest"
 )
 
@@ -115,7 +116,7 @@ func TestServe(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
 	const tasks = 24
-	entries, err := stageCorpus(d.ctx, t.TempDir(), tasks, 4096)
+	entries, err := bench.StageCorpus(d.ctx, t.TempDir(), tasks, 4096)
 	require.NoError(t, err)
 	d.importList("c", "echo", entries...)
 
@@ -149,7 +150,7 @@ func TestServe(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return d.count(`SELECT count(*) FROM tasks WHERE status = -1`) == tasks
 	}, time.Minute, 100*time.Millisecond, "every task NoProblem; replica:\n%s", replica.log())
-	bad, first := byteIdentical(entries, "echo")
+	bad, first := bench.ByteIdentical(entries, "echo")
 	require.Zero(t, bad, "result archives equal their sources: %v", first)
 	require.Equal(t, tasks, d.count(`SELECT count(*) FROM attempts WHERE replica = 'r-serve-test' AND outcome = 'accepted'`))
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/lease"
 )
 
 func serviceCommand() *cli.Command {
@@ -59,12 +58,12 @@ func serviceAdd(c *cli.Context) error {
 	if timeout < 0 {
 		return usagef(c, "--lease-timeout %s: want a positive duration, or 0", timeout)
 	}
-	store, done, err := openStore(c, lease.Config{})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	svc, err := catalogOf(store).AddService(c.Context, name, timeout)
+	svc, err := root.Catalog.AddService(c.Context, name, timeout)
 	if errors.Is(err, queue.ErrDuplicate) {
 		return fmt.Errorf("service %s already exists", name)
 	}
@@ -83,12 +82,12 @@ func leaseText(svc catalog.Service) string {
 }
 
 func serviceList(c *cli.Context) error {
-	store, done, err := openStoreNoArgs(c)
+	root, done, err := openBaseNoArgs(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	services, err := catalogOf(store).Services(c.Context)
+	services, err := root.Catalog.Services(c.Context)
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/inspect"
-	"github.com/cortexq/cortexq/queue/lease"
 )
 
 func statusCommand() *cli.Command {
@@ -52,18 +52,18 @@ func runStatus(c *cli.Context) error {
 	if interval <= 0 {
 		return usagef(c, "--interval: want a positive duration")
 	}
-	store, done, err := openStore(c, lease.Config{})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
 	// A mistyped name is an error, not "no tasks" (which --watch would take for "all done").
-	if err := catalogOf(store).CheckNames(c.Context, c.String(flagCorpus), c.String(flagService)); err != nil {
+	if err := root.Catalog.CheckNames(c.Context, c.String(flagCorpus), c.String(flagService)); err != nil {
 		return err
 	}
 	clear := watch && isTerminal(os.Stdout)
 	for frame := 0; ; frame++ {
-		rows, err := inspectOf(store).Progress(c.Context, c.String(flagCorpus), c.String(flagService))
+		rows, err := root.Inspect.Progress(c.Context, c.String(flagCorpus), c.String(flagService))
 		if err != nil {
 			if c.Context.Err() != nil {
 				return nil // interrupted
@@ -82,7 +82,7 @@ func runStatus(c *cli.Context) error {
 		if err := printProgress(c.App.Writer, rows, watch); err != nil {
 			return err
 		}
-		if err := checkInvariants(c, store); err != nil {
+		if err := checkInvariants(c, root); err != nil {
 			return err
 		}
 		if !watch || allFinished(rows) {
@@ -149,8 +149,8 @@ func bar(done, total int64, width int) string {
 // checkInvariants runs the invariant queries of sql/audit/invariants.sql and reports any broken
 // rule loudly on stderr, failing the command: a broken invariant is a bug to report, never a
 // state to operate in.
-func checkInvariants(c *cli.Context, store *lease.Store) error {
-	violations, err := inspectOf(store).CheckInvariants(c.Context)
+func checkInvariants(c *cli.Context, root *base.Base) error {
+	violations, err := root.Inspect.CheckInvariants(c.Context)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/lease"
 )
 
 func sweepCommand() *cli.Command {
@@ -39,7 +38,7 @@ func runSweep(c *cli.Context) error {
 	if c.Duration("older-than") <= 0 && c.String("replica") == "" {
 		return usagef(c, "--older-than %s: want a positive duration (or --replica)", c.Duration("older-than"))
 	}
-	store, done, err := openStore(c, lease.Config{})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
@@ -49,7 +48,7 @@ func runSweep(c *cli.Context) error {
 	if cfg.DryRun {
 		verb = "would remove"
 	}
-	return sweepCorpora(c.Context, catalogOf(store), cfg, slog.Default(), func(base, rel string) {
+	return sweepCorpora(c.Context, root.Catalog, cfg, slog.Default(), func(base, rel string) {
 		fmt.Fprintf(c.App.Writer, "%s %s\n", verb, filepath.Join(base, rel))
 	})
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/inspect"
-	"github.com/cortexq/cortexq/queue/lease"
 )
 
 func taskCommand() *cli.Command {
@@ -43,12 +42,12 @@ func taskShow(c *cli.Context) error {
 	if err != nil || id <= 0 {
 		return usagef(c, "task ID %q: want a positive number", args[0])
 	}
-	store, done, err := openStore(c, lease.Config{})
+	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	h, err := inspectOf(store).TaskHistory(c.Context, id)
+	h, err := root.Inspect.TaskHistory(c.Context, id)
 	if errors.Is(err, queue.ErrNotFound) {
 		return fmt.Errorf("task %d: no such task", id)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/queue/web"
@@ -85,8 +86,8 @@ func runWeb(c *cli.Context) error {
 			return err
 		}
 	}
-	store := lease.New(pool, lease.Config{Logger: slog.Default()})
-	srv, err := web.New(web.Config{Store: store, AdminToken: token, ReadOnly: readOnly, Logger: slog.Default(),
+	root := base.New(pool, nil, slog.Default())
+	srv, err := web.New(web.Config{Base: root, Store: root.Lease(lease.Config{}), AdminToken: token, ReadOnly: readOnly, Logger: slog.Default(),
 		PreviewOrigin: c.String("preview-origin")})
 	if err != nil {
 		return err

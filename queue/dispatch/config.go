@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cortexq/cortexq/queue/report"
+	"github.com/cortexq/cortexq/queue/cortexlog"
 	"github.com/cortexq/cortexq/queue/wire"
 )
 
@@ -39,7 +39,7 @@ type Config struct {
 	// MaxResultBytes caps a result: a larger one is recorded Invalid (cortex/result_too_large).
 	MaxResultBytes int64
 	// MaxMessages is how many log messages of each severity a result keeps; the rest are
-	// counted in one cortex/messages_truncated message of that severity (report.Options).
+	// counted in one cortex/messages_truncated message of that severity (cortexlog.Options).
 	MaxMessages int
 	// MaxParsedBytes bounds the memory of the reports parsed and not yet claimed (their
 	// messages). When it is reached, the writers wait and the sink stops reading its socket:
@@ -94,7 +94,7 @@ const (
 	MaxInFlightDefault          = 5000
 	MaxInFlightPerWorkerDefault = 2
 	MaxResultBytesDefault       = int64(2) << 30
-	MaxMessagesDefault          = report.MaxMessagesDefault
+	MaxMessagesDefault          = cortexlog.MaxMessagesDefault
 	MaxParsedBytesDefault       = int64(32) << 20
 	ReserveBatchDefault         = 256
 	LeasersDefault              = 2

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/puzpuzpuz/xsync/v4"
 
-	"github.com/cortexq/cortexq/queue/allowlist"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
 )
@@ -243,7 +242,7 @@ func (s *Server) secure(ctx context.Context, zctx *zmq.Context, socks ...*zmq.So
 
 // ReloadKeys reads the allow-list now rather than at the next poll.
 func (s *Server) ReloadKeys(ctx context.Context) error {
-	keys, err := allowlist.New(s.store.Pool()).Allowed(ctx)
+	keys, err := s.keys.Allowed(ctx)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func curveEnv(t *testing.T, opts ...envOption) (*env, keyPair) {
 // allow puts a key on the allow-list and makes the server read it.
 func (e *env) allow(k keyPair, name string) {
 	e.t.Helper()
-	_, err := allowlist.New(e.store.Pool()).Allow(e.ctx, k.public, name)
+	_, err := allowlist.New(e.pool).Allow(e.ctx, k.public, name)
 	require.NoError(e.t, err)
 	require.NoError(e.t, e.server.ReloadKeys(e.ctx))
 }
@@ -57,7 +57,7 @@ func (e *env) allow(k keyPair, name string) {
 // revoke takes a key off the allow-list and makes the server read it.
 func (e *env) revoke(k keyPair) {
 	e.t.Helper()
-	_, err := allowlist.New(e.store.Pool()).Revoke(e.ctx, k.public, "")
+	_, err := allowlist.New(e.pool).Revoke(e.ctx, k.public, "")
 	require.NoError(e.t, err)
 	require.NoError(e.t, e.server.ReloadKeys(e.ctx))
 }
@@ -278,7 +278,7 @@ func TestCurve(t *testing.T) {
 		e.requireEchoed(first)
 
 		// Revoked through the table alone: the poller picks it up, no ReloadKeys.
-		_, err := allowlist.New(e.store.Pool()).Revoke(e.ctx, "", "alice")
+		_, err := allowlist.New(e.pool).Revoke(e.ctx, "", "alice")
 		require.NoError(t, err)
 		eventually(t, "the revocation is read", func() bool { _, ok := e.server.sec.allowed(alice.public); return !ok })
 		// A connected peer of the revoked key: its requests and pushes are dropped.
@@ -290,7 +290,7 @@ func TestCurve(t *testing.T) {
 		require.Positive(t, e.discarded("ventilator", "key_not_allowed"))
 
 		// Allowed again (a new name): the same workers reconnect and finish.
-		_, err = allowlist.New(e.store.Pool()).Allow(e.ctx, alice.public, "alice2")
+		_, err = allowlist.New(e.pool).Allow(e.ctx, alice.public, "alice2")
 		require.NoError(t, err)
 		e.waitTerminal(30*time.Second, false)
 		stop()

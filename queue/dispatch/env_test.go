@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
 	"github.com/cortexq/cortexq/worker"
@@ -62,14 +63,14 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	e := &env{t: t, ctx: ctx, pool: pool, store: store, dir: t.TempDir(), svcName: "echo"}
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO corpora (name, path) VALUES ('c', $1) RETURNING id`, e.dir).Scan(&e.corpus))
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO services (name) VALUES ('echo') RETURNING id`).Scan(&e.svc))
-	e.server, e.vent, e.sink, e.stop = runServer(t, store, dcfg)
+	e.server, e.vent, e.sink, e.stop = runServer(t, pool, store, dcfg)
 	return e
 }
 
 // runServer runs a Server on store; stop (also a cleanup) stops it and checks its error.
-func runServer(t *testing.T, store *lease.Store, dcfg Config) (srv *Server, vent, sink string, stop func()) {
+func runServer(t *testing.T, pool *pgxpool.Pool, store *lease.Store, dcfg Config) (srv *Server, vent, sink string, stop func()) {
 	t.Helper()
-	srv, err := New(store, dcfg)
+	srv, err := New(base.New(pool, nil, nil), store, dcfg)
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -114,7 +115,7 @@ func (e *env) replica(name string, clock *testClock, opts ...envOption) *replica
 		o(&lcfg, &dcfg)
 	}
 	r := &replica{}
-	r.server, r.vent, r.sink, _ = runServer(e.t, lease.New(e.pool, lcfg), dcfg)
+	r.server, r.vent, r.sink, _ = runServer(e.t, e.pool, lease.New(e.pool, lcfg), dcfg)
 	return r
 }
 

@@ -16,7 +16,9 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/allowlist"
 	"github.com/cortexq/cortexq/queue/archive"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/hot"
 	"github.com/cortexq/cortexq/queue/lease"
@@ -28,6 +30,7 @@ type Server struct {
 	cfg     Config
 	store   *lease.Store
 	catalog *catalog.Catalog
+	keys    *allowlist.List
 	hot     *hot.Map
 	logger  *slog.Logger
 	metrics *metrics
@@ -88,8 +91,8 @@ const (
 	hotResyncMin = 250 * time.Millisecond
 )
 
-// New returns a Server on store. OutageBudget of cfg is taken from the store's pool retries.
-func New(store *lease.Store, cfg Config) (*Server, error) {
+// New returns a Server leasing through store, with the catalog and worker keys of b.
+func New(b *base.Base, store *lease.Store, cfg Config) (*Server, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -97,7 +100,8 @@ func New(store *lease.Store, cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:     cfg,
 		store:   store,
-		catalog: catalog.New(store.Pool(), nil),
+		catalog: b.Catalog,
+		keys:    b.Allowlist,
 		hot:     hot.New(),
 		logger:  cfg.Logger.With("component", "dispatch"),
 		unknown: xsync.NewMap[string, time.Time](),
@@ -192,17 +196,33 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("zeromq context: %w", err)
 	}
 	defer zctx.Term()
-
 	v, err := s.newVentilator(zctx)
 	if err != nil {
 		return err
 	}
 	defer v.close()
-	pull, err := zctx.NewSocket(zmq.PULL)
+	pull, err := s.newSink(zctx)
 	if err != nil {
-		return fmt.Errorf("sink socket: %w", err)
+		return err
 	}
 	defer pull.Close()
+	stopSecurity, err := s.secure(ctx, zctx, v.router, pull)
+	if err != nil {
+		return err
+	}
+	defer stopSecurity()
+	if err := s.bind(ctx, v.router, pull); err != nil {
+		return err
+	}
+	return s.serve(ctx, zctx, v, pull)
+}
+
+// newSink makes the sink's PULL socket.
+func (s *Server) newSink(zctx *zmq.Context) (*zmq.Socket, error) {
+	pull, err := zctx.NewSocket(zmq.PULL)
+	if err != nil {
+		return nil, fmt.Errorf("sink socket: %w", err)
+	}
 	maxMsg := sinkFrameMax(s.cfg.MaxResultBytes)
 	for _, set := range []func() error{
 		func() error { return pull.SetLinger(0) },
@@ -213,27 +233,34 @@ func (s *Server) Run(ctx context.Context) error {
 		func() error { return setHeartbeat(pull, s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout) },
 	} {
 		if err := set(); err != nil {
-			return fmt.Errorf("sink socket options: %w", err)
+			pull.Close()
+			return nil, fmt.Errorf("sink socket options: %w", err)
 		}
 	}
-	stopSecurity, err := s.secure(ctx, zctx, v.router, pull)
-	if err != nil {
-		return err
-	}
-	defer stopSecurity()
-	if err := bindRetry(ctx, v.router, s.cfg.VentilatorAddr, s.cfg.BindRetry); err != nil {
+	return pull, nil
+}
+
+// bind binds the ventilator and the sink, and publishes their endpoints (Endpoints).
+func (s *Server) bind(ctx context.Context, router, pull *zmq.Socket) error {
+	if err := bindRetry(ctx, router, s.cfg.VentilatorAddr, s.cfg.BindRetry); err != nil {
 		return fmt.Errorf("ventilator: %w", err)
 	}
 	if err := bindRetry(ctx, pull, s.cfg.SinkAddr, s.cfg.BindRetry); err != nil {
 		return fmt.Errorf("sink: %w", err)
 	}
 	s.mu.Lock()
-	s.endpoints = [2]string{lastEndpoint(v.router), lastEndpoint(pull)}
+	s.endpoints = [2]string{lastEndpoint(router), lastEndpoint(pull)}
 	s.mu.Unlock()
 	close(s.bound)
 	s.logger.Info("serving workers", "ventilator", s.endpoints[0], "sink", s.endpoints[1],
 		"max_in_flight", s.cfg.MaxInFlight)
+	return nil
+}
 
+// serve runs the loops on the bound sockets until ctx is done or one fails, then stops them in
+// order: the receiver, ventilator and leasers first, then the writers, the lookups, the
+// claimers (which take every result still held) and the worker counters' last flush.
+func (s *Server) serve(ctx context.Context, zctx *zmq.Context, v *ventilator, pull *zmq.Socket) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// A loop that fails stops the others: the replica exits with its error rather than, say,
@@ -258,40 +285,10 @@ func (s *Server) Run(ctx context.Context) error {
 	// Sink: receiver → writers → claimers.
 	inbox := make(chan inbound, 256)
 	s.claimIn = make(chan *item, s.cfg.ClaimBatch*2)
-	var writers, leasers sync.WaitGroup
 	goStop(func() error { return s.receiver(runCtx, pull, inbox) })
-	// The writers place the results the receiver took; they end when it closes inbox. On a
-	// stop their lookups still reach the database for writersGrace (the results of tasks this
-	// replica does not mirror need one); on a failure, such as an outage, they drop the rest
-	// at once, for the reaper.
-	wctx, stopWriters := context.WithCancel(context.WithoutCancel(runCtx))
-	defer stopWriters()
-	defer context.AfterFunc(runCtx, func() {
-		if !errors.Is(context.Cause(runCtx), context.Canceled) {
-			stopWriters()
-			return
-		}
-		time.AfterFunc(writersGrace, stopWriters)
-	})()
-	s.coldReqs = make(chan lookup, s.cfg.Writers)
-	var lookups sync.WaitGroup
-	lookups.Go(func() { s.lookupBatches(wctx, s.coldReqs) })
-	slowStop := make(chan struct{})
-	lookups.Go(func() { s.runSlowLane(wctx, s.claimIn, slowStop) })
-	for range s.cfg.Writers {
-		writers.Go(func() { s.writer(wctx, inbox, s.claimIn) })
-	}
-	var claimers sync.WaitGroup
-	for range s.cfg.Claimers {
-		claimers.Go(func() {
-			err := v.withPoke(zctx, func(poke func()) { s.claimer(runCtx, s.claimIn, poke) })
-			if err != nil {
-				cancel(err)
-				s.claimer(runCtx, s.claimIn, func() {}) // the results still need their claims
-			}
-		})
-	}
+	waitSink := s.startSink(runCtx, cancel, zctx, v, inbox)
 	// Ventilator and its leasers.
+	var leasers sync.WaitGroup
 	for range s.cfg.Leasers {
 		leasers.Go(func() {
 			if err := v.runLeaser(runCtx, zctx); err != nil {
@@ -305,15 +302,10 @@ func (s *Server) Run(ctx context.Context) error {
 	// Hot mirror resync and the outage watchdog.
 	goStop(func() error { return s.maintain(runCtx, cancel) })
 
-	err = g.Wait()
+	err := g.Wait()
 	leasers.Wait()
 	attributing.Wait()
-	writers.Wait()
-	close(s.coldReqs)
-	close(slowStop)
-	lookups.Wait()
-	close(s.claimIn)
-	claimers.Wait()
+	waitSink()
 	stopFlush()
 	flusher.Wait()
 	if cause := context.Cause(runCtx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -323,6 +315,51 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// startSink starts the sink's writers, lookups and claimers on the results the receiver puts in
+// inbox; waitSink returns once the receiver has closed inbox and they have all ended, every
+// result taken claimed or dropped.
+func (s *Server) startSink(runCtx context.Context, cancel context.CancelCauseFunc, zctx *zmq.Context, v *ventilator, inbox chan inbound) (waitSink func()) {
+	// The writers place the results the receiver took; they end when it closes inbox. On a
+	// stop their lookups still reach the database for writersGrace (the results of tasks this
+	// replica does not mirror need one); on a failure, such as an outage, they drop the rest
+	// at once, for the reaper.
+	wctx, stopWriters := context.WithCancel(context.WithoutCancel(runCtx))
+	stopAfter := context.AfterFunc(runCtx, func() {
+		if !errors.Is(context.Cause(runCtx), context.Canceled) {
+			stopWriters()
+			return
+		}
+		time.AfterFunc(writersGrace, stopWriters)
+	})
+	s.coldReqs = make(chan lookup, s.cfg.Writers)
+	var writers, lookups, claimers sync.WaitGroup
+	lookups.Go(func() { s.lookupBatches(wctx, s.coldReqs) })
+	slowStop := make(chan struct{})
+	lookups.Go(func() { s.runSlowLane(wctx, s.claimIn, slowStop) })
+	for range s.cfg.Writers {
+		writers.Go(func() { s.writer(wctx, inbox, s.claimIn) })
+	}
+	for range s.cfg.Claimers {
+		claimers.Go(func() {
+			err := v.withPoke(zctx, func(poke func()) { s.claimer(runCtx, s.claimIn, poke) })
+			if err != nil {
+				cancel(err)
+				s.claimer(runCtx, s.claimIn, func() {}) // the results still need their claims
+			}
+		})
+	}
+	return func() {
+		writers.Wait()
+		close(s.coldReqs)
+		close(slowStop)
+		lookups.Wait()
+		close(s.claimIn)
+		claimers.Wait()
+		stopAfter()
+		stopWriters()
+	}
 }
 
 // sinkFrameMax is the sink's ZMQ_MAXMSGSIZE: a frame larger than this cuts its sender's

@@ -13,8 +13,8 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/archive"
+	"github.com/cortexq/cortexq/queue/cortexlog"
 	"github.com/cortexq/cortexq/queue/lease"
-	"github.com/cortexq/cortexq/queue/report"
 	"github.com/cortexq/cortexq/queue/wire"
 )
 
@@ -239,7 +239,7 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		it.file.RemoveOld = true
 		return it, "", nil
 	}
-	rep, err := report.FromReaderAt(framesReader(res.Data), res.Size, report.Options{MaxMessages: s.cfg.MaxMessages})
+	rep, err := cortexlog.FromReaderAt(framesReader(res.Data), res.Size, cortexlog.Options{MaxMessages: s.cfg.MaxMessages})
 	if err != nil {
 		it.result.Kind = lease.KindUnusable
 		reason := "unreadable"

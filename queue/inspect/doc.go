@@ -9,27 +9,20 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cortexq/cortexq/queue"
 )
 
 // Reader reads the dispatch state from a pool. It is safe for concurrent use.
 type Reader struct {
 	pool *pgxpool.Pool
-	now  func() time.Time
+	now  queue.Clock
 }
 
-// New returns a Reader on pool. now is a test clock standing in for the database's (nil or a
-// zero time: the database clock), as lease.Config.NowFunc.
-func New(pool *pgxpool.Pool, now func() time.Time) *Reader {
+// New returns a Reader on pool; now is the test clock (queue.Clock, nil: the database's).
+func New(pool *pgxpool.Pool, now queue.Clock) *Reader {
 	return &Reader{pool: pool, now: now}
 }
 
 // injectedNow is the test clock's reading, or nil for the database clock.
-func (r *Reader) injectedNow() *time.Time {
-	if r.now == nil {
-		return nil
-	}
-	if t := r.now(); !t.IsZero() {
-		return &t
-	}
-	return nil
-}
+func (r *Reader) injectedNow() *time.Time { return r.now.Injected() }

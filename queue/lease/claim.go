@@ -137,14 +137,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	if len(results) == 0 {
 		return nil, nil
 	}
-	ids := make([]int64, 0, len(results))
-	for _, r := range results {
-		if r.TaskID > 0 {
-			ids = append(ids, r.TaskID)
-		}
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
+	ids := resultTasks(results)
 	// The kinds of the messages, committed before the claim (and kept in the replica's cache):
 	// the claim's transaction then writes ids it knows.
 	if err := s.kindIDs(ctx, dbsqlc.New(s.pool), resultMessages(results), map[kindKey]int32{}, true); err != nil {
@@ -212,6 +205,25 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	if err != nil {
 		return nil, err
 	}
+	s.countClaimed(results, decisions, at)
+	return decisions, nil
+}
+
+// resultTasks lists the tasks of results, sorted, each once.
+func resultTasks(results []Result) []int64 {
+	ids := make([]int64, 0, len(results))
+	for _, r := range results {
+		if r.TaskID > 0 {
+			ids = append(ids, r.TaskID)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// countClaimed adds a committed claim's results to the worker counters (FlushWorkers writes
+// them): the results of each worker, and the hand-outs the claim attributed, per service.
+func (s *Store) countClaimed(results []Result, decisions []Decision, at time.Time) {
 	counted := map[workerKey]int64{}
 	dispatched := map[int32]map[string]int64{} // hand-outs this claim attributed, per service
 	for i := range results {
@@ -230,5 +242,4 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	for svc, m := range dispatched {
 		s.tally.committed(svc, m, nil, at)
 	}
-	return decisions, nil
 }

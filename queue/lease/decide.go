@@ -225,6 +225,24 @@ func (s *Store) decide(step *claimStep, ct *claimTask, r *Result, d *Decision) {
 		}
 		status, msgs = r.Status, r.Messages
 	}
+	s.settle(step, ct, r, d, decided{row: row, next: next, attempt: attempt, status: status, msgs: msgs, drop: drop})
+}
+
+// decided is what decide settled on for a reply: the row and its next state (drop: deleted),
+// the attempt, the task's status and messages.
+type decided struct {
+	row, next *dbsqlc.Dispatch
+	attempt   int
+	status    queue.Status
+	msgs      []queue.Message
+	drop      bool
+}
+
+// settle publishes a decided result (ClaimHooks.Publish) and writes it: the row's next state,
+// the task's status and messages, and the attempts' outcomes. A publish that fails leaves the
+// earlier state.
+func (s *Store) settle(step *claimStep, ct *claimTask, r *Result, d *Decision, x decided) {
+	w, row, next, attempt, status, msgs, drop := step.w, x.row, x.next, x.attempt, x.status, x.msgs, x.drop
 	d.Status = status
 	if step.hooks.Publish != nil {
 		if err := step.hooks.Publish(d); err != nil {

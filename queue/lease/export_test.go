@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
@@ -158,3 +159,6 @@ func (s *Store) Receive(ctx context.Context, taskIDs []int64) (int, error) {
 	})
 	return int(n), err
 }
+
+// Pool returns the store's pool, for this package's benchmarks.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }

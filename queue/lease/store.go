@@ -27,9 +27,9 @@ type Config struct {
 	// ReservationTTL is how long a reservation holds a task for this replica before the reaper
 	// may take it back (Reserve).
 	ReservationTTL time.Duration
-	// NowFunc, when set, replaces the database clock: tests move time with it. A zero time
-	// means the database clock. (Every injected clock in cortexq is a func() time.Time.)
-	NowFunc func() time.Time
+	// NowFunc, when set, replaces the database clock: tests move time with it (queue.Clock;
+	// queue/base sets it to the base's clock).
+	NowFunc queue.Clock
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -84,9 +84,6 @@ func New(pool *pgxpool.Pool, cfg Config) *Store {
 // lateWindow is how long a task out of flight is held for a late result: 0 for none.
 func (s *Store) lateWindow() time.Duration { return max(s.cfg.LateResultWindow, 0) }
 
-// Pool returns the store's pool.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
 // Config returns the store's configuration, defaults applied.
 func (s *Store) Config() Config { return s.cfg }
 
@@ -102,15 +99,7 @@ func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
 	return now, translate("read the database clock", err)
 }
 
-func (s *Store) injectedNow() *time.Time {
-	if s.cfg.NowFunc == nil {
-		return nil
-	}
-	if now := s.cfg.NowFunc(); !now.IsZero() {
-		return &now
-	}
-	return nil
-}
+func (s *Store) injectedNow() *time.Time { return s.cfg.NowFunc.Injected() }
 
 // inTx runs fn in a transaction with the store's clock read at its start. When retry is set, a
 // deadlock or serialization failure runs fn again (fn must then have no side effects).

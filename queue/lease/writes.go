@@ -165,8 +165,19 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 		p.OutTaskIds, p.OutRuns, p.OutAttempts = append(p.OutTaskIds, k.task), append(p.OutRuns, k.run), append(p.OutAttempts, k.attempt)
 		p.OutOutcomes, p.OutStatuses = append(p.OutOutcomes, string(o.outcome)), append(p.OutStatuses, int16(o.status))
 	}
-	// Each run's log is one row: the slices of the flat kinds and details arrays its messages
-	// took (1-based, inclusive; details only for a log with some).
+	if err := w.messageParams(&p); err != nil {
+		return err
+	}
+	if err := q.Apply(ctx, p); err != nil {
+		return fmt.Errorf("write changes: %w", err)
+	}
+	return nil
+}
+
+// messageParams puts the messages of the changes in p: each run's log is one row, the slices of
+// the flat kinds and details arrays its messages took (1-based, inclusive; details only for a
+// log with some).
+func (w *writes) messageParams(p *dbsqlc.ApplyParams) error {
 	for k, msgs := range w.messages {
 		p.MsgTaskIds, p.MsgRuns = append(p.MsgTaskIds, k.task), append(p.MsgRuns, k.run)
 		p.MsgKindFrom = append(p.MsgKindFrom, int32(len(p.MsgKinds)+1))
@@ -187,9 +198,6 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 			}
 		}
 		p.MsgDetailTo = append(p.MsgDetailTo, int32(len(p.MsgDetails)))
-	}
-	if err := q.Apply(ctx, p); err != nil {
-		return fmt.Errorf("write changes: %w", err)
 	}
 	return nil
 }

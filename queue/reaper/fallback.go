@@ -13,11 +13,11 @@ import (
 // replica reaps on its own.
 const fallbackFactor = 3
 
-// Fallback reaps on this replica whenever no replica has recorded a pass for fallbackFactor
+// Fallback reaps through store, reading the last pass through reads, on this replica whenever no replica has recorded a pass for fallbackFactor
 // intervals, until ctx is done. River's leader holds its role for a while after it dies, so
 // without this a killed leader leaves expired leases unreaped for tens of seconds; with it the
 // gap is bounded by a few intervals. Passes at once are safe (rows are taken with SKIP LOCKED).
-func Fallback(ctx context.Context, store *lease.Store, interval time.Duration, logger *slog.Logger, onPass func(lease.ReapSummary)) {
+func Fallback(ctx context.Context, reads *inspect.Reader, store *lease.Store, interval time.Duration, logger *slog.Logger, onPass func(lease.ReapSummary)) {
 	if interval <= 0 {
 		interval = IntervalDefault
 	}
@@ -34,7 +34,7 @@ func Fallback(ctx context.Context, store *lease.Store, interval time.Duration, l
 			return
 		case <-tick.C:
 		}
-		if ran := fallbackOnce(ctx, store, interval, time.Since(started), logger, onPass); ran {
+		if ran := fallbackOnce(ctx, reads, store, interval, time.Since(started), logger, onPass); ran {
 			logger.Warn("no reaper pass recorded lately; this replica reaped in the leader's stead")
 		}
 	}
@@ -42,9 +42,9 @@ func Fallback(ctx context.Context, store *lease.Store, interval time.Duration, l
 
 // fallbackOnce is Fallback's body: it reaps when the last recorded pass is stale, and reports
 // whether it did.
-func fallbackOnce(ctx context.Context, store *lease.Store, interval, up time.Duration, logger *slog.Logger, onPass func(lease.ReapSummary)) bool {
+func fallbackOnce(ctx context.Context, reads *inspect.Reader, store *lease.Store, interval, up time.Duration, logger *slog.Logger, onPass func(lease.ReapSummary)) bool {
 	stale := fallbackFactor * interval
-	age, ok, err := inspect.New(store.Pool(), store.Config().NowFunc).LastReapAge(ctx)
+	age, ok, err := reads.LastReapAge(ctx)
 	// A replica that just started gives the leader election its chance first.
 	if err != nil || up < stale || (ok && age < stale) {
 		return false

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
 	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
@@ -82,8 +83,8 @@ func TestReaper(t *testing.T) {
 		var total lease.ReapSummary
 		var clients []func()
 		for _, replica := range []string{"a", "b"} {
-			store := lease.New(pool, lease.Config{Replica: replica, NowFunc: now})
-			client, err := New(pool, store, Config{Interval: 200 * time.Millisecond, OnPass: func(s lease.ReapSummary) {
+			b := base.New(pool, now, nil)
+			client, err := New(b, b.Lease(lease.Config{Replica: replica}), Config{Interval: 200 * time.Millisecond, OnPass: func(s lease.ReapSummary) {
 				mu.Lock()
 				total.Requeued += s.Requeued
 				mu.Unlock()
@@ -122,8 +123,8 @@ func TestNotificationsOfOtherSessionsDoNotPauseTheReaper(t *testing.T) {
 	pool := queuetest.NewPool(t)
 	ctx := context.Background()
 	passes := make(chan struct{}, 100)
-	store := lease.New(pool, lease.Config{Replica: "a"})
-	client, err := New(pool, store, Config{Interval: 200 * time.Millisecond, OnPass: func(lease.ReapSummary) {
+	b := base.New(pool, nil, nil)
+	client, err := New(b, b.Lease(lease.Config{Replica: "a"}), Config{Interval: 200 * time.Millisecond, OnPass: func(lease.ReapSummary) {
 		select {
 		case passes <- struct{}{}:
 		default:
@@ -166,20 +167,21 @@ func TestFallback(t *testing.T) {
 		pool := queuetest.NewPool(t)
 		now := expiredLeases(t, pool, 5)
 		ctx := context.Background()
-		store := lease.New(pool, lease.Config{Replica: "standby", NowFunc: now})
+		b := base.New(pool, now, nil)
+		store := b.Lease(lease.Config{Replica: "standby"})
 		interval := time.Second
-		require.False(t, fallbackOnce(ctx, store, interval, 0, nil, nil), "just started: the leader gets its chance")
+		require.False(t, fallbackOnce(ctx, b.Inspect, store, interval, 0, nil, nil), "just started: the leader gets its chance")
 		_, err := pool.Exec(ctx, `INSERT INTO reaper_passes (replica, at, requeued, dead_lettered, forgotten) VALUES ('gone', now() - interval '1 day', 0, 0, 0)`)
 		require.NoError(t, err)
-		require.False(t, fallbackOnce(ctx, store, interval, 0, nil, nil), "just started, even after a long silence")
-		require.True(t, fallbackOnce(ctx, store, interval, time.Hour, nil, nil), "no pass ever, up for long: reap")
+		require.False(t, fallbackOnce(ctx, b.Inspect, store, interval, 0, nil, nil), "just started, even after a long silence")
+		require.True(t, fallbackOnce(ctx, b.Inspect, store, interval, time.Hour, nil, nil), "no pass ever, up for long: reap")
 		var queued int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM dispatch WHERE queued`).Scan(&queued))
 		require.Equal(t, 5, queued)
-		require.False(t, fallbackOnce(ctx, store, interval, time.Hour, nil, nil), "a pass was just recorded: the leader's job")
+		require.False(t, fallbackOnce(ctx, b.Inspect, store, interval, time.Hour, nil, nil), "a pass was just recorded: the leader's job")
 		_, err = pool.Exec(ctx, `UPDATE reaper_passes SET at = at - interval '1 hour'`)
 		require.NoError(t, err)
-		require.True(t, fallbackOnce(ctx, store, interval, time.Hour, nil, nil), "the last pass is stale: reap")
+		require.True(t, fallbackOnce(ctx, b.Inspect, store, interval, time.Hour, nil, nil), "the last pass is stale: reap")
 	})
 }
 

@@ -30,7 +30,7 @@ func IsAllSeverity(s string) bool {
 
 // ReportAllSeverities counts, per severity, the tasks with a message of it in their current run
 // and those messages; every one of AllSeverities is in the map.
-func (s *Reports) ReportAllSeverities(ctx context.Context, scope queue.Scope) (map[queue.Severity]ReportRow, error) {
+func (s *Store) ReportAllSeverities(ctx context.Context, scope queue.Scope) (map[queue.Severity]ReportRow, error) {
 	rows, err := dbsqlc.New(s.pool).ReportAllSeverities(ctx, scope.CorpusID, scope.ServiceID)
 	if err != nil {
 		return nil, pgtx.Wrap("report all severities", err)
@@ -48,7 +48,7 @@ func (s *Reports) ReportAllSeverities(ctx context.Context, scope queue.Scope) (m
 // ReportAllNames lists a page of the categories of sl.Severity (sl.Category empty) or the whats
 // of sl.Category, in the tasks of any status, most tasks first, with the list's length. Status is
 // not read.
-func (s *Reports) ReportAllNames(ctx context.Context, sl ReportSlice) ([]ReportRow, int64, error) {
+func (s *Store) ReportAllNames(ctx context.Context, sl Slice) ([]ReportRow, int64, error) {
 	var cat *string
 	if sl.Category != "" {
 		cat = &sl.Category
@@ -67,7 +67,7 @@ func (s *Reports) ReportAllNames(ctx context.Context, sl ReportSlice) ([]ReportR
 
 // ReportAllMessages lists a page of the messages of a what in the tasks of any status, with
 // their tasks and the tasks' statuses, by task id.
-func (s *Reports) ReportAllMessages(ctx context.Context, sl ReportSlice) ([]ReportMessage, error) {
+func (s *Store) ReportAllMessages(ctx context.Context, sl Slice) ([]ReportMessage, error) {
 	rows, err := dbsqlc.New(s.pool).ReportAllMessages(ctx, dbsqlc.ReportAllMessagesParams{CorpusID: sl.CorpusID,
 		ServiceID: sl.ServiceID, Severity: string(sl.Severity), Category: sl.Category, What: sl.What,
 		Lim: int32(sl.Limit), Off: int32(sl.Offset)})
@@ -84,7 +84,7 @@ func (s *Reports) ReportAllMessages(ctx context.Context, sl ReportSlice) ([]Repo
 
 // ReportStatusMessages counts each final status's messages of its own severity, as of the last
 // fold.
-func (s *Reports) ReportStatusMessages(ctx context.Context, scope queue.Scope) (map[queue.Status]int64, error) {
+func (s *Store) ReportStatusMessages(ctx context.Context, scope queue.Scope) (map[queue.Status]int64, error) {
 	rows, err := dbsqlc.New(s.pool).ReportStatusMessages(ctx, scope.CorpusID, scope.ServiceID)
 	if err != nil {
 		return nil, pgtx.Wrap("report messages", err)

@@ -1,7 +1,7 @@
 // Package reports answers what CorTeX's users read about a corpus and service: the report
 // drill-down (severity, category, what, tasks), the run history and the diff between runs, and
 // the sandboxes made from a slice. It keeps the rollups those read (the fold) and the dashboard's
-// task totals compact. One result's cortex.log is parsed by queue/report; the lease transitions
+// task totals compact. One result's cortex.log is parsed by queue/cortexlog; the lease transitions
 // (rerun included) are queue/lease's.
 package reports
 
@@ -12,40 +12,33 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/internal/pgtx"
 )
 
-// Reports runs the report, runs, diff, sandbox and fold queries on a pool. It is safe for
+// Store runs the report, runs, diff, sandbox and fold queries on a pool. It is safe for
 // concurrent use.
-type Reports struct {
+type Store struct {
 	pool   *pgxpool.Pool
-	now    func() time.Time
+	now    queue.Clock
 	logger *slog.Logger
 }
 
-// New returns Reports on pool. now is a test clock standing in for the database's (nil or a
-// zero time: the database clock), as lease.Config.NowFunc; logger may be nil.
-func New(pool *pgxpool.Pool, now func() time.Time, logger *slog.Logger) *Reports {
+// New returns a Store on pool; now is the test clock (queue.Clock, nil: the database's); logger
+// may be nil.
+func New(pool *pgxpool.Pool, now queue.Clock, logger *slog.Logger) *Store {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Reports{pool: pool, now: now, logger: logger.With("component", "reports")}
+	return &Store{pool: pool, now: now, logger: logger.With("component", "reports")}
 }
 
 // injectedNow is the test clock's reading, or nil for the database clock.
-func (s *Reports) injectedNow() *time.Time {
-	if s.now == nil {
-		return nil
-	}
-	if t := s.now(); !t.IsZero() {
-		return &t
-	}
-	return nil
-}
+func (s *Store) injectedNow() *time.Time { return s.now.Injected() }
 
 // inTx runs fn in a transaction (pgtx.Run) with the clock read at its start; retry reruns it
 // after a deadlock or serialization failure.
-func (s *Reports) inTx(ctx context.Context, what string, retry bool, fn pgtx.Func) error {
+func (s *Store) inTx(ctx context.Context, what string, retry bool, fn pgtx.Func) error {
 	return pgtx.Run(ctx, s.pool, pgtx.Options{What: what, Now: s.injectedNow(), Retry: retry,
 		OnRetry: func(attempt int, err error) {
 			s.logger.Debug("transaction retried", "what", what, "attempt", attempt, "error", err)

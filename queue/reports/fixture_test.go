@@ -25,7 +25,7 @@ type fixture struct {
 	ctx    context.Context
 	pool   *pgxpool.Pool
 	store  *lease.Store
-	rep    *Reports
+	rep    *Store
 	clock  *queuetest.Clock
 	corpus int32
 	svc    int32

@@ -35,12 +35,12 @@ type FoldSummary struct {
 // then those are swept or reset where due (foldDiffs). Folds take turns through an advisory
 // lock; one that finds it taken returns at once with Busy. Claims and reruns never wait on a
 // fold: they only append to report_changes, which a fold only deletes from.
-func (s *Reports) FoldReports(ctx context.Context, batch int) (FoldSummary, error) {
+func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error) {
 	return s.foldReports(ctx, batch, false)
 }
 
 // foldReports is FoldReports; force recounts the kept diff matrices now (foldDiffs).
-func (s *Reports) foldReports(ctx context.Context, batch int, force bool) (FoldSummary, error) {
+func (s *Store) foldReports(ctx context.Context, batch int, force bool) (FoldSummary, error) {
 	if batch <= 0 {
 		batch = FoldBatchDefault
 	}
@@ -107,7 +107,7 @@ const diffPause = 19
 // recounts the tasks whose status is not final (leases, expiries and pauses change those
 // without noting them for the fold). Each is rate-limited (diffPause) unless force, and runs in a
 // transaction of its own holding the fold's lock; busy says another fold held it.
-func (s *Reports) foldDiffs(ctx context.Context, force bool) (busy bool, err error) {
+func (s *Store) foldDiffs(ctx context.Context, force bool) (busy bool, err error) {
 	scopes, err := dbsqlc.New(s.pool).DiffScopes(ctx)
 	if err != nil {
 		return false, pgtx.Wrap("diff fold", err)
@@ -165,7 +165,7 @@ type FoldState struct {
 }
 
 // ReportFoldState says when the rollups were last folded and what waits for the next fold.
-func (s *Reports) ReportFoldState(ctx context.Context) (FoldState, error) {
+func (s *Store) ReportFoldState(ctx context.Context) (FoldState, error) {
 	q := dbsqlc.New(s.pool)
 	r, err := q.ReportFoldState(ctx)
 	if err != nil {
@@ -185,7 +185,7 @@ func (s *Reports) ReportFoldState(ctx context.Context) (FoldState, error) {
 // FoldAll folds every noted change as FoldReports does, waiting its turn while another fold
 // runs (the periodic one, say): when it returns without error, every change committed before
 // it was called is folded.
-func (s *Reports) FoldAll(ctx context.Context, batch int) (FoldSummary, error) {
+func (s *Store) FoldAll(ctx context.Context, batch int) (FoldSummary, error) {
 	var sum FoldSummary
 	for {
 		f, err := s.foldReports(ctx, batch, true)

@@ -18,7 +18,7 @@ import (
 // and (for Fatal) the tasks with none of them as the category no_messages.
 func (f *fixture) bruteReport(corpus int32, st queue.Status) (cats map[string]ReportRow, whats map[string]map[string]ReportRow) {
 	f.t.Helper()
-	sev, _ := lease.StatusSeverity(st)
+	sev, _ := queue.StatusSeverity(st)
 	rows, err := f.pool.Query(f.ctx, `
 		SELECT t.id, m.Category::text, m.What::text
 		FROM tasks t JOIN task_messages m ON m.Task_id = t.id AND m.run = t.run AND m.severity = $3
@@ -54,7 +54,7 @@ func (f *fixture) bruteReport(corpus int32, st queue.Status) (cats map[string]Re
 		require.NoError(f.t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM tasks WHERE corpus_id = $1 AND service_id = $2 AND status = -4`,
 			corpus, f.svc).Scan(&fatal))
 		if n := fatal - int64(len(withAny)); n > 0 {
-			cats[lease.NoMessages] = ReportRow{Name: lease.NoMessages, Tasks: n}
+			cats[queue.NoMessages] = ReportRow{Name: queue.NoMessages, Tasks: n}
 		}
 	}
 	return cats, whats
@@ -65,8 +65,8 @@ func (f *fixture) folded(corpus int32) map[queue.Status][]ReportRow {
 	f.t.Helper()
 	out := map[queue.Status][]ReportRow{}
 	for _, st := range []queue.Status{queue.StatusNoProblem, queue.StatusWarning, queue.StatusError, queue.StatusFatal, queue.StatusInvalid} {
-		sev, _ := lease.StatusSeverity(st)
-		sl := ReportSlice{Scope: queue.Scope{CorpusID: corpus, ServiceID: f.svc}, Status: st, Severity: sev, Limit: ReportMaxLimit}
+		sev, _ := queue.StatusSeverity(st)
+		sl := Slice{Scope: queue.Scope{CorpusID: corpus, ServiceID: f.svc}, Status: st, Severity: sev, Limit: ReportMaxLimit}
 		cats, total, err := f.rep.ReportCategories(f.ctx, sl)
 		require.NoError(f.t, err)
 		require.Equal(f.t, int64(len(cats)), total)
@@ -93,7 +93,7 @@ func (f *fixture) requireFoldedEqualsBrute(corpus int32, when string) {
 		gotCats, gotWhats := map[string]ReportRow{}, map[string]map[string]ReportRow{}
 		for _, r := range rows {
 			if c, w, ok := cutSlash(r.Name); ok {
-				if c == lease.NoMessages {
+				if c == queue.NoMessages {
 					continue
 				}
 				if gotWhats[c] == nil {

@@ -26,9 +26,9 @@ const (
 	ReportMaxOffset = 100000
 )
 
-// ReportSlice names one slice of a corpus and service's report: a status, and within it a
+// Slice names one slice of a corpus and service's report: a status, and within it a
 // category and a what of the messages of the status's severity; Limit and Offset page the rows.
-type ReportSlice struct {
+type Slice struct {
 	queue.Scope
 	Status   queue.Status
 	Severity queue.Severity
@@ -40,8 +40,8 @@ type ReportSlice struct {
 
 // check says whether the rollups hold a slice: they count, for a final status, the messages of
 // its severity (StatusSeverity).
-func (sl ReportSlice) check() error {
-	if sev, ok := lease.StatusSeverity(sl.Status); !ok || sev != sl.Severity {
+func (sl Slice) check() error {
+	if sev, ok := queue.StatusSeverity(sl.Status); !ok || sev != sl.Severity {
 		return fmt.Errorf("report: the tasks of status %d are reported with the messages of their own severity, not %q", sl.Status, sl.Severity)
 	}
 	return nil
@@ -65,7 +65,7 @@ type ReportMessage struct {
 }
 
 // ReportStatuses counts the tasks of a corpus and service by status.
-func (s *Reports) ReportStatuses(ctx context.Context, scope queue.Scope) (map[queue.Status]int64, error) {
+func (s *Store) ReportStatuses(ctx context.Context, scope queue.Scope) (map[queue.Status]int64, error) {
 	rows, err := dbsqlc.New(s.pool).ReportStatuses(ctx, scope.CorpusID, scope.ServiceID)
 	if err != nil {
 		return nil, pgtx.Wrap("report", err)
@@ -80,8 +80,8 @@ func (s *Reports) ReportStatuses(ctx context.Context, scope queue.Scope) (map[qu
 // ReportCategories lists a page of the categories of a slice's status, most tasks first, with
 // the number of categories in all, as of the last fold (FoldReports): the messages counted are
 // those of the status's severity (StatusSeverity). A Fatal task with no fatal message counts
-// under lease.NoMessages.
-func (s *Reports) ReportCategories(ctx context.Context, sl ReportSlice) ([]ReportRow, int64, error) {
+// under queue.NoMessages.
+func (s *Store) ReportCategories(ctx context.Context, sl Slice) ([]ReportRow, int64, error) {
 	if err := sl.check(); err != nil {
 		return nil, 0, err
 	}
@@ -100,20 +100,20 @@ func (s *Reports) ReportCategories(ctx context.Context, sl ReportSlice) ([]Repor
 }
 
 // ReportWhats lists a page of the whats of a slice's category, as ReportCategories does. The
-// category lease.NoMessages has one what, lease.NoMessages.
-func (s *Reports) ReportWhats(ctx context.Context, sl ReportSlice) ([]ReportRow, int64, error) {
+// category queue.NoMessages has one what, queue.NoMessages.
+func (s *Store) ReportWhats(ctx context.Context, sl Slice) ([]ReportRow, int64, error) {
 	if err := sl.check(); err != nil {
 		return nil, 0, err
 	}
-	if sl.Category == lease.NoMessages && sl.Status == queue.StatusFatal {
-		cats, _, err := s.ReportCategories(ctx, ReportSlice{Scope: sl.Scope, Status: sl.Status, Severity: sl.Severity, Limit: ReportMaxLimit})
+	if sl.Category == queue.NoMessages && sl.Status == queue.StatusFatal {
+		cats, _, err := s.ReportCategories(ctx, Slice{Scope: sl.Scope, Status: sl.Status, Severity: sl.Severity, Limit: ReportMaxLimit})
 		if err != nil {
 			return nil, 0, err
 		}
 		for _, c := range cats {
-			if c.Name == lease.NoMessages && sl.Offset == 0 {
-				return []ReportRow{{Name: lease.NoMessages, Tasks: c.Tasks}}, 1, nil
-			} else if c.Name == lease.NoMessages {
+			if c.Name == queue.NoMessages && sl.Offset == 0 {
+				return []ReportRow{{Name: queue.NoMessages, Tasks: c.Tasks}}, 1, nil
+			} else if c.Name == queue.NoMessages {
 				return nil, 1, nil
 			}
 		}
@@ -134,11 +134,11 @@ func (s *Reports) ReportWhats(ctx context.Context, sl ReportSlice) ([]ReportRow,
 }
 
 // ReportMessages lists a page of the messages of a slice's what with their tasks, by task id;
-// for the category lease.NoMessages, the tasks with no message of the severity.
-func (s *Reports) ReportMessages(ctx context.Context, sl ReportSlice) ([]ReportMessage, error) {
+// for the category queue.NoMessages, the tasks with no message of the severity.
+func (s *Store) ReportMessages(ctx context.Context, sl Slice) ([]ReportMessage, error) {
 	q := dbsqlc.New(s.pool)
-	if sl.Category == lease.NoMessages && sl.Status == queue.StatusFatal {
-		if sl.What != lease.NoMessages {
+	if sl.Category == queue.NoMessages && sl.Status == queue.StatusFatal {
+		if sl.What != queue.NoMessages {
 			return nil, nil
 		}
 		rows, err := q.ReportNoMessages(ctx, dbsqlc.ReportNoMessagesParams{
@@ -197,7 +197,7 @@ func (t Tally) InFlight() int64 {
 }
 
 // Runs lists the runs of a corpus and service, oldest first.
-func (s *Reports) Runs(ctx context.Context, scope queue.Scope) ([]Run, error) {
+func (s *Store) Runs(ctx context.Context, scope queue.Scope) ([]Run, error) {
 	q := dbsqlc.New(s.pool)
 	rows, err := q.RunList(ctx, scope.CorpusID, scope.ServiceID)
 	if err != nil {
@@ -235,7 +235,7 @@ type DiffRuns struct {
 }
 
 // DiffMatrix counts the tasks by their status in two runs (DiffMatrixSwept, without when).
-func (s *Reports) DiffMatrix(ctx context.Context, d DiffRuns) ([]DiffCell, error) {
+func (s *Store) DiffMatrix(ctx context.Context, d DiffRuns) ([]DiffCell, error) {
 	cells, _, err := s.DiffMatrixSwept(ctx, d)
 	return cells, err
 }
@@ -244,7 +244,7 @@ func (s *Reports) DiffMatrix(ctx context.Context, d DiffRuns) ([]DiffCell, error
 // counted once and kept (run_diffs); that of the last closed run and the current one is kept by
 // the report fold (diff_current), as of the last fold, and its todo, in-flight and blocked
 // cells as of the last sweep (sweptAt; nil: counted now). Other pairs are counted now.
-func (s *Reports) DiffMatrixSwept(ctx context.Context, d DiffRuns) (cells []DiffCell, sweptAt *time.Time, err error) {
+func (s *Store) DiffMatrixSwept(ctx context.Context, d DiffRuns) (cells []DiffCell, sweptAt *time.Time, err error) {
 	q := dbsqlc.New(s.pool)
 	add := func(from *int16, to int16, n int64) {
 		c := DiffCell{To: queue.Status(to), Tasks: n}
@@ -319,7 +319,7 @@ type DiffTask struct {
 // last closed run and the current one (DiffMatrixSwept), a cell whose statuses differ lists its
 // tasks as of the last fold that are still in it (a task that entered it since shows after the
 // next fold); a cell whose statuses are the same lists its tasks now.
-func (s *Reports) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Status, to queue.Status, limit, offset int) ([]DiffTask, error) {
+func (s *Store) DiffCellTasks(ctx context.Context, d DiffRuns, from *queue.Status, to queue.Status, limit, offset int) ([]DiffTask, error) {
 	q := dbsqlc.New(s.pool)
 	var fromStatus *int16
 	if from != nil {
@@ -409,7 +409,7 @@ type SandboxSummary struct {
 // <service>.sandbox-<id>.zip, so nothing of the parent changes. A scope selecting no task
 // makes no sandbox: queue.ErrNotFound. The sandbox's fair-share priority for the service is
 // priority (cortexq sandbox create gives SandboxPriority unless told otherwise).
-func (s *Reports) CreateSandbox(ctx context.Context, name string, scope lease.RerunScope, priority int32) (SandboxSummary, error) {
+func (s *Store) CreateSandbox(ctx context.Context, name string, scope lease.RerunScope, priority int32) (SandboxSummary, error) {
 	if err := catalog.CheckShare(nil, &priority); err != nil {
 		return SandboxSummary{}, err
 	}
@@ -448,7 +448,7 @@ type Sandbox struct {
 }
 
 // Sandboxes lists the sandbox corpora.
-func (s *Reports) Sandboxes(ctx context.Context) ([]Sandbox, error) {
+func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 	rows, err := dbsqlc.New(s.pool).SandboxList(ctx)
 	if err != nil {
 		return nil, pgtx.Wrap("sandboxes", err)
@@ -470,7 +470,7 @@ type SandboxDeleted struct {
 // messages), its runs, and, once that has committed, its result archives
 // (<service>.sandbox-<id>.zip beside each task's source). Nothing of the parent is touched: a
 // corpus that is no sandbox is queue.ErrNotFound.
-func (s *Reports) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted, error) {
+func (s *Store) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted, error) {
 	var sum SandboxDeleted
 	var archives []string
 	err := s.inTx(ctx, "sandbox delete", false, func(q *dbsqlc.Queries, _ pgx.Tx, _ time.Time) error {
@@ -543,7 +543,7 @@ func TuneReportPool(cfg *pgxpool.Config) {
 // CompactTaskTotals sums the task_totals ledger's rows into one per corpus, service and status
 // (the triggers on tasks append a row per statement that moves tasks). The report fold calls
 // it; it reports how many rows remain.
-func (s *Reports) CompactTaskTotals(ctx context.Context) (int64, error) {
+func (s *Store) CompactTaskTotals(ctx context.Context) (int64, error) {
 	n, err := dbsqlc.New(s.pool).TaskTotalsCompact(ctx)
 	return n, pgtx.Wrap("compact task totals", err)
 }

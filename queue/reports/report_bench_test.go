@@ -156,7 +156,7 @@ func BenchmarkReport(b *testing.B) {
 	}
 
 	// The largest category and what of Error, and the largest cell of the diff.
-	errSlice := ReportSlice{Scope: sc, Status: queue.StatusError, Severity: queue.SeverityError, Limit: 100}
+	errSlice := Slice{Scope: sc, Status: queue.StatusError, Severity: queue.SeverityError, Limit: 100}
 	cats, _, err := store.ReportCategories(ctx, errSlice)
 	require.NoError(b, err)
 	require.NotEmpty(b, cats)
@@ -164,8 +164,8 @@ func BenchmarkReport(b *testing.B) {
 	whats, _, err := store.ReportWhats(ctx, errSlice)
 	require.NoError(b, err)
 	require.NotEmpty(b, whats)
-	warnSlice := ReportSlice{Scope: sc, Status: queue.StatusWarning, Severity: queue.SeverityWarning, Limit: 100}
-	fatalSlice := ReportSlice{Scope: sc, Status: queue.StatusFatal, Severity: queue.SeverityFatal, Limit: 100}
+	warnSlice := Slice{Scope: sc, Status: queue.StatusWarning, Severity: queue.SeverityWarning, Limit: 100}
+	fatalSlice := Slice{Scope: sc, Status: queue.StatusFatal, Severity: queue.SeverityFatal, Limit: 100}
 	runs, err := store.Runs(ctx, sc)
 	require.NoError(b, err)
 	require.Len(b, runs, 5)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
@@ -41,7 +42,7 @@ func BenchmarkWebPages(b *testing.B) {
 	store := lease.New(pool, lease.Config{})
 	sc, err := catalog.New(pool, nil).LookupScope(ctx, "arxiv", "tex_to_html")
 	require.NoError(b, err, "no corpus arxiv: run BenchmarkReport on this database first")
-	errSlice := reports.ReportSlice{Scope: sc, Status: -3, Severity: "error", Limit: 100}
+	errSlice := reports.Slice{Scope: sc, Status: -3, Severity: "error", Limit: 100}
 	rep := reports.New(pool, nil, nil)
 	cats, _, err := rep.ReportCategories(ctx, errSlice)
 	require.NoError(b, err)
@@ -56,7 +57,7 @@ func BenchmarkWebPages(b *testing.B) {
 
 	var infoCat string
 	require.NoError(b, pool.QueryRow(ctx, `SELECT category FROM message_kinds WHERE severity = 'info' ORDER BY id LIMIT 1`).Scan(&infoCat))
-	srv, err := web.New(web.Config{Store: store, LiveMaxAge: time.Nanosecond, LiveBudget: time.Hour})
+	srv, err := web.New(web.Config{Base: base.New(pool, nil, nil), Store: store, LiveMaxAge: time.Nanosecond, LiveBudget: time.Hour})
 	require.NoError(b, err)
 	q := "corpus=arxiv&service=tex_to_html"
 	pages := []struct{ name, path string }{

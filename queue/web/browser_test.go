@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/dispatch"
 	"github.com/cortexq/cortexq/queue/inspect"
@@ -288,7 +289,7 @@ func TestBrowserOverviewUpdatesLive(t *testing.T) {
 	}
 	_, err = cat.Import(ctx, catalog.ImportRequest{Corpus: "live", CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	require.NoError(t, err)
-	srv, err := web.New(web.Config{Store: store})
+	srv, err := web.New(web.Config{Base: base.New(pool, nil, nil), Store: store})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
@@ -305,7 +306,7 @@ func TestBrowserOverviewUpdatesLive(t *testing.T) {
 
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ds, err := dispatch.New(store, dispatch.Config{VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*", SyncArchives: true})
+	ds, err := dispatch.New(base.New(pool, nil, nil), store, dispatch.Config{VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*", SyncArchives: true})
 	require.NoError(t, err)
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- ds.Run(rctx) }()

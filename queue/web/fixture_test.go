@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/queuetest"
@@ -43,6 +44,7 @@ type fixture struct {
 	t                   *testing.T
 	ctx                 context.Context
 	pool                *pgxpool.Pool
+	base                *base.Base
 	store               *lease.Store
 	dir                 string
 	ok, bad, warn, todo int64
@@ -53,7 +55,8 @@ func newFixture(t *testing.T, cfg web.Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	pool := queuetest.NewPool(t)
-	f := &fixture{t: t, ctx: ctx, pool: pool, store: lease.New(pool, lease.Config{Replica: "r1"}), dir: t.TempDir()}
+	b := base.New(pool, nil, nil)
+	f := &fixture{t: t, ctx: ctx, pool: pool, base: b, store: b.Lease(lease.Config{Replica: "r1"}), dir: t.TempDir()}
 	cat := catalog.New(pool, nil)
 	svc, err := cat.AddService(ctx, "tex_to_html", 0)
 	require.NoError(t, err)
@@ -93,7 +96,7 @@ func newFixture(t *testing.T, cfg web.Config) *fixture {
 		"index.html": previewHTML,
 	}), 0o644))
 	if cfg.Store == nil {
-		cfg.Store = f.store
+		cfg.Base, cfg.Store = f.base, f.store
 	}
 	if cfg.Logger == nil && os.Getenv("WEBDEBUG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -70,7 +70,7 @@ func TestWebHostileResultPagesStayBounded(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, web.Config{})
 	f.hostile()
-	srv, err := web.New(web.Config{Store: f.store})
+	srv, err := web.New(web.Config{Base: f.base, Store: f.store})
 	require.NoError(t, err)
 	paths := []string{fmt.Sprintf("/task/%d/log", f.warn), fmt.Sprintf("/task/%d", f.warn),
 		"/report?corpus=papers&service=tex_to_html&severity=warning&category=latex&what=amp&limit=1000"}
@@ -149,7 +149,7 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 func TestWebHeavyPagesWaitThenBusy(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, web.Config{})
-	srv, err := web.New(web.Config{Store: f.store, AdminToken: token, HeavyLimit: 1, HeavyWait: 50 * time.Millisecond})
+	srv, err := web.New(web.Config{Base: f.base, Store: f.store, AdminToken: token, HeavyLimit: 1, HeavyWait: 50 * time.Millisecond})
 	require.NoError(t, err)
 	held := &blockingWriter{ResponseRecorder: httptest.NewRecorder(), started: make(chan struct{}), release: make(chan struct{})}
 	done := make(chan struct{})
@@ -182,7 +182,7 @@ func TestWebHeavyPagesWaitThenBusy(t *testing.T) {
 func TestWebServerCutsSlowBodies(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, web.Config{})
-	srv, err := web.New(web.Config{Store: f.store, AdminToken: token, ReadTimeout: 300 * time.Millisecond})
+	srv, err := web.New(web.Config{Base: f.base, Store: f.store, AdminToken: token, ReadTimeout: 300 * time.Millisecond})
 	require.NoError(t, err)
 	hs := srv.HTTPServer()
 	require.Equal(t, 300*time.Millisecond, hs.ReadTimeout)
@@ -308,7 +308,7 @@ func TestWebLogoutFromAnotherOriginDoesNothing(t *testing.T) {
 func TestWebSignInCannotLockOutTheAdmin(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, web.Config{AdminToken: token})
-	srv, err := web.New(web.Config{Store: f.store, AdminToken: token})
+	srv, err := web.New(web.Config{Base: f.base, Store: f.store, AdminToken: token})
 	require.NoError(t, err)
 	login := func(addr, tok string) *httptest.ResponseRecorder {
 		t.Helper()
@@ -329,7 +329,7 @@ func TestWebSignInCannotLockOutTheAdmin(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, login("10.9.9.10", token).Code, "the right token still signs in")
 	// Ten wrong tokens from addresses of one /64 lock that /64 out, not another.
 	f2 := newFixture(t, web.Config{AdminToken: token})
-	srv, err = web.New(web.Config{Store: f2.store, AdminToken: token})
+	srv, err = web.New(web.Config{Base: f2.base, Store: f2.store, AdminToken: token})
 	require.NoError(t, err)
 	for i := range 10 {
 		require.Equal(t, http.StatusForbidden, login(fmt.Sprintf("2001:db8::%x", i+1), "wrong").Code)
@@ -348,7 +348,7 @@ func TestWebPreviewIsolation(t *testing.T) {
 	res := filepath.Join(f.dir, "ok", "tex_to_html.zip")
 	require.NoError(t, os.WriteFile(res, zipOf(t, map[string]string{"cortex.log": "Status:conversion:0\n",
 		"index.html": previewHTML, "x.js": "alert(1)", "m.mjs": "alert(1)", "fig.svg": "<svg/>"}), 0o644))
-	srv, err := web.New(web.Config{Store: f.store})
+	srv, err := web.New(web.Config{Base: f.base, Store: f.store})
 	require.NoError(t, err)
 	get := func(s http.Handler, host, p string, header ...string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, p, nil)
@@ -379,9 +379,9 @@ func TestWebPreviewIsolation(t *testing.T) {
 	}
 	require.Equal(t, "image/svg+xml", get(srv, "dash.example", fmt.Sprintf("/task/%d/preview/fig.svg", f.ok), "Sec-Fetch-Dest", "image").Header().Get("Content-Type"))
 
-	_, err = web.New(web.Config{Store: f.store, PreviewOrigin: "preview.example"})
+	_, err = web.New(web.Config{Base: f.base, Store: f.store, PreviewOrigin: "preview.example"})
 	require.ErrorContains(t, err, "--preview-origin")
-	sep, err := web.New(web.Config{Store: f.store, PreviewOrigin: "https://preview.example/"})
+	sep, err := web.New(web.Config{Base: f.base, Store: f.store, PreviewOrigin: "https://preview.example/"})
 	require.NoError(t, err)
 	task := get(sep, "dash.example", fmt.Sprintf("/task/%d", f.ok))
 	require.Equal(t, http.StatusOK, task.Code)

@@ -474,7 +474,7 @@ func (s *Server) report(r *http.Request) (view, error) {
 	p.Total = p.All - counts[queue.StatusInvalid]
 	here := sl
 	here.Every = false
-	if _, _, ok := lease.ReportSeverity(sl.Severity); sl.Severity == "" || ok {
+	if _, _, ok := queue.ReportSeverity(sl.Severity); sl.Severity == "" || ok {
 		p.ByStatus = here.URL()
 	}
 	here.Every = true
@@ -512,7 +512,7 @@ func (s *Server) report(r *http.Request) (view, error) {
 			return view{}, err
 		}
 		for _, st := range reportStatuses {
-			n := lease.StatusCount(counts, st)
+			n := queue.StatusCount(counts, st)
 			row := reportRow{Name: statusName(st), Tasks: n, Msgs: msgs[st], Percent: percent(n, p.Total), Bar: shareBar(n, p.Total)}
 			if st == queue.StatusInvalid {
 				row.Percent, row.Bar = "-", 0
@@ -532,11 +532,11 @@ func (s *Server) report(r *http.Request) (view, error) {
 		severity, of = queue.Severity(sl.Severity), p.All
 		p.SliceStatus = fmt.Sprintf("messages of severity %s in every task whatever its status; percentages of all the tasks", sl.Severity)
 	} else {
-		status, severity, _ = lease.ReportSeverity(sl.Severity)
+		status, severity, _ = queue.ReportSeverity(sl.Severity)
 		of = counts[status]
 		p.SliceStatus = fmt.Sprintf("%s tasks %s", commas(of), sl.Severity)
 	}
-	rs := reports.ReportSlice{Scope: scope, Status: status, Severity: severity, Category: sl.Category, What: sl.What, Limit: limit, Offset: offset}
+	rs := reports.Slice{Scope: scope, Status: status, Severity: severity, Category: sl.Category, What: sl.What, Limit: limit, Offset: offset}
 	if sl.What != "" {
 		p.Level, p.Heading = "messages", "Messages and their tasks"
 		if sl.Every {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/archive"
+	"github.com/cortexq/cortexq/queue/cortexlog"
 	"github.com/cortexq/cortexq/queue/inspect"
-	"github.com/cortexq/cortexq/queue/report"
 	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/queue/text"
 )
@@ -283,7 +283,7 @@ func openResult(a archives) (*zip.Reader, *os.File, error) {
 		f.Close()
 		return nil, nil, err
 	}
-	if len(zr.File) > report.MaxMembersDefault {
+	if len(zr.File) > cortexlog.MaxMembersDefault {
 		f.Close()
 		return nil, nil, errors.New("too many members")
 	}
@@ -308,7 +308,7 @@ func (s *Server) taskLog(r *http.Request) (view, error) {
 	var cut bool
 	var size uint64
 	for _, m := range zr.File {
-		if m.Name != report.LogName {
+		if m.Name != cortexlog.LogName {
 			continue
 		}
 		rc, err := m.Open()

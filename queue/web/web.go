@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
@@ -49,6 +50,8 @@ var staticFS embed.FS
 
 // Config configures a dashboard.
 type Config struct {
+	// Base holds the rooms the pages read (catalog, inspect, reports); Store takes the actions.
+	Base  *base.Base
 	Store *lease.Store
 	// AdminToken enables the actions for a browser that signs in with it; empty: none.
 	AdminToken string
@@ -97,7 +100,7 @@ type Server struct {
 	store   *lease.Store
 	catalog *catalog.Catalog
 	inspect *inspect.Reader
-	reports *reports.Reports
+	reports *reports.Store
 	logger  *slog.Logger
 	key     []byte // signs sessions and CSRF tokens; new at each start
 	pages   map[string]*template.Template
@@ -131,10 +134,10 @@ const SessionCookie = "cortexq_admin"
 // sessionMaxAge is how long an admin session lasts.
 const sessionMaxAge = 12 * time.Hour
 
-// New returns a dashboard on cfg.Store.
+// New returns a dashboard on cfg.Base and cfg.Store.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil {
-		return nil, errors.New("web: no store")
+	if cfg.Store == nil || cfg.Base == nil {
+		return nil, errors.New("web: no base or store")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -168,9 +171,8 @@ func New(cfg Config) (*Server, error) {
 		preview = &url.URL{Scheme: u.Scheme, Host: u.Host}
 		cfg.PreviewOrigin = preview.String()
 	}
-	s := &Server{cfg: cfg, store: cfg.Store, catalog: catalog.New(cfg.Store.Pool(), nil),
-		inspect: inspect.New(cfg.Store.Pool(), cfg.Store.Config().NowFunc),
-		reports: reports.New(cfg.Store.Pool(), cfg.Store.Config().NowFunc, cfg.Logger), logger: cfg.Logger,
+	s := &Server{cfg: cfg, store: cfg.Store, catalog: cfg.Base.Catalog,
+		inspect: cfg.Base.Inspect, reports: cfg.Base.Reports, logger: cfg.Logger,
 		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux(),
 		signIn: newSignInLimiter(), revoked: map[string]time.Time{}, heavy: make(chan struct{}, cfg.HeavyLimit),
 		previewURL: preview}

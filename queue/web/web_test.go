@@ -328,7 +328,7 @@ func TestWebLiveKeepsToItsBudget(t *testing.T) {
 func TestWebSignInRateLimit(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, web.Config{AdminToken: token})
-	srv, err := web.New(web.Config{Store: f.store, AdminToken: token})
+	srv, err := web.New(web.Config{Base: f.base, Store: f.store, AdminToken: token})
 	require.NoError(t, err)
 	login := func(addr, tok string) *httptest.ResponseRecorder {
 		t.Helper()

@@ -28,7 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/report"
+	"github.com/cortexq/cortexq/queue/cortexlog"
 	"github.com/cortexq/cortexq/queue/reports"
 )
 
@@ -140,9 +140,9 @@ func setup(ctx context.Context, pool *pgxpool.Pool, dir string) int64 {
 		logb.WriteString(strings.Repeat("<", 4000))
 		logb.WriteByte('\n')
 	}
-	res := zipOf(map[string][]byte{report.LogName: logb.Bytes()})
+	res := zipOf(map[string][]byte{cortexlog.LogName: logb.Bytes()})
 	check(os.WriteFile(filepath.Join(dir, "t", "tex_to_html.zip"), res, 0o644))
-	rep, err := report.FromReaderAt(bytes.NewReader(res), int64(len(res)), report.Options{})
+	rep, err := cortexlog.FromReaderAt(bytes.NewReader(res), int64(len(res)), cortexlog.Options{})
 	check(err)
 	var id int64
 	check(pool.QueryRow(ctx, `SELECT id FROM tasks WHERE entry = $1`, entry).Scan(&id))

@@ -86,6 +86,11 @@ type AuditLateResult struct {
 	ForgetInSeconds pgtype.Numeric `json:"forget_in_seconds"`
 }
 
+// The tables and views (besides audit_*) an audit role may read: cortexq db grant-audit grants SELECT on each.
+type AuditReadable struct {
+	Name string `json:"name"`
+}
+
 // Per replica: leases in flight now and leases over the last minute.
 type AuditReplicaLoad struct {
 	Replica          string      `json:"replica"`

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
-	"github.com/cortexq/cortexq/queue/report"
+	"github.com/cortexq/cortexq/queue/cortexlog"
 	"github.com/cortexq/cortexq/worker/sandbox"
 )
 
@@ -450,7 +450,7 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // parseLog is what the dispatcher makes of a cortex.log.
 func parseLog(log []byte) queue.Report {
-	rep, err := report.Parse(bytes.NewReader(log), report.Options{})
+	rep, err := cortexlog.Parse(bytes.NewReader(log), cortexlog.Options{})
 	if err != nil {
 		panic(err) // a bytes.Reader does not fail
 	}

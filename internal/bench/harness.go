@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"archive/zip"
@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/lease"
 )
 
 // sampleArchive returns a source archive whose cortex.log derives NoProblem, with a payload
@@ -51,9 +51,9 @@ func sampleArchive(i, size, messages int) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// stageCorpus writes n sample source archives, one directory each (dir/NNNNNN/source.zip), and
+// StageCorpus writes n sample source archives, one directory each (dir/NNNNNN/source.zip), and
 // returns their paths.
-func stageCorpus(ctx context.Context, dir string, n, size int) ([]string, error) {
+func StageCorpus(ctx context.Context, dir string, n, size int) ([]string, error) {
 	return stageCorpusLogs(ctx, dir, n, size, 0)
 }
 
@@ -88,20 +88,20 @@ func stageCorpusLogs(ctx context.Context, dir string, n, size, messages int) ([]
 	return entries, nil
 }
 
-// ensureService returns the service named name, adding it if missing.
-func ensureService(ctx context.Context, store *lease.Store, name string) (catalog.Service, error) {
-	svc, err := catalogOf(store).Service(ctx, name)
+// EnsureService returns the service named name, adding it if missing.
+func EnsureService(ctx context.Context, root *base.Base, name string) (catalog.Service, error) {
+	svc, err := root.Catalog.Service(ctx, name)
 	if errors.Is(err, queue.ErrNotFound) {
-		svc, err = catalogOf(store).AddService(ctx, name, 0)
+		svc, err = root.Catalog.AddService(ctx, name, 0)
 		if errors.Is(err, queue.ErrDuplicate) { // added meanwhile by another process
-			svc, err = catalogOf(store).Service(ctx, name)
+			svc, err = root.Catalog.Service(ctx, name)
 		}
 	}
 	return svc, err
 }
 
-// byteIdentical checks that each entry's result archive (<dir>/<service>.zip) equals its source.
-func byteIdentical(entries []string, service string) (bad int, first error) {
+// ByteIdentical checks that each entry's result archive (<dir>/<service>.zip) equals its source.
+func ByteIdentical(entries []string, service string) (bad int, first error) {
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0) * 2)

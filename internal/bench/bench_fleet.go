@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -23,7 +23,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/procstat"
 )
 
@@ -45,9 +44,9 @@ const fleetReplyBound = 10 * time.Second
 // withFleet adds the fleet bench's flags to the bench command.
 func withFleet(cmd *cli.Command) *cli.Command {
 	cmd.Flags = append(cmd.Flags,
-		&cli.IntFlag{Name: "fleet", Usage: "simulate a fleet of this many worker identities (one DEALER each, one request outstanding) against one replica instead of --workers echo workers; 0: off", EnvVars: envVars("BENCH_FLEET")},
-		&cli.IntFlag{Name: "churn", Usage: "with --fleet: replace identities by new ones (a restarted worker's new name) until this many distinct identities have asked; after --tasks are done the fleet keeps restarting, asking and getting no work, until then", EnvVars: envVars("BENCH_CHURN")},
-		&cli.DurationFlag{Name: "fleet-throttle", Usage: "with --fleet: how long an identity waits after a no-work reply before it asks again", Value: time.Second, EnvVars: envVars("BENCH_FLEET_THROTTLE")},
+		&cli.IntFlag{Name: "fleet", Usage: "simulate a fleet of this many worker identities (one DEALER each, one request outstanding) against one replica instead of --workers echo workers; 0: off", EnvVars: wired.EnvVars("BENCH_FLEET")},
+		&cli.IntFlag{Name: "churn", Usage: "with --fleet: replace identities by new ones (a restarted worker's new name) until this many distinct identities have asked; after --tasks are done the fleet keeps restarting, asking and getting no work, until then", EnvVars: wired.EnvVars("BENCH_CHURN")},
+		&cli.DurationFlag{Name: "fleet-throttle", Usage: "with --fleet: how long an identity waits after a no-work reply before it asks again", Value: time.Second, EnvVars: wired.EnvVars("BENCH_FLEET_THROTTLE")},
 	)
 	action := cmd.Action
 	cmd.Action = func(c *cli.Context) error {
@@ -59,8 +58,8 @@ func withFleet(cmd *cli.Command) *cli.Command {
 	return cmd
 }
 
-// fleetReport is what a fleet bench measured.
-type fleetReport struct {
+// FleetReport is what a fleet bench measured.
+type FleetReport struct {
 	Fleet     int `json:"fleet"`
 	Churn     int `json:"churn"`
 	Tasks     int `json:"tasks"`
@@ -132,11 +131,11 @@ type fleet struct {
 }
 
 func runFleetBench(c *cli.Context) error {
-	tuneGC()
+	wired.TuneGC()
 	n, size, tasks := c.Int("fleet"), c.Int("payload-kb")*1024, c.Int("tasks")
 	churn := max(c.Int("churn"), n)
 	if tasks < 1 || size < 0 {
-		return usagef(c, "--tasks must be at least 1 and --payload-kb not negative")
+		return wired.Usagef(c, "--tasks must be at least 1 and --payload-kb not negative")
 	}
 	ctx := c.Context
 	logf := func(format string, args ...any) {
@@ -147,20 +146,20 @@ func runFleetBench(c *cli.Context) error {
 	// Each identity holds a connection (a file descriptor here, one in the replica): raise this process's limits, the hard one too when
 	// allowed, before the replica is started and inherits them.
 	fdLimit := raiseNoFile(uint64(n + 4096))
-	dsn, err := databaseURL(c)
+	dsn, err := wired.DatabaseURL(c)
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := openStore(c, lease.Config{Replica: "bench"})
+	root, closeStore, err := wired.OpenBase(c)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	svc, err := ensureService(ctx, store, "bench_echo")
+	svc, err := EnsureService(ctx, root, "bench_echo")
 	if err != nil {
 		return err
 	}
-	if _, err := benchDiscardUnfinished(ctx, store.Pool(), svc.ID); err != nil {
+	if _, err := benchDiscardUnfinished(ctx, root.Pool, svc.ID); err != nil {
 		return err
 	}
 	dir := c.String("dir")
@@ -174,12 +173,12 @@ func runFleetBench(c *cli.Context) error {
 	name := "fleet-" + time.Now().Format("20060102-150405.000")
 	dir = filepath.Join(dir, name)
 	logf("staging %d archives of %d KB in %s", tasks, c.Int("payload-kb"), dir)
-	entries, err := stageCorpus(ctx, dir, tasks, size)
+	entries, err := StageCorpus(ctx, dir, tasks, size)
 	if err != nil {
 		return err
 	}
 	syscall.Sync()
-	_, err = catalogOf(store).Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+	_, err = root.Catalog.Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 	if err != nil {
 		return err
 	}
@@ -248,7 +247,7 @@ func runFleetBench(c *cli.Context) error {
 		})
 	}
 
-	rep := fleetReport{Fleet: n, Churn: churn, Tasks: tasks, PayloadKB: c.Int("payload-kb"), FDLimit: fdLimit}
+	rep := FleetReport{Fleet: n, Churn: churn, Tasks: tasks, PayloadKB: c.Int("payload-kb"), FDLimit: fdLimit}
 	deadline := time.Now().Add(c.Duration("deadline"))
 	lastLog := time.Now()
 	for runCtx.Err() == nil && time.Now().Before(deadline) {
@@ -264,7 +263,7 @@ func runFleetBench(c *cli.Context) error {
 				f.tasks.Load(), f.distinct.Load(), rss())
 		}
 		if f.tasksLeft.Load() <= 0 && f.churnLeft.Load() <= 0 {
-			open, err := benchOpen(ctx, store.Pool(), svc.ID)
+			open, err := benchOpen(ctx, root.Pool, svc.ID)
 			if err != nil {
 				return err
 			}
@@ -316,7 +315,7 @@ func runFleetBench(c *cli.Context) error {
 			rep.Starved++
 		}
 	}
-	ps, err := inspectOf(store).Progress(ctx, "", svc.Name)
+	ps, err := root.Inspect.Progress(ctx, "", svc.Name)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -27,6 +27,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
@@ -53,29 +54,29 @@ func benchCommand() *cli.Command {
 			"belong to its own service, bench_echo: unfinished tasks an earlier bench left there (one that\n" +
 			"stopped before its backlog drained) are deleted first.",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "tasks", Usage: "source archives to stage and convert", Value: 20000, EnvVars: envVars("BENCH_TASKS")},
-			&cli.IntFlag{Name: "workers", Usage: "echo workers, each with its own identity", Value: 8, EnvVars: envVars("BENCH_WORKERS")},
-			&cli.IntFlag{Name: "replicas", Usage: "replicas sharing the database", Value: 1, EnvVars: envVars("BENCH_REPLICAS")},
-			&cli.IntFlag{Name: "payload-kb", Usage: "payload size of each source archive", Value: 8, EnvVars: envVars("BENCH_PAYLOAD_KB")},
-			&cli.IntFlag{Name: "messages", Usage: "give each source archive a LaTeXML-shaped cortex.log of about this many messages (loaded bindings, warnings; errors in a third of the tasks: statuses NoProblem, Warning and Error, the same every run); 0: a one-line log, NoProblem", EnvVars: envVars("BENCH_MESSAGES")},
-			&cli.Float64Flag{Name: "rate", Usage: "hold the workers to this many tasks/s in all (0: as fast as they go)", EnvVars: envVars("BENCH_RATE")},
-			&cli.IntFlag{Name: "chaos", Usage: "a saboteur leases this many tasks and dies (the reaper must recover them)", EnvVars: envVars("BENCH_CHAOS")},
-			&cli.DurationFlag{Name: "lease-timeout", Usage: "the replicas' --lease-timeout; 0: 5s with --chaos (recovered quickly), else the serve default", EnvVars: envVars("BENCH_LEASE_TIMEOUT")},
-			&cli.BoolFlag{Name: "vs-river", Usage: "also run --tasks no-op River jobs on the same database and print the ratio", EnvVars: envVars("BENCH_VS_RIVER")},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON line", EnvVars: envVars("BENCH_JSON")},
-			&cli.StringFlag{Name: "dir", Usage: "where to stage the archives, kept afterwards; empty: a temp dir, removed afterwards (on ext4 without a journal, files created among thousands deleted in the last minutes cost up to 40x the CPU: give runs one after another a --dir each)", EnvVars: envVars("BENCH_DIR")},
-			&cli.DurationFlag{Name: "deadline", Usage: "give up (a failed gate) after this long", Value: 10 * time.Minute, EnvVars: envVars("BENCH_DEADLINE")},
-			&cli.IntFlag{Name: "max-in-flight", Usage: "--max-in-flight of each replica", Value: 5000, EnvVars: envVars("BENCH_MAX_IN_FLIGHT")},
-			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of replica 1 to this file (pprof)", EnvVars: envVars("BENCH_CPUPROFILE")},
-			&cli.StringFlag{Name: "corpora", Usage: "TODO tasks per corpus, comma-separated (e.g. 1000000,100): several corpora of the service, served by fair share; the run stops once --tasks are converted, and reports when each corpus finished (archives are staged only for the tasks a run can reach)", EnvVars: envVars("BENCH_CORPORA")},
-			&cli.StringSliceFlag{Name: "serve-flag", Usage: "an extra flag for every replica's serve command, e.g. --serve-flag=--claimers=1 (repeatable)", EnvVars: envVars("BENCH_SERVE_FLAGS")},
+			&cli.IntFlag{Name: "tasks", Usage: "source archives to stage and convert", Value: 20000, EnvVars: wired.EnvVars("BENCH_TASKS")},
+			&cli.IntFlag{Name: "workers", Usage: "echo workers, each with its own identity", Value: 8, EnvVars: wired.EnvVars("BENCH_WORKERS")},
+			&cli.IntFlag{Name: "replicas", Usage: "replicas sharing the database", Value: 1, EnvVars: wired.EnvVars("BENCH_REPLICAS")},
+			&cli.IntFlag{Name: "payload-kb", Usage: "payload size of each source archive", Value: 8, EnvVars: wired.EnvVars("BENCH_PAYLOAD_KB")},
+			&cli.IntFlag{Name: "messages", Usage: "give each source archive a LaTeXML-shaped cortex.log of about this many messages (loaded bindings, warnings; errors in a third of the tasks: statuses NoProblem, Warning and Error, the same every run); 0: a one-line log, NoProblem", EnvVars: wired.EnvVars("BENCH_MESSAGES")},
+			&cli.Float64Flag{Name: "rate", Usage: "hold the workers to this many tasks/s in all (0: as fast as they go)", EnvVars: wired.EnvVars("BENCH_RATE")},
+			&cli.IntFlag{Name: "chaos", Usage: "a saboteur leases this many tasks and dies (the reaper must recover them)", EnvVars: wired.EnvVars("BENCH_CHAOS")},
+			&cli.DurationFlag{Name: "lease-timeout", Usage: "the replicas' --lease-timeout; 0: 5s with --chaos (recovered quickly), else the serve default", EnvVars: wired.EnvVars("BENCH_LEASE_TIMEOUT")},
+			&cli.BoolFlag{Name: "vs-river", Usage: "also run --tasks no-op River jobs on the same database and print the ratio", EnvVars: wired.EnvVars("BENCH_VS_RIVER")},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON line", EnvVars: wired.EnvVars("BENCH_JSON")},
+			&cli.StringFlag{Name: "dir", Usage: "where to stage the archives, kept afterwards; empty: a temp dir, removed afterwards (on ext4 without a journal, files created among thousands deleted in the last minutes cost up to 40x the CPU: give runs one after another a --dir each)", EnvVars: wired.EnvVars("BENCH_DIR")},
+			&cli.DurationFlag{Name: "deadline", Usage: "give up (a failed gate) after this long", Value: 10 * time.Minute, EnvVars: wired.EnvVars("BENCH_DEADLINE")},
+			&cli.IntFlag{Name: "max-in-flight", Usage: "--max-in-flight of each replica", Value: 5000, EnvVars: wired.EnvVars("BENCH_MAX_IN_FLIGHT")},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of replica 1 to this file (pprof)", EnvVars: wired.EnvVars("BENCH_CPUPROFILE")},
+			&cli.StringFlag{Name: "corpora", Usage: "TODO tasks per corpus, comma-separated (e.g. 1000000,100): several corpora of the service, served by fair share; the run stops once --tasks are converted, and reports when each corpus finished (archives are staged only for the tasks a run can reach)", EnvVars: wired.EnvVars("BENCH_CORPORA")},
+			&cli.StringSliceFlag{Name: "serve-flag", Usage: "an extra flag for every replica's serve command, e.g. --serve-flag=--claimers=1 (repeatable)", EnvVars: wired.EnvVars("BENCH_SERVE_FLAGS")},
 		},
 		Action: runBench,
 	}
 }
 
-// benchReport is what a bench run measured.
-type benchReport struct {
+// Report is what a bench run measured.
+type Report struct {
 	Tasks     int `json:"tasks"`
 	Workers   int `json:"workers"`
 	Replicas  int `json:"replicas"`
@@ -135,33 +136,33 @@ type benchReport struct {
 }
 
 func runBench(c *cli.Context) error {
-	tuneGC()
+	wired.TuneGC()
 	n, workers, replicas := c.Int("tasks"), c.Int("workers"), c.Int("replicas")
 	if n < 1 || workers < 1 || replicas < 1 || c.Int("payload-kb") < 0 || c.Int("chaos") < 0 || c.Int("chaos") > n {
-		return usagef(c, "--tasks, --workers and --replicas must be at least 1; --chaos between 0 and --tasks")
+		return wired.Usagef(c, "--tasks, --workers and --replicas must be at least 1; --chaos between 0 and --tasks")
 	}
 	messages := c.Int("messages")
 	if messages < 0 || messages > 100000 {
-		return usagef(c, "--messages must be between 0 and 100000")
+		return wired.Usagef(c, "--messages must be between 0 and 100000")
 	}
 	if messages > 0 && c.String("corpora") != "" {
-		return usagef(c, "--messages and --corpora do not go together")
+		return wired.Usagef(c, "--messages and --corpora do not go together")
 	}
 	var counts []int
 	if s := c.String("corpora"); s != "" {
 		var err error
 		if counts, err = parseCorpora(s); err != nil {
-			return usagef(c, "%v", err)
+			return wired.Usagef(c, "%v", err)
 		}
 		total := 0
 		for _, k := range counts {
 			total += k
 		}
 		if n > total {
-			return usagef(c, "--tasks %d: more than the %d tasks of --corpora", n, total)
+			return wired.Usagef(c, "--tasks %d: more than the %d tasks of --corpora", n, total)
 		}
 		if c.Int("chaos") > 0 {
-			return usagef(c, "--chaos and --corpora do not go together")
+			return wired.Usagef(c, "--chaos and --corpora do not go together")
 		}
 	}
 	ctx := c.Context
@@ -170,11 +171,11 @@ func runBench(c *cli.Context) error {
 			fmt.Fprintf(c.App.Writer, format+"\n", args...)
 		}
 	}
-	dsn, err := databaseURL(c)
+	dsn, err := wired.DatabaseURL(c)
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := openStore(c, lease.Config{Replica: "bench"})
+	root, closeStore, err := wired.OpenBase(c)
 	if err != nil {
 		return err
 	}
@@ -186,21 +187,21 @@ func runBench(c *cli.Context) error {
 		return err
 	}
 	defer pollPool.Close()
-	poll := lease.New(pollPool, lease.Config{Replica: "bench", Logger: slog.Default()})
-	cluster := findCluster(ctx, pollPool, c.String(flagDatabaseURL) != "")
+	poll := base.New(pollPool, nil, slog.Default())
+	cluster := findCluster(ctx, pollPool, c.String(wired.DatabaseURLFlag) != "")
 	pollCPU := func() float64 {
 		if !cluster.counted() {
 			return 0
 		}
 		return procstat.Runtime(cluster.backend)
 	}
-	svc, err := ensureService(ctx, store, "bench_echo")
+	svc, err := EnsureService(ctx, root, "bench_echo")
 	if err != nil {
 		return err
 	}
 	// An earlier bench that stopped before its backlog drained left tasks whose archives are
 	// gone; this run's replicas would lease them and wait for the reaper.
-	if left, err := benchDiscardUnfinished(ctx, store.Pool(), svc.ID); err != nil {
+	if left, err := benchDiscardUnfinished(ctx, root.Pool, svc.ID); err != nil {
 		return err
 	} else if left > 0 {
 		slog.Warn("deleted unfinished tasks an earlier bench left", "service", svc.Name, "tasks", left)
@@ -221,14 +222,14 @@ func runBench(c *cli.Context) error {
 	if counts != nil {
 		// The tasks a run can reach: those it converts, and what the replicas may hold besides.
 		reach := n + replicas*c.Int("max-in-flight")
-		corpora, entries, err = stageCorpora(ctx, store, svc, dir, name, counts, reach, c.Int("payload-kb")*1024, logf)
+		corpora, entries, err = stageCorpora(ctx, root, svc, dir, name, counts, reach, c.Int("payload-kb")*1024, logf)
 		if err != nil {
 			return err
 		}
 		imp.CorpusID = corpora[0].id
 		// What is left of the backlogs goes when the run is over.
 		defer func() {
-			if left, err := benchDiscardUnfinished(context.WithoutCancel(ctx), store.Pool(), svc.ID); err != nil {
+			if left, err := benchDiscardUnfinished(context.WithoutCancel(ctx), root.Pool, svc.ID); err != nil {
 				slog.Warn("unfinished tasks of the bench not deleted", "error", err)
 			} else {
 				logf("deleted the %d unfinished tasks of the run", left)
@@ -243,7 +244,7 @@ func runBench(c *cli.Context) error {
 		}
 		// The staged archives go to disk now, not in the first claims' syncfs: staging is setup.
 		syscall.Sync()
-		imp, err = catalogOf(store).Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
+		imp, err = root.Catalog.Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
 		if err != nil {
 			return err
 		}
@@ -322,7 +323,7 @@ func runBench(c *cli.Context) error {
 	if _, err := benchOpen(ctx, pollPool, svc.ID); err != nil {
 		return err
 	}
-	dbStart, err := store.Now(ctx)
+	dbStart, err := root.Now(ctx)
 	if err != nil {
 		return err
 	}
@@ -418,13 +419,13 @@ func runBench(c *cli.Context) error {
 		return fmt.Errorf("echo workers: %w", wErr)
 	}
 	var p inspect.Progress
-	if ps, err := inspectOf(store).Progress(ctx, "", svc.Name); err != nil {
+	if ps, err := root.Inspect.Progress(ctx, "", svc.Name); err != nil {
 		return err
 	} else {
 		p = sumProgress(ps, name, corpora)
 	}
 
-	rep := benchReport{Tasks: n, Workers: workers, Replicas: replicas, PayloadKB: c.Int("payload-kb"),
+	rep := Report{Tasks: n, Workers: workers, Replicas: replicas, PayloadKB: c.Int("payload-kb"),
 		Rate: c.Float64("rate"), Chaos: c.Int("chaos"), Seconds: took.Seconds(),
 		PeakInFlight: peak.Load(), ReplicaPeakRSSMB: rssPeak, NoProblem: p.NoProblem,
 		NoWorkReplies: stats.Mocks.Load(), Messages: messages, Warning: p.Warning, Error: p.Error}
@@ -448,14 +449,14 @@ func runBench(c *cli.Context) error {
 		}
 	}
 	rep.MBPerSecond = float64(measured) * float64(c.Int("payload-kb")) / 1024 * 2 / took.Seconds()
-	p50, p99, err := inspectOf(store).Latency(ctx, imp.CorpusID)
+	p50, p99, err := root.Inspect.Latency(ctx, imp.CorpusID)
 	if err != nil {
 		return err
 	}
 	rep.P50Millis, rep.P99Millis = float64(p50.Microseconds())/1000, float64(p99.Microseconds())/1000
 	rep.Lost = int64(n) - p.Done()
 	if corpora == nil {
-		rep.BadArchives, _ = byteIdentical(entries, svc.Name)
+		rep.BadArchives, _ = ByteIdentical(entries, svc.Name)
 		// Each task's status is the one its log derives.
 		var want [3]int64
 		for i := range n {
@@ -470,7 +471,7 @@ func runBench(c *cli.Context) error {
 		}
 		rep.GatesOK = rep.Lost == 0 && p.NoProblem == want[0] && p.Warning == want[1] && p.Error == want[2] && rep.BadArchives == 0
 		if messages > 0 {
-			st, err := dbsqlc.New(store.Pool()).BenchMessageStorage(ctx)
+			st, err := dbsqlc.New(root.Pool).BenchMessageStorage(ctx)
 			if err != nil {
 				return pgErr("message storage", err)
 			}
@@ -485,7 +486,7 @@ func runBench(c *cli.Context) error {
 		rep.BadArchives, results = resultsIdentical(entries, svc.Name)
 		rep.Lost = max(0, rep.Lost)
 		rep.GatesOK = p.Done() >= int64(n) && p.NoProblem == p.Done() && int64(results) >= p.NoProblem && rep.BadArchives == 0
-		if rep.Corpora, err = reportCorpora(ctx, store, svc, corpora, dbStart); err != nil {
+		if rep.Corpora, err = reportCorpora(ctx, root, svc, corpora, dbStart); err != nil {
 			return err
 		}
 	}
@@ -826,7 +827,7 @@ var benchBatches = map[string]string{"reserve": "cortexq_reserve_batch_size", "a
 // "attributed_at_claim". /metrics answers from a gathering up to metricsMaxAge old: it waits
 // that long first, so the run's last transactions are in.
 func readBatches(urls []string) map[string]float64 {
-	time.Sleep(metricsMaxAge + 100*time.Millisecond)
+	time.Sleep(wired.MetricsMaxAge + 100*time.Millisecond)
 	names := []string{"cortexq_attributed_at_claim_total", "cortexq_leases_total"}
 	for _, h := range benchBatches {
 		names = append(names, h+"_sum", h+"_count")

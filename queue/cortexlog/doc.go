@@ -1,4 +1,4 @@
-// Package report turns a worker's result archive into a queue.Report: the task's status, the
+// Package cortexlog turns a worker's result archive into a queue.Report: the task's status, the
 // log messages to keep, and whether its Fatal is a retryable cause.
 //
 // An archive is a zip of which only the member named exactly cortex.log is read, through
@@ -37,4 +37,4 @@
 // longer than Options.MaxLogBytes is read up to that limit, its cut last line dropped, and gets a
 // Warning cortex/log_truncated (its status line, usually last, is then lost, so the verdict falls
 // back to Fatal). These warnings come after the log's own messages, in that order.
-package report
+package cortexlog

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/lease"
 )
 
 // bench --corpora: several corpora of the bench's service, each with its backlog of TODO tasks,
@@ -52,7 +52,7 @@ func parseCorpora(s string) ([]int, error) {
 // stageCorpora makes the corpora of a --corpora run, in order (the first gets the lowest task
 // ids): for each, the first reach archives are staged and imported, and the rest of its tasks
 // generated in the database. It returns the corpora and every staged entry.
-func stageCorpora(ctx context.Context, store *lease.Store, svc catalog.Service, dir, name string, counts []int, reach, size int,
+func stageCorpora(ctx context.Context, root *base.Base, svc catalog.Service, dir, name string, counts []int, reach, size int,
 	logf func(string, ...any)) ([]benchCorpus, []string, error) {
 	var out []benchCorpus
 	var all []string
@@ -61,17 +61,17 @@ func stageCorpora(ctx context.Context, store *lease.Store, svc catalog.Service, 
 		cdir := filepath.Join(dir, bc.name)
 		staged := min(n, reach)
 		logf("corpus %s: %d TODO tasks, %d archives staged in %s", bc.name, n, staged, cdir)
-		entries, err := stageCorpus(ctx, cdir, staged, size)
+		entries, err := StageCorpus(ctx, cdir, staged, size)
 		if err != nil {
 			return nil, nil, err
 		}
-		imp, err := catalogOf(store).Import(ctx, catalog.ImportRequest{Corpus: bc.name, CorpusPath: cdir, ServiceID: svc.ID, Entries: entries})
+		imp, err := root.Catalog.Import(ctx, catalog.ImportRequest{Corpus: bc.name, CorpusPath: cdir, ServiceID: svc.ID, Entries: entries})
 		if err != nil {
 			return nil, nil, err
 		}
 		bc.id, bc.entries = imp.CorpusID, entries
 		if n > staged {
-			if _, err := benchGenerateTasks(ctx, store.Pool(), svc.ID, bc.id, cdir, staged, n-1); err != nil {
+			if _, err := benchGenerateTasks(ctx, root.Pool, svc.ID, bc.id, cdir, staged, n-1); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -82,10 +82,10 @@ func stageCorpora(ctx context.Context, store *lease.Store, svc catalog.Service, 
 }
 
 // corporaDone sums the NoProblem tasks of the corpora.
-func corporaDone(ctx context.Context, store *lease.Store, svc catalog.Service, corpora []benchCorpus, since time.Time) (int64, error) {
+func corporaDone(ctx context.Context, root *base.Base, svc catalog.Service, corpora []benchCorpus, since time.Time) (int64, error) {
 	var done int64
 	for _, bc := range corpora {
-		n, _, err := benchCorpusDone(ctx, store.Pool(), bc.id, svc.ID, since)
+		n, _, err := benchCorpusDone(ctx, root.Pool, bc.id, svc.ID, since)
 		if err != nil {
 			return 0, err
 		}
@@ -95,10 +95,10 @@ func corporaDone(ctx context.Context, store *lease.Store, svc catalog.Service, c
 }
 
 // reportCorpora tells, for each corpus, its NoProblem tasks and when it finished.
-func reportCorpora(ctx context.Context, store *lease.Store, svc catalog.Service, corpora []benchCorpus, since time.Time) ([]benchCorpusReport, error) {
+func reportCorpora(ctx context.Context, root *base.Base, svc catalog.Service, corpora []benchCorpus, since time.Time) ([]benchCorpusReport, error) {
 	var out []benchCorpusReport
 	for _, bc := range corpora {
-		n, last, err := benchCorpusDone(ctx, store.Pool(), bc.id, svc.ID, since)
+		n, last, err := benchCorpusDone(ctx, root.Pool, bc.id, svc.ID, since)
 		if err != nil {
 			return nil, err
 		}
@@ -122,6 +122,6 @@ func resultsIdentical(entries []string, service string) (bad, results int) {
 			done = append(done, e)
 		}
 	}
-	bad, _ = byteIdentical(done, service)
+	bad, _ = ByteIdentical(done, service)
 	return bad, len(done)
 }
