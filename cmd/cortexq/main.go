@@ -55,6 +55,7 @@ func commands() []*cli.Command {
 		reportCommand(),
 		foldCommand(),
 		runsCommand(),
+		pruneCommand(),
 		diffCommand(),
 		sandboxCommand(),
 		corpusCommand(),
