@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -35,7 +36,12 @@ func importCommand() *cli.Command {
 			"link among the walked archives must lead to a file beneath it (relative links only): otherwise the\n" +
 			"import is refused and nothing is added. Replicas read sources and write results beneath that path\n" +
 			"only. An entry that already has a task of the corpus and service is left alone, so importing again\n" +
-			"only adds what is new. A run of the corpus and service is opened if none is.",
+			"only adds what is new. A run of the corpus and service is opened if none is.\n" +
+			"\n" +
+			"Entries are added as they are found, a batch at a time, in one transaction (memory does not grow\n" +
+			"with their count; --from-list is read twice, first for the corpus path and the count). On a\n" +
+			"terminal a progress line (a bar with --from-list) shows how far it is; otherwise a line goes to\n" +
+			"stderr every --progress-every.",
 		Flags: []cli.Flag{
 			corpusFlag("corpus to import into (created if missing)"),
 			serviceFlag("service the tasks are for (see cortexq service add)"),
@@ -43,6 +49,12 @@ func importCommand() *cli.Command {
 				Name:    "from-list",
 				Usage:   "read entries from `FILE`, one path a line, instead of walking PATHs",
 				EnvVars: envVars("IMPORT_FROM_LIST"),
+			},
+			&cli.DurationFlag{
+				Name:    "progress-every",
+				Usage:   "when stderr is not a terminal, print a progress line this often (0: none)",
+				Value:   5 * time.Second,
+				EnvVars: envVars("IMPORT_PROGRESS_EVERY"),
 			},
 		},
 		Action: runImport,
@@ -93,33 +105,74 @@ func runImport(c *cli.Context) error {
 	}
 
 	began := time.Now()
-	var found archive.Sources
-	what := strings.Join(paths, ", ")
-	if listFile != nil {
-		what = list
-		cwd, err := os.Getwd()
-		if err != nil {
-			return fmt.Errorf("import: %w", err)
-		}
-		if found, err = archive.ListSources(listFile, cwd, names); err != nil {
-			return fmt.Errorf("import: read %s: %w", list, err)
-		}
-	} else if found, err = archive.FindSources(roots, names); err != nil {
+	corpus, what := c.String(flagCorpus), strings.Join(paths, ", ")
+	dir, total := archive.RootsDir(roots), int64(-1)
+	cwd, err := os.Getwd()
+	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
-	slog.Debug("entries found", "entries", len(found.Entries), "skipped", found.Skipped, "elapsed", time.Since(began))
-	if len(found.Entries) == 0 {
-		// Most likely a wrong path: creating the corpus would take its name for nothing.
-		return fmt.Errorf("import: no source archives in %s (%d files skipped: not source archives); nothing imported", what, found.Skipped)
+	if listFile != nil {
+		// A first pass finds the corpus path (the deepest directory holding every entry) and the
+		// count for the progress bar; the second, in the transaction, adds them.
+		what = list
+		var ld archive.ListDir
+		n := int64(0)
+		skipped, err := archive.ScanList(listFile, cwd, names, func(e archive.Entry) error { ld.Add(e); n++; return nil })
+		if err != nil {
+			return fmt.Errorf("import: read %s: %w", list, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("import: no source archives in %s (%d files skipped: not source archives); nothing imported", what, skipped)
+		}
+		if _, err := listFile.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("import: --from-list %s: %w (want a file, read twice)", list, err)
+		}
+		dir, total = ld.Dir(), n
 	}
+	progress := newImportProgress(c.App.ErrWriter, total, c.Duration("progress-every"))
+	defer progress.stop()
+	skipped := 0
+	errNone := errors.New("no source archives")
 	sum, err := root.Catalog.Import(c.Context, catalog.ImportRequest{
-		Corpus: c.String(flagCorpus), CorpusPath: found.Dir, ServiceID: serviceID, Entries: found.Entries,
-		CheckFunc: func(corpusPath string) error { return found.CheckBeneath(c.String(flagCorpus), corpusPath) },
+		Corpus: corpus, CorpusPath: dir, ServiceID: serviceID,
+		Each: func(corpusPath string, add func(string) error) error {
+			beneath := archive.NewBeneath(corpus, corpusPath)
+			defer beneath.Close()
+			var refused error // a refusal or a database error, rather than the walk's or read's own
+			take := func(e archive.Entry) error {
+				if refused = beneath.Check(e); refused != nil {
+					return refused
+				}
+				if refused = add(e.Path); refused != nil {
+					return refused
+				}
+				progress.add(1)
+				return nil
+			}
+			var err error
+			if listFile != nil {
+				if skipped, err = archive.ScanList(listFile, cwd, names, take); err != nil && refused == nil {
+					err = fmt.Errorf("import: read %s: %w", list, err)
+				}
+			} else if skipped, err = archive.WalkSources(roots, names, take); err != nil && refused == nil {
+				err = fmt.Errorf("import: %w", err)
+			}
+			if err == nil && progress.count() == 0 {
+				err = errNone
+			}
+			return err
+		},
 	})
+	progress.stop()
+	if errors.Is(err, errNone) {
+		// Most likely a wrong path: creating the corpus would take its name for nothing.
+		return fmt.Errorf("import: no source archives in %s (%d files skipped: not source archives); nothing imported", what, skipped)
+	}
 	if err != nil {
 		return err
 	}
-	printImport(c, sum, found.Skipped, time.Since(began))
+	slog.Debug("entries imported", "entries", progress.count(), "skipped", skipped, "elapsed", time.Since(began))
+	printImport(c, sum, skipped, time.Since(began))
 	return nil
 }
 

@@ -61,6 +61,7 @@ func commands() []*cli.Command {
 		reportCommand(),
 		foldCommand(),
 		runsCommand(),
+		pruneCommand(),
 		diffCommand(),
 		sandboxCommand(),
 		corpusCommand(),

@@ -11,18 +11,12 @@ import (
 	"strings"
 )
 
-// Sources is what a search for source archives found, for an import.
-type Sources struct {
-	// Entries are the source archives' absolute, clean paths.
-	Entries []string
-	// Links are the walked entries that are symbolic links (CheckBeneath follows them).
-	Links map[string]bool
-	// Skipped counts what was not a source archive: walked *.zip files (result archives) or
-	// listed lines.
-	Skipped int
-	// Dir is the deepest directory holding every root walked, or every entry listed: the path
-	// of a corpus made for them.
-	Dir string
+// Entry is a source archive found for an import.
+type Entry struct {
+	// Path is the archive's absolute, clean path.
+	Path string
+	// Link is set for a walked entry that is a symbolic link (Beneath.Check follows it).
+	Link bool
 }
 
 // Roots resolves the paths an import walks (directories or single archives) to absolute ones,
@@ -42,11 +36,27 @@ func Roots(paths []string) ([]string, error) {
 	return roots, nil
 }
 
-// FindSources walks roots (absolute paths from Roots) for source archives: regular files, or
-// symbolic links to them, that IsSource takes given the services' names.
-func FindSources(roots []string, services map[string]bool) (Sources, error) {
-	s := Sources{Links: map[string]bool{}}
+// RootsDir is the deepest directory holding every root (absolute paths from Roots; a root that
+// is a file counts as its directory): the path of a corpus made for a walk of them.
+func RootsDir(roots []string) string {
 	dirs := make([]string, 0, len(roots))
+	for _, root := range roots {
+		if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
+			root = filepath.Dir(root)
+		}
+		dirs = append(dirs, root)
+	}
+	if len(dirs) == 0 {
+		return ""
+	}
+	return commonDir(dirs)
+}
+
+// WalkSources walks roots (absolute paths from Roots) for source archives: regular files, or
+// symbolic links to them, that IsSource takes given the services' names. It calls fn for each as
+// it finds it, holding none (memory does not grow with the count), and returns how many *.zip
+// files it skipped (result archives). An error of fn ends the walk.
+func WalkSources(roots []string, services map[string]bool, fn func(Entry) error) (skipped int, err error) {
 	for _, root := range roots {
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -56,34 +66,24 @@ func FindSources(roots []string, services map[string]bool) (Sources, error) {
 				return nil
 			}
 			if IsSource(filepath.Base(path), services) {
-				s.Entries = append(s.Entries, path)
-				if d.Type()&fs.ModeSymlink != 0 {
-					s.Links[path] = true
-				}
-			} else if strings.HasSuffix(path, ".zip") {
-				s.Skipped++
+				return fn(Entry{Path: path, Link: d.Type()&fs.ModeSymlink != 0})
+			}
+			if strings.HasSuffix(path, ".zip") {
+				skipped++
 			}
 			return nil
 		})
 		if err != nil {
-			return Sources{}, err
+			return skipped, err
 		}
-		if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
-			root = filepath.Dir(root)
-		}
-		dirs = append(dirs, root)
 	}
-	if len(dirs) > 0 {
-		s.Dir = commonDir(dirs)
-	}
-	return s, nil
+	return skipped, nil
 }
 
-// ListSources reads entries from a list, one path a line, instead of walking: a relative path
-// is taken from cwd, blank lines are ignored, and a line IsSource refuses is skipped. The files
-// are not checked.
-func ListSources(r io.Reader, cwd string, services map[string]bool) (Sources, error) {
-	var s Sources
+// ScanList reads entries from a list, one path a line, instead of walking, calling fn for each:
+// a relative path is taken from cwd, blank lines are ignored, and a line IsSource refuses is
+// skipped (counted). The files are not checked. An error of fn ends the scan.
+func ScanList(r io.Reader, cwd string, services map[string]bool, fn func(Entry) error) (skipped int, err error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
@@ -95,65 +95,89 @@ func ListSources(r io.Reader, cwd string, services map[string]bool) (Sources, er
 			line = filepath.Join(cwd, line)
 		}
 		line = filepath.Clean(line)
-		if IsSource(filepath.Base(line), services) {
-			s.Entries = append(s.Entries, line)
-		} else {
-			s.Skipped++
+		if !IsSource(filepath.Base(line), services) {
+			skipped++
+			continue
+		}
+		if err := fn(Entry{Path: line}); err != nil {
+			return skipped, err
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return Sources{}, err
-	}
-	if len(s.Entries) > 0 {
-		dirs := make([]string, len(s.Entries))
-		for i, e := range s.Entries {
-			dirs[i] = filepath.Dir(e)
-		}
-		s.Dir = commonDir(dirs)
-	}
-	return s, nil
+	return skipped, sc.Err()
 }
 
-// CheckBeneath refuses entries that do not lie beneath the corpus's path, and symbolic links
-// among them that lead out of it: they are opened as the replicas open them (os.Root at the
-// corpus path), which follows a link only while it stays beneath.
-func (s Sources) CheckBeneath(corpus, corpusPath string) error {
+// ListDir tracks the deepest directory holding every entry given to Add: the path of a corpus
+// made for a list.
+type ListDir struct{ dir string }
+
+// Add notes an entry.
+func (l *ListDir) Add(e Entry) {
+	d := filepath.Dir(e.Path)
+	if l.dir == "" {
+		l.dir = d
+		return
+	}
+	for !isBeneath(l.dir, d) && d != l.dir {
+		l.dir = filepath.Dir(l.dir)
+	}
+}
+
+// Dir is the directory: empty before any Add.
+func (l *ListDir) Dir() string { return l.dir }
+
+// Beneath checks entries against the path of a corpus: it refuses entries that do not lie
+// beneath it, and symbolic links that lead out of it (they are opened as the replicas open
+// them, with os.Root at the corpus path, which follows a link only while it stays beneath).
+type Beneath struct {
+	corpus, path string
+	root         *os.Root
+}
+
+// NewBeneath checks entries of corpus against its path. Close it when done.
+func NewBeneath(corpus, corpusPath string) *Beneath {
 	if filepath.IsAbs(corpusPath) {
 		corpusPath = filepath.Clean(corpusPath)
 	}
-	for _, e := range s.Entries {
-		if !filepath.IsAbs(corpusPath) || !isBeneath(corpusPath, e) {
-			return fmt.Errorf("%s is not beneath the path %q of corpus %s: nothing imported "+
-				"(import it into a corpus of its own)", e, corpusPath, corpus)
-		}
+	return &Beneath{corpus: corpus, path: corpusPath}
+}
+
+// Check refuses an entry not beneath the corpus path, or a link among them out of it.
+func (b *Beneath) Check(e Entry) error {
+	if !filepath.IsAbs(b.path) || !isBeneath(b.path, e.Path) {
+		return fmt.Errorf("%s is not beneath the path %q of corpus %s: nothing imported "+
+			"(import it into a corpus of its own)", e.Path, b.path, b.corpus)
 	}
-	if len(s.Links) == 0 {
+	if !e.Link {
 		return nil
 	}
-	root, err := os.OpenRoot(corpusPath)
-	if err != nil {
-		return fmt.Errorf("corpus path %s: %w", corpusPath, pathErr(err))
+	if b.root == nil {
+		root, err := os.OpenRoot(b.path)
+		if err != nil {
+			return fmt.Errorf("corpus path %s: %w", b.path, pathErr(err))
+		}
+		b.root = root
 	}
-	defer root.Close()
-	for _, e := range s.Entries {
-		if !s.Links[e] {
-			continue
-		}
-		rel, err := filepath.Rel(corpusPath, e)
-		if err != nil {
-			return err
-		}
-		fi, err := root.Stat(rel)
-		if err == nil && !fi.Mode().IsRegular() {
-			err = errors.New("not a regular file")
-		}
-		if err != nil {
-			target, _ := os.Readlink(e)
-			return fmt.Errorf("%s is a symbolic link to %s, which does not lead to a file beneath the "+
-				"corpus path %s (%v): refused, nothing imported", e, target, corpusPath, pathErr(err))
-		}
+	rel, err := filepath.Rel(b.path, e.Path)
+	if err != nil {
+		return err
+	}
+	fi, err := b.root.Stat(rel)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err != nil {
+		target, _ := os.Readlink(e.Path)
+		return fmt.Errorf("%s is a symbolic link to %s, which does not lead to a file beneath the "+
+			"corpus path %s (%v): refused, nothing imported", e.Path, target, b.path, pathErr(err))
 	}
 	return nil
+}
+
+// Close releases what Check opened (a directory opened for reading: no error to report).
+func (b *Beneath) Close() {
+	if b.root != nil {
+		_ = b.root.Close()
+	}
 }
 
 // commonDir is the deepest directory holding every one of dirs (absolute and clean).

@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,4 +125,51 @@ func TestRoots(t *testing.T) {
 
 	_, err = Roots([]string{"sub", "missing"})
 	require.EqualError(t, err, "missing: no such file or directory", "the path is named once")
+}
+
+// Sources collects what WalkSources or ScanList found, for the tests above.
+type Sources struct {
+	Entries []string
+	Links   map[string]bool
+	Skipped int
+	Dir     string
+}
+
+func (s *Sources) add(e Entry) error {
+	s.Entries = append(s.Entries, e.Path)
+	if e.Link {
+		s.Links[e.Path] = true
+	}
+	return nil
+}
+
+func FindSources(roots []string, services map[string]bool) (Sources, error) {
+	s := Sources{Links: map[string]bool{}, Dir: RootsDir(roots)}
+	var err error
+	s.Skipped, err = WalkSources(roots, services, s.add)
+	return s, err
+}
+
+func ListSources(r io.Reader, cwd string, services map[string]bool) (Sources, error) {
+	s := Sources{Links: map[string]bool{}}
+	var dir ListDir
+	var err error
+	s.Skipped, err = ScanList(r, cwd, services, func(e Entry) error { dir.Add(e); return s.add(e) })
+	s.Dir = dir.Dir()
+	if len(s.Links) == 0 {
+		s.Links = nil
+	}
+	return s, err
+}
+
+// CheckBeneath checks every entry as an import does, stopping at the first refused.
+func (s Sources) CheckBeneath(corpus, corpusPath string) error {
+	b := NewBeneath(corpus, corpusPath)
+	defer b.Close()
+	for _, e := range s.Entries {
+		if err := b.Check(Entry{Path: e, Link: s.Links[e]}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -201,11 +201,13 @@ type ImportRequest struct {
 	ServiceID  int32
 	// Entries are the source archives' paths, one task each; empty ones are skipped.
 	Entries []string
+	// Each, if set, streams more entries: it is called in the import's transaction with the
+	// path of the corpus (as created, or as found), and calls add for each entry, which writes
+	// them a batch at a time, so memory does not grow with their count. Its error (or add's)
+	// ends the import with nothing added.
+	Each func(corpusPath string, add func(entry string) error) error
 	// BatchSize is how many entries go into one statement (ImportBatchDefault when <= 0).
 	BatchSize int
-	// CheckFunc, if set, vets the entries against the path of the corpus (as created, or as
-	// found) before any is added; its error ends the import with nothing added.
-	CheckFunc func(corpusPath string) error
 }
 
 // ImportBatchDefault is how many entries one insert statement of Import carries.
@@ -249,12 +251,7 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (ImportSummary,
 		if err != nil {
 			return fmt.Errorf("lock corpus %s: %w", req.Corpus, err)
 		}
-		if req.CheckFunc != nil {
-			if err := req.CheckFunc(path); err != nil {
-				return err
-			}
-		}
-		entries := make([]string, 0, min(batch, len(req.Entries)))
+		entries := make([]string, 0, min(batch, max(len(req.Entries), 1024)))
 		flush := func() error {
 			n, err := q.TaskImport(ctx, corpus.ID, req.ServiceID, entries)
 			if err != nil {
@@ -265,15 +262,24 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (ImportSummary,
 			entries = entries[:0]
 			return nil
 		}
-		for _, e := range req.Entries {
+		add := func(e string) error {
 			if e == "" {
-				continue
+				return nil
 			}
 			entries = append(entries, e)
 			if len(entries) == batch {
-				if err := flush(); err != nil {
-					return err
-				}
+				return flush()
+			}
+			return nil
+		}
+		for _, e := range req.Entries {
+			if err := add(e); err != nil {
+				return err
+			}
+		}
+		if req.Each != nil {
+			if err := req.Each(path, add); err != nil {
+				return err
 			}
 		}
 		if len(entries) > 0 {

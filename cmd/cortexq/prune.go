@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cortexq/cortexq/queue/lease"
+)
+
+func pruneCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "prune",
+		Usage: "drop the history of old runs (kept statuses, diff matrices, attempts, message logs)",
+		Description: "Every rerun adds history: the closed run's row and its tasks' statuses (cortexq runs, diff), the\n" +
+			"attempts of the tasks' earlier runs (task show). prune drops that of the runs outside the last\n" +
+			"--keep N of each corpus and service, or that ended before --before DATE (2006-01-02, or RFC 3339),\n" +
+			"for one --corpus and --service, or every one left out. The current run and the last closed one\n" +
+			"(that diff compares the current run with) are always kept, as is everything of a task's current\n" +
+			"run. --dry-run counts what would go and drops nothing. It deletes in batches, each its own\n" +
+			"statement, so it holds no long transaction: stopped, it can be run again. See\n" +
+			"docs/operations.md#retention.",
+		Flags: append([]cli.Flag{
+			corpusFlag("the corpus (or sandbox) whose runs to prune; empty: every one"),
+			serviceFlag("the service whose runs to prune; empty: every one"),
+			&cli.IntFlag{Name: "keep", Usage: "keep the last N runs of each corpus and service (at least 2)", EnvVars: envVars("PRUNE_KEEP")},
+			&cli.StringFlag{Name: "before", Usage: "drop the runs that ended before this date (2006-01-02 UTC, or RFC 3339)", EnvVars: envVars("PRUNE_BEFORE")},
+			&cli.BoolFlag{Name: "dry-run", Usage: "count what would be dropped, drop nothing", EnvVars: envVars("PRUNE_DRY_RUN")},
+		}, formatFlags("prune")...),
+		Action: runPrune,
+	}
+}
+
+// parseDate reads --before: a UTC date or an RFC 3339 time.
+func parseDate(s string) (time.Time, error) {
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	return time.Parse(time.RFC3339, s)
+}
+
+func runPrune(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if c.Bool("json") && c.Bool("csv") {
+		return usagef(c, "give --json or --csv, not both")
+	}
+	opt := lease.PruneOptions{Keep: c.Int("keep"), DryRun: c.Bool("dry-run")}
+	if s := c.String("before"); s != "" {
+		t, err := parseDate(s)
+		if err != nil {
+			return usagef(c, "--before %q: want a date (2006-01-02) or an RFC 3339 time", s)
+		}
+		opt.Before = t
+	}
+	if c.Int("keep") < 0 || ((opt.Keep == 0) == opt.Before.IsZero()) || (opt.Keep != 0 && opt.Keep < lease.MinKeep) {
+		return usagef(c, "%v", lease.ErrPruneSelection)
+	}
+	root, done, err := openBase(c)
+	if err != nil {
+		return err
+	}
+	defer done()
+	store := root.Lease(lease.Config{})
+	scope, err := scopeOfNamed(c, root)
+	if err != nil {
+		return err
+	}
+	opt.CorpusID, opt.ServiceID = scope.CorpusID, scope.ServiceID
+	scopes, err := store.PruneRuns(c.Context, opt)
+	if err != nil {
+		return err
+	}
+	verb := "dropped"
+	if opt.DryRun {
+		verb = "would drop"
+	}
+	t := table{
+		Title: fmt.Sprintf("prune: %d corpus and service pairs; rows %s per table", len(scopes), verb),
+		Header: []string{"corpus", "service", "kept_runs", "dropped_runs", "runs", "run_statuses", "run_diffs",
+			"attempts", "task_message_logs"},
+		JSON: map[string]any{"dry_run": opt.DryRun, "scopes": scopes},
+	}
+	if scopes == nil {
+		t.JSON = map[string]any{"dry_run": opt.DryRun, "scopes": []lease.PruneScope{}}
+	}
+	num := func(n int64) string {
+		if c.Bool("csv") {
+			return strconv.FormatInt(n, 10)
+		}
+		return commas(n)
+	}
+	ids := func(runs []int64) string {
+		s := make([]string, len(runs))
+		for i, r := range runs {
+			s[i] = strconv.FormatInt(r, 10)
+		}
+		if len(s) > 6 && !c.Bool("csv") {
+			s = append(s[:2], "…", s[len(s)-2], s[len(s)-1])
+		}
+		return strings.Join(s, " ")
+	}
+	for _, p := range scopes {
+		t.Rows = append(t.Rows, []string{p.Corpus, p.Service, ids(p.KeptRuns), ids(p.DroppedRuns),
+			num(int64(len(p.DroppedRuns))), num(p.RunStatuses), num(p.RunDiffs), num(p.Attempts), num(p.MessageLogs)})
+	}
+	if opt.DryRun {
+		t.Note = "dry run: nothing dropped"
+	}
+	return t.print(c)
+}
