@@ -16,6 +16,7 @@ INSERT INTO audit_readable (name) VALUES
     ('runs'), ('run_statuses'), ('workers'), ('reaper_passes'), ('worker_keys'), ('corpus_shares'),
     ('report_rollup'), ('report_fold_state'), ('report_changes'), ('report_folded'),
     ('run_diffs'), ('diff_current'), ('diff_current_state'), ('diff_touched'), ('task_totals'),
+    ('replica_heartbeats'), -- 00016_search_liveness.sql: the dashboard's replica states
     ('audit_readable');
 
 -- +goose Down
