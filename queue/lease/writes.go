@@ -44,8 +44,10 @@ type writes struct {
 	outcomes    map[attemptKey]outcomeWrite
 	dropAttempt map[attemptKey]bool
 	messages    map[rowKey][]queue.Message // replaces the run's messages
-	// kindIDs are the message_kinds ids of the messages' kinds (Store.resolveKinds).
-	kindIDs map[kindKey]int32
+	// kindIDs are the message_kinds ids of the messages' kinds, and kindSeqs each log's ids in
+	// its order (Store.resolveKinds).
+	kindIDs  map[kindKey]int32
+	kindSeqs map[rowKey][]int32
 }
 
 // newAttempt is an attempts row a transaction adds. Replica is the replica that handed the
@@ -74,6 +76,7 @@ func newWrites() *writes {
 		dropAttempt: map[attemptKey]bool{},
 		messages:    map[rowKey][]queue.Message{},
 		kindIDs:     map[kindKey]int32{},
+		kindSeqs:    map[rowKey][]int32{},
 	}
 }
 
@@ -183,13 +186,13 @@ func (w *writes) messageParams(p *dbsqlc.ApplyParams) error {
 	for k, msgs := range w.messages {
 		p.MsgTaskIds, p.MsgRuns = append(p.MsgTaskIds, k.task), append(p.MsgRuns, k.run)
 		p.MsgKindFrom = append(p.MsgKindFrom, int32(len(p.MsgKinds)+1))
+		seq := w.kindSeqs[k]
+		if len(seq) != len(msgs) {
+			return fmt.Errorf("write changes: the kinds of %d messages of task %d are not resolved", len(msgs), k.task)
+		}
+		p.MsgKinds = append(p.MsgKinds, seq...)
 		details := false
 		for _, m := range msgs {
-			id, ok := w.kindIDs[keyOf(m)]
-			if !ok {
-				return fmt.Errorf("write changes: message kind %s/%s/%s has no id", m.Severity, m.Category, m.What)
-			}
-			p.MsgKinds = append(p.MsgKinds, id)
 			details = details || m.Details != ""
 		}
 		p.MsgKindTo = append(p.MsgKindTo, int32(len(p.MsgKinds)))
@@ -198,7 +201,12 @@ func (w *writes) messageParams(p *dbsqlc.ApplyParams) error {
 			continue
 		}
 		sep := detailSeparator(msgs)
+		size := len(sep) * (len(msgs) - 1)
+		for _, m := range msgs {
+			size += len(m.Details)
+		}
 		joined.Reset()
+		joined.Grow(size)
 		for i, m := range msgs {
 			if i > 0 {
 				joined.WriteString(sep)
