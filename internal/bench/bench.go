@@ -30,9 +30,9 @@ import (
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/inspect"
-	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/procstat"
+	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 	"github.com/cortexq/cortexq/worker"
 )
