@@ -64,15 +64,18 @@ WITH dispatch_deleted AS (
       AND a.task_id = ANY(@out_task_ids::bigint[])
 ), messages_written AS (
     -- A run's log, one row (migrations/00015_message_logs.sql): its message_kinds ids, the
-    -- slice [kind_from:kind_to] of @msg_kinds, and its details, the slice
-    -- [detail_from:detail_to] of @msg_details (empty: every one is empty). A log with no
-    -- message deletes the row instead.
+    -- slice [kind_from:kind_to] of @msg_kinds, and its details, one text per log in
+    -- @msg_details joined by that log's separator in @msg_detail_seps (empty: every detail is
+    -- empty, NULL stored), which queue/lease chose to occur in none of them. One text a log
+    -- rather than one element a message: a hundred messages' details cost one parameter
+    -- element to encode and receive, not a hundred (docs/performance.md, "Real logs"). A log
+    -- with no message deletes the row instead.
     INSERT INTO task_message_logs AS m (task_id, run, kinds, details)
     SELECT k.task_id, k.run, (@msg_kinds::int[])[k.kind_from:k.kind_to],
-           CASE WHEN k.detail_to >= k.detail_from THEN (@msg_details::text[])[k.detail_from:k.detail_to] END
+           CASE WHEN k.detail_sep <> '' THEN string_to_array(k.details, k.detail_sep) END
     FROM (SELECT unnest(@msg_task_ids::bigint[]) AS task_id, unnest(@msg_runs::int[]) AS run,
                  unnest(@msg_kind_from::int[]) AS kind_from, unnest(@msg_kind_to::int[]) AS kind_to,
-                 unnest(@msg_detail_from::int[]) AS detail_from, unnest(@msg_detail_to::int[]) AS detail_to) AS k
+                 unnest(@msg_details::text[]) AS details, unnest(@msg_detail_seps::text[]) AS detail_sep) AS k
     WHERE k.kind_to >= k.kind_from
     ON CONFLICT (task_id, run) DO UPDATE SET kinds = excluded.kinds, details = excluded.details
 ), messages_cleared AS (

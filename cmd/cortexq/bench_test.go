@@ -34,14 +34,20 @@ func TestBenchReportsItsOwnClusterAndBatches(t *testing.T) {
 	require.LessOrEqual(t, rep.AttributedAtClaim, 1.0, out)
 	require.GreaterOrEqual(t, rep.ClaimBatchAvg, 1.0, out)
 	require.LessOrEqual(t, rep.ClaimBatchAvg, 60.0, out)
+	// The fold after the drain: what the replicas had not folded, its time counted after the
+	// drain's.
+	require.LessOrEqual(t, rep.FoldTasks, int64(60), out)
+	require.Positive(t, rep.TasksPerSecondWithFold, out)
+	require.LessOrEqual(t, rep.TasksPerSecondWithFold, rep.TasksPerSecond, out)
 	for _, key := range []string{`"reserve_batch_avg":`, `"attributed_at_claim":`, `"claim_batch_avg":`, `"river_cpu_us_per_job":`, `"postgres_cpu":`,
-		`"drain_poll_pg_cpu_us_per_task":`} {
+		`"drain_poll_pg_cpu_us_per_task":`, `"fold_tasks":`, `"fold_seconds":`, `"tasks_per_s_with_fold":`} {
 		require.Contains(t, out, key)
 	}
 
 	text := d.ok("bench", "--tasks", "20", "--workers", "2", "--payload-kb", "1", "--dir", dir)
 	require.Contains(t, text, "average batch: reserve ", text)
 	require.Contains(t, text, "PostgreSQL CPU: the --database-url server's processes only", text)
+	require.Contains(t, text, "report fold after the drain: ", text)
 }
 
 // TestBenchCorpora: --corpora makes a backlog per corpus (the big one's tail in the database

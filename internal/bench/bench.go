@@ -32,6 +32,7 @@ import (
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/procstat"
+	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 	"github.com/cortexq/cortexq/worker"
 )
@@ -104,6 +105,13 @@ type Report struct {
 	// (this process), PostgreSQL's processes (of its own cluster only, see PostgresCPU; absent
 	// when not counted), and the whole machine (kernel threads included).
 	CPUMicrosPerTask map[string]float64 `json:"cpu_us_per_task,omitempty"`
+	// The report fold of the run's results the replicas had not folded when they stopped, run
+	// after the drain: tasks folded, its time and PostgreSQL's CPU per task folded, and the
+	// throughput counting its time after the drain's (a bound: a replica folds while it serves).
+	FoldTasks                 int64   `json:"fold_tasks"`
+	FoldSeconds               float64 `json:"fold_seconds"`
+	FoldPostgresMicrosPerTask float64 `json:"fold_postgres_cpu_us_per_task"`
+	TasksPerSecondWithFold    float64 `json:"tasks_per_s_with_fold"`
 	// PostgresCPU says what cpu_us_per_task's "postgres" counts: the processes of the cluster
 	// serving the bench's database (its postmaster and that one's descendants, whatever else on
 	// the machine is named postgres), or why nothing is counted (a server out of sight).
@@ -248,6 +256,16 @@ func runBench(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
+	}
+
+	// The report changes earlier runs left unfolded (a replica folds every --fold-interval, and
+	// the last changes of a run outlive it) are folded now, before the clock starts: otherwise
+	// this run's leader folds them at its start, inside the measurement, and a run after one
+	// with big logs pays for that one's fold.
+	if left, err := root.Reports.FoldAll(ctx, 0); err != nil {
+		return fmt.Errorf("fold what earlier runs left: %w", err)
+	} else if left.Tasks > 0 {
+		logf("folded the report changes of %d tasks earlier runs left, before the clock starts", left.Tasks)
 	}
 
 	// Replicas: subprocesses, so their memory is theirs alone.
@@ -418,6 +436,18 @@ func runBench(c *cli.Context) error {
 	if wErr != nil && !errors.Is(wErr, context.Canceled) {
 		return fmt.Errorf("echo workers: %w", wErr)
 	}
+	// The report fold of this run's results is deferred work (a replica folds every
+	// --fold-interval), but it is work each task costs: what the replicas had not folded when
+	// they stopped is folded now, and measured apart.
+	foldCPUStart, foldStart := sampleCPU(nil, cluster), time.Now()
+	folded, err := foldRun(ctx, root.Reports)
+	if err != nil {
+		return fmt.Errorf("fold the run's results: %w", err)
+	}
+	foldTook, foldCPU := time.Since(foldStart), perUnit(foldCPUStart, sampleCPU(nil, cluster), max(folded.Tasks, 1))
+	if folded.Tasks == 0 {
+		foldCPU = nil
+	}
 	var p inspect.Progress
 	if ps, err := root.Inspect.Progress(ctx, "", svc.Name); err != nil {
 		return err
@@ -436,6 +466,9 @@ func runBench(c *cli.Context) error {
 		measured = doneAtStop
 	}
 	rep.TasksPerSecond = float64(measured) / took.Seconds()
+	rep.FoldTasks, rep.FoldSeconds = folded.Tasks, foldTook.Seconds()
+	rep.FoldPostgresMicrosPerTask = foldCPU["postgres"]
+	rep.TasksPerSecondWithFold = float64(measured) / (took + foldTook).Seconds()
 	rep.PostgresCPU, rep.DrainPolls = cluster.String(), polls
 	rep.ReserveBatchAvg, rep.AttributeBatchAvg, rep.ClaimBatchAvg = batches["reserve"], batches["attribute"], batches["claim"]
 	rep.AttributedAtClaim = batches["attributed_at_claim"]
@@ -509,6 +542,8 @@ func runBench(c *cli.Context) error {
 		logf("CPU per task (µs): %s; average batch: reserve %.1f, attribute %.1f, claim %.1f; %.0f%% of hand-outs attributed by their claim",
 			formatCPU(rep.CPUMicrosPerTask), rep.ReserveBatchAvg, rep.AttributeBatchAvg, rep.ClaimBatchAvg, 100*rep.AttributedAtClaim)
 		logf("PostgreSQL CPU: %s; the bench's own %d drain checks cost it %.1f µs/task more, left out", rep.PostgresCPU, rep.DrainPolls, rep.DrainPollMicrosPerTask)
+		logf("report fold after the drain: %d tasks the replicas had not folded, in %.2fs (PostgreSQL %.0f µs/task); with it %.0f tasks/s",
+			rep.FoldTasks, rep.FoldSeconds, rep.FoldPostgresMicrosPerTask, rep.TasksPerSecondWithFold)
 		if rep.RiverJobsPerS > 0 {
 			logf("River: %.0f no-op jobs/s; cortexq/River = %.2f", rep.RiverJobsPerS, rep.RatioVsRiver)
 			if pg, ok := rep.RiverCPUMicrosPerJob["postgres"]; ok {
@@ -746,6 +781,23 @@ func sampleCPU(replicas []*exec.Cmd, cluster pgCluster) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// foldRun folds the noted report changes as a replica's periodic fold does (FoldReports, whose
+// recounts of kept diff matrices are rate-limited, unlike FoldAll's), until none is left.
+func foldRun(ctx context.Context, r *reports.Store) (reports.FoldSummary, error) {
+	var sum reports.FoldSummary
+	for range 10_000 {
+		f, err := r.FoldReports(ctx, 0)
+		sum.Changes, sum.Tasks, sum.Batches = sum.Changes+f.Changes, sum.Tasks+f.Tasks, sum.Batches+f.Batches
+		if err != nil || f.Tasks == 0 && !f.Busy {
+			return sum, err
+		}
+		if f.Busy {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return sum, fmt.Errorf("report changes still noted after %d folds", sum.Batches)
 }
 
 // perUnit is the CPU between two samples in µs per unit of work, to a tenth.

@@ -379,6 +379,17 @@ func severityOf(word []byte) queue.Severity {
 	if len(word) > len("warning") {
 		return queue.SeverityInfo
 	}
+	// The usual spellings first, without the lower-casing (and its copy) of queue.SeverityOf.
+	switch string(word) {
+	case "Info", "info":
+		return queue.SeverityInfo
+	case "Warning", "warning":
+		return queue.SeverityWarning
+	case "Error", "error":
+		return queue.SeverityError
+	case "Fatal", "fatal":
+		return queue.SeverityFatal
+	}
 	return queue.SeverityOf(string(word))
 }
 

@@ -116,11 +116,42 @@ func (w *writes) writeMessages(yield func(queue.Message) bool) {
 	}
 }
 
-// resolveKinds gives w the ids of the kinds of the messages it writes: from the replica's cache,
-// else added or found through q, the transaction's own (not cached: not committed yet).
+// resolveKinds gives w the ids of the kinds of the messages it writes, each log's in its order
+// (w.kindSeqs): from the replica's cache, else added or found through q, the transaction's own
+// (not cached: not committed yet). One map lookup a message: a claim's batch of LaTeXML logs
+// holds some ten thousand messages (docs/performance.md, "Real logs").
 func (s *Store) resolveKinds(ctx context.Context, q *dbsqlc.Queries, w *writes) error {
 	if len(w.messages) == 0 {
 		return nil
 	}
-	return s.kindIDs(ctx, q, w.writeMessages, w.kindIDs, false)
+	missing := false
+	for k, msgs := range w.messages {
+		seq := make([]int32, len(msgs))
+		for i, m := range msgs {
+			key := keyOf(m)
+			id, ok := w.kindIDs[key]
+			if !ok {
+				if id, ok = s.kinds.get(key); ok {
+					w.kindIDs[key] = id
+				} else {
+					missing = true
+				}
+			}
+			seq[i] = id
+		}
+		w.kindSeqs[k] = seq
+	}
+	if !missing {
+		return nil
+	}
+	if err := s.kindIDs(ctx, q, w.writeMessages, w.kindIDs, false); err != nil {
+		return err
+	}
+	for k, msgs := range w.messages {
+		seq := w.kindSeqs[k]
+		for i, m := range msgs {
+			seq[i] = w.kindIDs[keyOf(m)]
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,8 +44,10 @@ type writes struct {
 	outcomes    map[attemptKey]outcomeWrite
 	dropAttempt map[attemptKey]bool
 	messages    map[rowKey][]queue.Message // replaces the run's messages
-	// kindIDs are the message_kinds ids of the messages' kinds (Store.resolveKinds).
-	kindIDs map[kindKey]int32
+	// kindIDs are the message_kinds ids of the messages' kinds, and kindSeqs each log's ids in
+	// its order (Store.resolveKinds).
+	kindIDs  map[kindKey]int32
+	kindSeqs map[rowKey][]int32
 }
 
 // newAttempt is an attempts row a transaction adds. Replica is the replica that handed the
@@ -73,6 +76,7 @@ func newWrites() *writes {
 		dropAttempt: map[attemptKey]bool{},
 		messages:    map[rowKey][]queue.Message{},
 		kindIDs:     map[kindKey]int32{},
+		kindSeqs:    map[rowKey][]int32{},
 	}
 }
 
@@ -174,30 +178,66 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 	return nil
 }
 
-// messageParams puts the messages of the changes in p: each run's log is one row, the slices of
-// the flat kinds and details arrays its messages took (1-based, inclusive; details only for a
-// log with some).
+// messageParams puts the messages of the changes in p: each run's log is one row, the slice of
+// the flat kinds array its messages took (1-based, inclusive) and its details joined into one
+// text by a separator none of them holds (empty: the log has no details).
 func (w *writes) messageParams(p *dbsqlc.ApplyParams) error {
+	var joined strings.Builder
 	for k, msgs := range w.messages {
 		p.MsgTaskIds, p.MsgRuns = append(p.MsgTaskIds, k.task), append(p.MsgRuns, k.run)
 		p.MsgKindFrom = append(p.MsgKindFrom, int32(len(p.MsgKinds)+1))
+		seq := w.kindSeqs[k]
+		if len(seq) != len(msgs) {
+			return fmt.Errorf("write changes: the kinds of %d messages of task %d are not resolved", len(msgs), k.task)
+		}
+		p.MsgKinds = append(p.MsgKinds, seq...)
 		details := false
 		for _, m := range msgs {
-			id, ok := w.kindIDs[keyOf(m)]
-			if !ok {
-				return fmt.Errorf("write changes: message kind %s/%s/%s has no id", m.Severity, m.Category, m.What)
-			}
-			p.MsgKinds = append(p.MsgKinds, id)
 			details = details || m.Details != ""
 		}
 		p.MsgKindTo = append(p.MsgKindTo, int32(len(p.MsgKinds)))
-		p.MsgDetailFrom = append(p.MsgDetailFrom, int32(len(p.MsgDetails)+1))
-		if details {
-			for _, m := range msgs {
-				p.MsgDetails = append(p.MsgDetails, m.Details)
-			}
+		if !details {
+			p.MsgDetails, p.MsgDetailSeps = append(p.MsgDetails, ""), append(p.MsgDetailSeps, "")
+			continue
 		}
-		p.MsgDetailTo = append(p.MsgDetailTo, int32(len(p.MsgDetails)))
+		sep := detailSeparator(msgs)
+		size := len(sep) * (len(msgs) - 1)
+		for _, m := range msgs {
+			size += len(m.Details)
+		}
+		joined.Reset()
+		joined.Grow(size)
+		for i, m := range msgs {
+			if i > 0 {
+				joined.WriteString(sep)
+			}
+			joined.WriteString(m.Details)
+		}
+		p.MsgDetails, p.MsgDetailSeps = append(p.MsgDetails, joined.String()), append(p.MsgDetailSeps, sep)
 	}
 	return nil
+}
+
+// detailSeparator returns a separator for joining the details of msgs that PostgreSQL's
+// string_to_array splits back exactly: \x1e, a number (none at first), \x1f, the first of these
+// that no detail holds. The separator begins and ends with bytes found nowhere else in it, so no
+// proper prefix of it is also a suffix: the leftmost match of it in the joined text is always
+// one this function put there, never one that begins inside a detail.
+func detailSeparator(msgs []queue.Message) string {
+	sep := "\x1e\x1f"
+	for n := 0; ; n++ {
+		if n > 0 {
+			sep = "\x1e" + strconv.Itoa(n) + "\x1f"
+		}
+		clash := false
+		for _, m := range msgs {
+			if strings.Contains(m.Details, sep) {
+				clash = true
+				break
+			}
+		}
+		if !clash {
+			return sep
+		}
+	}
 }

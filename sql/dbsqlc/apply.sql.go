@@ -68,23 +68,26 @@ WITH dispatch_deleted AS (
       AND a.task_id = ANY($20::bigint[])
 ), messages_written AS (
     -- A run's log, one row (migrations/00015_message_logs.sql): its message_kinds ids, the
-    -- slice [kind_from:kind_to] of @msg_kinds, and its details, the slice
-    -- [detail_from:detail_to] of @msg_details (empty: every one is empty). A log with no
-    -- message deletes the row instead.
+    -- slice [kind_from:kind_to] of @msg_kinds, and its details, one text per log in
+    -- @msg_details joined by that log's separator in @msg_detail_seps (empty: every detail is
+    -- empty, NULL stored), which queue/lease chose to occur in none of them. One text a log
+    -- rather than one element a message: a hundred messages' details cost one parameter
+    -- element to encode and receive, not a hundred (docs/performance.md, "Real logs"). A log
+    -- with no message deletes the row instead.
     INSERT INTO task_message_logs AS m (task_id, run, kinds, details)
     SELECT k.task_id, k.run, ($25::int[])[k.kind_from:k.kind_to],
-           CASE WHEN k.detail_to >= k.detail_from THEN ($26::text[])[k.detail_from:k.detail_to] END
-    FROM (SELECT unnest($27::bigint[]) AS task_id, unnest($28::int[]) AS run,
-                 unnest($29::int[]) AS kind_from, unnest($30::int[]) AS kind_to,
-                 unnest($31::int[]) AS detail_from, unnest($32::int[]) AS detail_to) AS k
+           CASE WHEN k.detail_sep <> '' THEN string_to_array(k.details, k.detail_sep) END
+    FROM (SELECT unnest($26::bigint[]) AS task_id, unnest($27::int[]) AS run,
+                 unnest($28::int[]) AS kind_from, unnest($29::int[]) AS kind_to,
+                 unnest($30::text[]) AS details, unnest($31::text[]) AS detail_sep) AS k
     WHERE k.kind_to >= k.kind_from
     ON CONFLICT (task_id, run) DO UPDATE SET kinds = excluded.kinds, details = excluded.details
 ), messages_cleared AS (
     DELETE FROM task_message_logs m
-    USING (SELECT unnest($27::bigint[]) AS task_id, unnest($28::int[]) AS run,
-                  unnest($29::int[]) AS kind_from, unnest($30::int[]) AS kind_to) AS k
+    USING (SELECT unnest($26::bigint[]) AS task_id, unnest($27::int[]) AS run,
+                  unnest($28::int[]) AS kind_from, unnest($29::int[]) AS kind_to) AS k
     WHERE m.task_id = k.task_id AND m.run = k.run AND k.kind_to < k.kind_from
-      AND m.task_id = ANY($27::bigint[])
+      AND m.task_id = ANY($26::bigint[])
 ), report_noted AS (
     -- The tasks given a final status (and with it their messages: a claim or a dead letter),
     -- for the report's next fold (migrations/00011_report_rollups.sql): one row each in an
@@ -123,13 +126,12 @@ type ApplyParams struct {
 	OutOutcomes   []string        `json:"out_outcomes"`
 	OutStatuses   []int16         `json:"out_statuses"`
 	MsgKinds      []int32         `json:"msg_kinds"`
-	MsgDetails    []string        `json:"msg_details"`
 	MsgTaskIds    []int64         `json:"msg_task_ids"`
 	MsgRuns       []int32         `json:"msg_runs"`
 	MsgKindFrom   []int32         `json:"msg_kind_from"`
 	MsgKindTo     []int32         `json:"msg_kind_to"`
-	MsgDetailFrom []int32         `json:"msg_detail_from"`
-	MsgDetailTo   []int32         `json:"msg_detail_to"`
+	MsgDetails    []string        `json:"msg_details"`
+	MsgDetailSeps []string        `json:"msg_detail_seps"`
 }
 
 // Apply writes one transaction's decided changes in a single statement: dispatch rows deleted
@@ -168,13 +170,12 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 		arg.OutOutcomes,
 		arg.OutStatuses,
 		arg.MsgKinds,
-		arg.MsgDetails,
 		arg.MsgTaskIds,
 		arg.MsgRuns,
 		arg.MsgKindFrom,
 		arg.MsgKindTo,
-		arg.MsgDetailFrom,
-		arg.MsgDetailTo,
+		arg.MsgDetails,
+		arg.MsgDetailSeps,
 	)
 	return err
 }
