@@ -72,14 +72,14 @@ type FleetReport struct {
 	Tasks     int `json:"tasks"`
 	PayloadKB int `json:"payload_kb"`
 	// Distinct is how many identities asked; Connected how many were connected at most.
-	Distinct  int64   `json:"distinct_identities"`
-	Connected int     `json:"connected_identities"`
+	Distinct  int64 `json:"distinct_identities"`
+	Connected int   `json:"connected_identities"`
 	// ConnectSeconds is how long the fleet took until every identity had its first reply;
 	// Redials counts the dials tried again after a failed connection or handshake.
 	ConnectSeconds float64 `json:"connect_seconds"`
 	Redials        int64   `json:"redials"`
-	Seconds   float64 `json:"seconds"`
-	TasksPerS float64 `json:"tasks_per_s"`
+	Seconds        float64 `json:"seconds"`
+	TasksPerS      float64 `json:"tasks_per_s"`
 	// Requests, and their replies: tasks and no-work replies. Unanswered counts the requests
 	// with no reply within fleetReplyBound.
 	Requests    int64 `json:"requests"`
@@ -137,11 +137,11 @@ type fleet struct {
 	noWork, unanswered  atomic.Int64
 	redials             atomic.Int64
 	// dialing bounds the handshakes under way (fleetDialing).
-	dialing chan struct{}
-	mu                  sync.Mutex
-	latencies           []time.Duration
-	longestWait         time.Duration
-	perSlot             []int64
+	dialing     chan struct{}
+	mu          sync.Mutex
+	latencies   []time.Duration
+	longestWait time.Duration
+	perSlot     []int64
 }
 
 func runFleetBench(c *cli.Context) error {
