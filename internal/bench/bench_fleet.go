@@ -277,7 +277,7 @@ func runFleetBench(c *cli.Context) error {
 			logf("  %s: %d tasks, %d distinct identities, replica RSS %.0f MB, per-identity entries %.0f", time.Since(start).Round(time.Second),
 				f.tasks.Load(), f.distinct.Load(), rss(), identityEntries(readEntries(metricsURLs)))
 		}
-		if f.tasksLeft.Load() <= 0 && f.churnLeft.Load() <= 0 {
+		if f.tasksLeft.Load() <= 0 && f.churnLeft.Load() <= 0 && f.distinct.Load() >= int64(churn) {
 			open, err := benchOpen(ctx, root.Pool, svc.ID)
 			if err != nil {
 				return err
@@ -352,7 +352,11 @@ func runFleetBench(c *cli.Context) error {
 		b, _ := json.Marshal(rep)
 		fmt.Fprintln(c.App.Writer, string(b))
 	} else {
-		logf("%d identities connected in %.1fs (%d dials tried again)", rep.Connected, rep.ConnectSeconds, rep.Redials)
+		if rep.ConnectSeconds > 0 {
+			logf("all %d identities connected and answered in %.1fs (%d dials tried again)", rep.Connected, rep.ConnectSeconds, rep.Redials)
+		} else {
+			logf("%d of %d identities connected and answered (%d dials tried again)", rep.Connected, n, rep.Redials)
+		}
 		logf("%d identities (%d distinct, fd limit %d): %d tasks in %.1fs, %.0f tasks/s; %d requests, %d no work, %d unanswered",
 			rep.Fleet, rep.Distinct, rep.FDLimit, rep.TaskReplies, rep.Seconds, rep.TasksPerS, rep.Requests, rep.NoWork, rep.Unanswered)
 		logf("reply latency p50 %.1f ms, p99 %.1f ms, max %.1f ms; longest wait for a task %.0f ms; tasks per slot %d..%d (max/min %.2f, CV %.3f), %d starved",
