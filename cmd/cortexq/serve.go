@@ -40,6 +40,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "sink", Usage: "ZeroMQ endpoint (PULL) workers push results to", Value: dispatch.SinkAddrDefault, EnvVars: envVars("SINK")},
 			&cli.StringFlag{Name: "http", Usage: "address serving /metrics and /healthz (loopback unless told otherwise, e.g. 0.0.0.0:9464 for a scraper elsewhere); empty: none", Value: httpAddrDefault, EnvVars: envVars("HTTP")},
 			&cli.IntFlag{Name: "max-in-flight", Usage: "leases this replica holds at most before it answers 'no work' (backpressure)", Value: dispatch.MaxInFlightDefault, EnvVars: envVars("MAX_IN_FLIGHT")},
+			&cli.IntFlag{Name: "io-threads", Usage: "libzmq I/O threads for the worker connections (ZMQ_IO_THREADS): they accept and serve the connections", Value: dispatch.IOThreadsDefault, EnvVars: envVars("IO_THREADS")},
 			&cli.IntFlag{Name: "max-in-flight-per-worker", Usage: "unanswered leases of this replica one worker identity may hold; past it a request gets 'no work' (worker_cap)", Value: dispatch.MaxInFlightPerWorkerDefault, EnvVars: envVars("MAX_IN_FLIGHT_PER_WORKER")},
 			&cli.IntFlag{Name: "max-in-flight-per-key", Usage: "with CURVE, unanswered leases of this replica all the workers of one key may hold together (0: no cap per key)", Value: 0, EnvVars: envVars("MAX_IN_FLIGHT_PER_KEY")},
 			&cli.DurationFlag{Name: "reservation-ttl", Usage: "how long a task this replica reserved ahead of demand stays its own: if the replica dies (or freezes) holding it, the reaper gives it back after this, with no attempt counted; the replica hands out only reservations younger than a third of it", Value: lease.ReservationTTLDefault, EnvVars: envVars("RESERVATION_TTL")},
@@ -80,7 +81,7 @@ func checkServeFlags(c *cli.Context) error {
 		name string
 		min  int
 	}{
-		{"max-in-flight", 1}, {"max-in-flight-per-worker", 1}, {"max-in-flight-per-key", 0},
+		{"max-in-flight", 1}, {"io-threads", 1}, {"max-in-flight-per-worker", 1}, {"max-in-flight-per-key", 0},
 		{"message-size", 1}, {"reserve-batch", 1}, {"leasers", 1}, {"claimers", 1}, {"claim-batch", 1},
 		// Leases, claims, the hot mirror's resync, River's leader election and the reaper's pass.
 		{"db-pool-size", 4},
@@ -185,7 +186,7 @@ func replicaConfig(c *cli.Context, root *base.Base, reg *prometheus.Registry, lo
 		Dispatch: dispatch.Config{
 			VentilatorAddr: c.String("ventilator"), SinkAddr: c.String("sink"), Security: security,
 			MaxInFlight: c.Int("max-in-flight"), MessageSize: c.Int("message-size"),
-			MaxInFlightPerWorker: c.Int("max-in-flight-per-worker"), MaxInFlightPerKey: c.Int("max-in-flight-per-key"),
+			IOThreads: c.Int("io-threads"), MaxInFlightPerWorker: c.Int("max-in-flight-per-worker"), MaxInFlightPerKey: c.Int("max-in-flight-per-key"),
 			MaxResultBytes: c.Int64("max-result-bytes"), MaxMessages: c.Int("max-messages"),
 			TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
 			SyncArchives:     c.Bool("sync-archives"), OutageBudget: budget,

@@ -36,6 +36,13 @@ import (
 // fleetShard is how many identities share a PUSH socket for their results.
 const fleetShard = 256
 
+// fleetDialing is how many identities of the fleet dial and handshake at once. A fleet of
+// 10,000 goroutines all dialing at once overflowed the replica's accept queue (4,096): the
+// kernel drops the handshake's last ACK while the queue is full, the client's greeting waits
+// out TCP's retransmits (up to tens of seconds), and libzmq and the fleet give up on the
+// handshake after 30 s. A libzmq DEALER would reconnect; so does the fleet (dial).
+const fleetDialing = 256
+
 // fleetReplyBound is how long a request may go unanswered before the bench counts it as
 // unanswered (a failed gate): the replica answers every request within 3 s (no work when it has
 // none), and a worker gives up after about a minute.
@@ -65,10 +72,14 @@ type FleetReport struct {
 	Tasks     int `json:"tasks"`
 	PayloadKB int `json:"payload_kb"`
 	// Distinct is how many identities asked; Connected how many were connected at most.
-	Distinct  int64   `json:"distinct_identities"`
-	Connected int     `json:"connected_identities"`
-	Seconds   float64 `json:"seconds"`
-	TasksPerS float64 `json:"tasks_per_s"`
+	Distinct  int64 `json:"distinct_identities"`
+	Connected int   `json:"connected_identities"`
+	// ConnectSeconds is how long the fleet took until every identity had its first reply;
+	// Redials counts the dials tried again after a failed connection or handshake.
+	ConnectSeconds float64 `json:"connect_seconds"`
+	Redials        int64   `json:"redials"`
+	Seconds        float64 `json:"seconds"`
+	TasksPerS      float64 `json:"tasks_per_s"`
 	// Requests, and their replies: tasks and no-work replies. Unanswered counts the requests
 	// with no reply within fleetReplyBound.
 	Requests    int64 `json:"requests"`
@@ -124,10 +135,13 @@ type fleet struct {
 	firstReplies        atomic.Int64
 	requests, tasks     atomic.Int64
 	noWork, unanswered  atomic.Int64
-	mu                  sync.Mutex
-	latencies           []time.Duration
-	longestWait         time.Duration
-	perSlot             []int64
+	redials             atomic.Int64
+	// dialing bounds the handshakes under way (fleetDialing).
+	dialing     chan struct{}
+	mu          sync.Mutex
+	latencies   []time.Duration
+	longestWait time.Duration
+	perSlot     []int64
 }
 
 func runFleetBench(c *cli.Context) error {
@@ -222,7 +236,7 @@ func runFleetBench(c *cli.Context) error {
 	}
 
 	f := &fleet{vent: vent, sink: sink, service: svc.Name, prefix: fmt.Sprintf("fleet-%d", os.Getpid()),
-		throttle: c.Duration("fleet-throttle"), perSlot: make([]int64, n)}
+		throttle: c.Duration("fleet-throttle"), perSlot: make([]int64, n), dialing: make(chan struct{}, fleetDialing)}
 	f.churnLeft.Store(int64(churn - n))
 	f.restartP = min(1, float64(churn-n)/float64(tasks))
 	f.tasksLeft.Store(int64(tasks))
@@ -255,14 +269,15 @@ func runFleetBench(c *cli.Context) error {
 		rep.Connected = max(rep.Connected, int(f.firstReplies.Load()))
 		if rep.StartRSS == 0 && f.firstReplies.Load() >= int64(n) {
 			rep.StartRSS = rss()
+			rep.ConnectSeconds = time.Since(start).Seconds()
 			logf("  %s: all %d identities answered once; replica RSS %.0f MB", time.Since(start).Round(time.Second), n, rep.StartRSS)
 		}
 		if time.Since(lastLog) > 5*time.Second {
 			lastLog = time.Now()
-			logf("  %s: %d tasks, %d distinct identities, replica RSS %.0f MB", time.Since(start).Round(time.Second),
-				f.tasks.Load(), f.distinct.Load(), rss())
+			logf("  %s: %d tasks, %d distinct identities, replica RSS %.0f MB, per-identity entries %.0f", time.Since(start).Round(time.Second),
+				f.tasks.Load(), f.distinct.Load(), rss(), identityEntries(readEntries(metricsURLs)))
 		}
-		if f.tasksLeft.Load() <= 0 && f.churnLeft.Load() <= 0 {
+		if f.tasksLeft.Load() <= 0 && f.churnLeft.Load() <= 0 && f.distinct.Load() >= int64(churn) {
 			open, err := benchOpen(ctx, root.Pool, svc.ID)
 			if err != nil {
 				return err
@@ -297,6 +312,14 @@ func runFleetBench(c *cli.Context) error {
 			break
 		}
 	}
+	// The replica hands the memory of closed connections back to the system once it sees them
+	// gone (its file descriptors counted every 2 s): wait for that, then for a count after it.
+	for wait := time.Now().Add(15 * time.Second); time.Now().Before(wait); time.Sleep(250 * time.Millisecond) {
+		if readMetrics(metricsURLs, "cortexq_open_fds")["cortexq_open_fds"] < 256 {
+			break
+		}
+	}
+	time.Sleep(5 * time.Second)
 	rep.LeftRSS = rss()
 	rep.PeakRSS = peakRSSMB(pid)
 	stopReplica()
@@ -304,6 +327,7 @@ func runFleetBench(c *cli.Context) error {
 	rep.Seconds = took.Seconds()
 	rep.Distinct = f.distinct.Load()
 	rep.Requests, rep.TaskReplies, rep.NoWork, rep.Unanswered = f.requests.Load(), f.tasks.Load(), f.noWork.Load(), f.unanswered.Load()
+	rep.Redials = f.redials.Load()
 	rep.TasksPerS = float64(rep.TaskReplies) / took.Seconds()
 	slices.Sort(f.latencies)
 	rep.ReplyP50, rep.ReplyP99 = percentileMS(f.latencies, 0.50), percentileMS(f.latencies, 0.99)
@@ -328,6 +352,11 @@ func runFleetBench(c *cli.Context) error {
 		b, _ := json.Marshal(rep)
 		fmt.Fprintln(c.App.Writer, string(b))
 	} else {
+		if rep.ConnectSeconds > 0 {
+			logf("all %d identities connected and answered in %.1fs (%d dials tried again)", rep.Connected, rep.ConnectSeconds, rep.Redials)
+		} else {
+			logf("%d of %d identities connected and answered (%d dials tried again)", rep.Connected, n, rep.Redials)
+		}
 		logf("%d identities (%d distinct, fd limit %d): %d tasks in %.1fs, %.0f tasks/s; %d requests, %d no work, %d unanswered",
 			rep.Fleet, rep.Distinct, rep.FDLimit, rep.TaskReplies, rep.Seconds, rep.TasksPerS, rep.Requests, rep.NoWork, rep.Unanswered)
 		logf("reply latency p50 %.1f ms, p99 %.1f ms, max %.1f ms; longest wait for a task %.0f ms; tasks per slot %d..%d (max/min %.2f, CV %.3f), %d starved",
@@ -402,7 +431,7 @@ func (f *fleet) runSlot(ctx context.Context, i int, results chan<- [][]byte) err
 	askFrom := time.Now()
 	for gen := 0; ctx.Err() == nil; gen++ {
 		name := fmt.Sprintf("%s-%d-%d", f.prefix, i, gen)
-		d, err := dialDealer(ctx, f.vent, name)
+		d, err := f.dial(ctx, name)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -459,6 +488,30 @@ func (f *fleet) runSlot(ctx context.Context, i int, results chan<- [][]byte) err
 		d.conn.Close()
 	}
 	return nil
+}
+
+// dial connects an identity to the ventilator, at most fleetDialing at once, and dials again
+// (after 100 ms, libzmq's reconnect interval) when the connection or its handshake fails, as a
+// libzmq DEALER reconnects, up to 5 times; f.redials counts the retries.
+func (f *fleet) dial(ctx context.Context, name string) (*fleetDealer, error) {
+	for try := 0; ; try++ {
+		select {
+		case f.dialing <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		d, err := dialDealer(ctx, f.vent, name)
+		<-f.dialing
+		if err == nil || ctx.Err() != nil || try == 5 {
+			return d, err
+		}
+		f.redials.Add(1)
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // fleetRand is the fleet's restart dice (deterministic, shared, good enough for a spread).

@@ -73,6 +73,11 @@ type Config struct {
 	// libzmq answers PINGs by itself, whatever they are doing. Zero takes the defaults.
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
+	// IOThreads is how many I/O threads libzmq runs for the worker connections (ZMQ_IO_THREADS,
+	// 1 by default in libzmq). One thread accepts a socket's connections and, with them, does
+	// the ZMTP work of the connections it holds; with a fleet of thousands its loop (and the
+	// one accept each turn of it) fell behind: see docs/operations.md#fleet-size.
+	IOThreads int
 	// BindRetry is how long a bind is retried (a restarted replica outlasts TIME_WAIT).
 	BindRetry time.Duration
 	// OutageBudget is how long the database may fail every transaction before Run gives up
@@ -104,6 +109,7 @@ const (
 	WritersDefault              = 4
 	TCPKeepaliveIdleDefault     = 120
 	BindRetryDefault            = 75 * time.Second
+	IOThreadsDefault            = 2
 )
 
 // Defaults of Config's ZMTP heartbeats.
@@ -132,6 +138,7 @@ func (c Config) WithDefaults() Config {
 	c.Writers = orDefault(c.Writers, WritersDefault)
 	c.HeartbeatInterval = orDefault(c.HeartbeatInterval, HeartbeatIntervalDefault)
 	c.HeartbeatTimeout = orDefault(c.HeartbeatTimeout, HeartbeatTimeoutDefault)
+	c.IOThreads = orDefault(c.IOThreads, IOThreadsDefault)
 	c.BindRetry = max(c.BindRetry, 0)
 	c.OutageBudget = cmp.Or(c.OutageBudget, OutageBudgetDefault)
 	if c.OutageBudget < 0 {

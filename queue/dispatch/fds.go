@@ -42,6 +42,9 @@ func (s *Server) watchFDs() {
 	}
 	s.metrics.fdsOpen.Set(float64(open))
 	s.metrics.fdsLimit.Set(float64(limit))
+	if trimmed, took := s.trimMemory(open); trimmed {
+		s.logger.Debug("freed memory returned to the system after worker connections closed", "open_fds", open, "took", took)
+	}
 	if float64(open) < fdsLow*float64(limit) {
 		return
 	}

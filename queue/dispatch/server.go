@@ -67,6 +67,9 @@ type Server struct {
 	// parsedWeight; parsedBytes is what is taken of it, for the metric.
 	parsed      *semaphore.Weighted
 	parsedBytes atomic.Int64
+	// fdsPeak is the most file descriptors open since the C heap was last trimmed (trimMemory;
+	// only maintain's goroutine touches it).
+	fdsPeak int
 	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
 	// the goroutines that log them: at most a line per 5 s each for the whole replica.
 	logLimits struct{ dropped, writeFailed, unusableDropped, unusable, fdsLow *wire.RateLimiter }
@@ -196,6 +199,9 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("zeromq context: %w", err)
 	}
 	defer zctx.Term()
+	if err := zctx.SetIoThreads(s.cfg.IOThreads); err != nil {
+		return fmt.Errorf("zeromq context: %w", err)
+	}
 	v, err := s.newVentilator(zctx)
 	if err != nil {
 		return err
