@@ -36,7 +36,7 @@ CREATE TABLE report_all_rollup (
     what       text NOT NULL,
     tasks      bigint NOT NULL,
     messages   bigint NOT NULL,
-    PRIMARY KEY (corpus_id, service_id, severity, level, category, what)
+    PRIMARY KEY (corpus_id, service_id, level, severity, category, what)
 );
 COMMENT ON TABLE report_all_rollup IS 'Task and message counts of the all-tasks report''s levels (a severity in tasks of every status), as of the last fold.';
 -- The rows a fold brought to zero, which it then deletes.

@@ -939,19 +939,32 @@ WITH ids AS (
                         LIMIT 1) t
 ), kinds AS MATERIALIZED (
     -- Per task and kind of its current run's log, every severity: its messages.
+    -- The log is probed by primary key per task (LIMIT 1, as cur's probe: a join may read the
+    -- whole table).
     SELECT c.id, x.kind, count(*)::int AS n
     FROM cur c
-    JOIN task_message_logs l ON l.task_id = c.id AND l.run = c.run
+    CROSS JOIN LATERAL (SELECT l.kinds FROM task_message_logs l
+                        WHERE l.task_id = c.id AND l.run = c.run
+                        LIMIT 1) l
     CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
     GROUP BY c.id, x.kind
+), named AS (
+    -- The batch's kinds (of its tasks now and as last folded) with their names: one dictionary
+    -- probe a kind, not one a task's kind.
+    SELECT k.id, k.severity::text AS severity, k.category::text AS category, k.what::text AS what
+    FROM (SELECT DISTINCT kind FROM (SELECT n.kind FROM kinds n
+                                     UNION ALL
+                                     SELECT unnest(o.kinds) FROM old o) AS b) AS d
+    CROSS JOIN LATERAL (SELECT x.id, x.severity, x.category, x.what FROM message_kinds x
+                        WHERE x.id = d.kind LIMIT 1) k
 ), sevs AS (
     -- Per task, its (category, what) of its status's severity (one kind each) and their messages.
-    SELECT n.id, array_agg(k.category::text ORDER BY k.category, k.what) AS categories,
-           array_agg(k.what::text ORDER BY k.category, k.what) AS whats,
+    SELECT n.id, array_agg(k.category ORDER BY k.category, k.what) AS categories,
+           array_agg(k.what ORDER BY k.category, k.what) AS whats,
            array_agg(n.n ORDER BY k.category, k.what) AS messages
     FROM kinds n
     JOIN cur c ON c.id = n.id
-    JOIN message_kinds k ON k.id = n.kind AND k.severity = c.severity
+    JOIN named k ON k.id = n.kind AND k.severity = c.severity
     GROUP BY n.id
 ), alls AS (
     SELECT n.id, array_agg(n.kind ORDER BY n.kind) AS kinds, array_agg(n.n ORDER BY n.kind) AS counts
@@ -968,8 +981,9 @@ WITH ids AS (
     LEFT JOIN alls a ON a.id = c.id
     WHERE a.id IS NOT NULL OR c.status = -4
 ), gone AS (
+    -- By primary key (= ANY of an array): a join chose to read the whole table.
     DELETE FROM report_folded f
-    WHERE f.task_id IN (SELECT id FROM ids) AND f.task_id NOT IN (SELECT task_id FROM new)
+    WHERE f.task_id = ANY (ARRAY(SELECT id FROM ids WHERE id NOT IN (SELECT task_id FROM new)))
 ), put AS (
     INSERT INTO report_folded (task_id, corpus_id, service_id, status, categories, whats, messages, kinds, counts)
     SELECT task_id, corpus_id, service_id, status, categories, whats, messages, kinds, counts FROM new
@@ -1011,11 +1025,10 @@ WITH ids AS (
     SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages
 ), all_entries AS MATERIALIZED (
     -- The all-tasks rollup's entries: every kind of every severity, whatever the task's status.
-    SELECT c.sign, c.task_id, c.corpus_id, c.service_id, k.severity::text AS severity,
-           k.category::text AS category, k.what::text AS what, c.counts[i] AS n
+    SELECT c.sign, c.task_id, c.corpus_id, c.service_id, k.severity, k.category, k.what, c.counts[i] AS n
     FROM contrib c
     CROSS JOIN LATERAL generate_subscripts(c.kinds, 1) AS i
-    JOIN message_kinds k ON k.id = c.kinds[i]
+    JOIN named k ON k.id = c.kinds[i]
 ), all_delta AS (
     SELECT corpus_id, service_id, severity, rollup_what() AS level, category, what, sign AS tasks, sign * n AS messages
     FROM all_entries
@@ -1031,10 +1044,10 @@ WITH ids AS (
     INSERT INTO report_all_rollup AS r (corpus_id, service_id, severity, level, category, what, tasks, messages)
     SELECT corpus_id, service_id, severity, level, category, what, sum(tasks), sum(messages)
     FROM all_delta
-    GROUP BY corpus_id, service_id, severity, level, category, what
+    GROUP BY corpus_id, service_id, level, severity, category, what
     HAVING sum(tasks) <> 0 OR sum(messages) <> 0
-    ORDER BY corpus_id, service_id, severity, level, category, what
-    ON CONFLICT (corpus_id, service_id, severity, level, category, what) DO UPDATE
+    ORDER BY corpus_id, service_id, level, severity, category, what
+    ON CONFLICT (corpus_id, service_id, level, severity, category, what) DO UPDATE
     SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages
 )
 SELECT (SELECT count(*) FROM changed)::bigint AS changes, (SELECT count(*) FROM ids)::bigint AS tasks,
