@@ -191,13 +191,20 @@ func (s *Store) kindMessages(ctx context.Context, sl Slice, status *int16, walkA
 	}
 	var tasks []task
 	if k.Tasks > walkAbove {
-		rows, err := q.ReportKindTasksWalk(ctx, dbsqlc.ReportKindTasksWalkParams{Off: int64(sl.Offset), Lim: int32(sl.Limit),
-			Kind: k.Kind, CorpusID: sl.CorpusID, ServiceID: sl.ServiceID, Status: status})
+		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			qt := dbsqlc.New(tx)
+			if err := qt.ReportKindWalkSettings(ctx); err != nil {
+				return err
+			}
+			rows, err := qt.ReportKindTasksWalk(ctx, dbsqlc.ReportKindTasksWalkParams{Off: int64(sl.Offset), Lim: int32(sl.Limit),
+				Kind: k.Kind, CorpusID: sl.CorpusID, ServiceID: sl.ServiceID, Status: status})
+			for _, r := range rows {
+				tasks = append(tasks, task{r.TaskID, r.N, r.Upto})
+			}
+			return err
+		})
 		if err != nil {
 			return nil, err
-		}
-		for _, r := range rows {
-			tasks = append(tasks, task{r.TaskID, r.N, r.Upto})
 		}
 	} else {
 		rows, err := q.ReportKindTasksFew(ctx, dbsqlc.ReportKindTasksFewParams{Off: int64(sl.Offset), Lim: int32(sl.Limit),
