@@ -50,8 +50,10 @@ LIMIT @lim OFFSET @off;
 -- ids from report_changes (every note of each), subtracts what each task contributed when last
 -- folded (report_folded) and adds what it contributes now: for a task with a final status, one
 -- entry per distinct (category, what) of its messages of the status's severity in its current
--- run. One statement, one snapshot: a change committed after it began is folded next time. The
--- caller holds the fold's advisory lock (ReportFoldLock): two folds at once would subtract a
+-- run; and, for the all-tasks rollup (report_all_rollup), one entry per kind of its messages of
+-- every severity in its current run, which report_folded keeps too (kinds, counts) for the
+-- messages level. One statement, one snapshot: a change committed after it began is folded next
+-- time. The caller holds the fold's advisory lock (ReportFoldLock): two folds at once would subtract a
 -- task's contribution twice. The ids go on to DiffFold.
 WITH ids AS (
     SELECT DISTINCT c.task_id AS id
@@ -59,7 +61,7 @@ WITH ids AS (
 ), changed AS (
     DELETE FROM report_changes c WHERE c.task_id IN (SELECT id FROM ids) RETURNING c.task_id
 ), old AS (
-    SELECT f.task_id, f.corpus_id, f.service_id, f.status, f.categories, f.whats, f.messages
+    SELECT f.task_id, f.corpus_id, f.service_id, f.status, f.categories, f.whats, f.messages, f.kinds, f.counts
     FROM report_folded f
     WHERE f.task_id IN (SELECT id FROM ids)
 ), cur AS (
@@ -73,40 +75,64 @@ WITH ids AS (
                         FROM tasks x
                         WHERE x.id = ids.id AND x.status BETWEEN -5 AND -1
                         LIMIT 1) t
-), items AS (
-    -- Per task and distinct (category, what): its messages (a task with none: one row, n 0).
-    SELECT c.id, c.corpus_id, c.service_id, c.status, m.category::text AS category,
-           m.what::text AS what, count(m.what)::int AS n
+), kinds AS MATERIALIZED (
+    -- Per task and kind of its current run's log, every severity: its messages.
+    -- The log is probed by primary key per task (LIMIT 1, as cur's probe: a join may read the
+    -- whole table).
+    SELECT c.id, x.kind, count(*)::int AS n
     FROM cur c
-    LEFT JOIN LATERAL (
-        SELECT k.category, k.what
-        FROM task_message_logs l
-        CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
-        JOIN message_kinds k ON k.id = x.kind
-        WHERE l.task_id = c.id AND l.run = c.run AND k.severity = c.severity
-    ) m ON true
-    GROUP BY c.id, c.corpus_id, c.service_id, c.status, m.category, m.what
+    CROSS JOIN LATERAL (SELECT l.kinds FROM task_message_logs l
+                        WHERE l.task_id = c.id AND l.run = c.run
+                        LIMIT 1) l
+    CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
+    GROUP BY c.id, x.kind
+), named AS (
+    -- The batch's kinds (of its tasks now and as last folded) with their names: one dictionary
+    -- probe a kind, not one a task's kind.
+    SELECT k.id, k.severity::text AS severity, k.category::text AS category, k.what::text AS what
+    FROM (SELECT DISTINCT kind FROM (SELECT n.kind FROM kinds n
+                                     UNION ALL
+                                     SELECT unnest(o.kinds) FROM old o) AS b) AS d
+    CROSS JOIN LATERAL (SELECT x.id, x.severity, x.category, x.what FROM message_kinds x
+                        WHERE x.id = d.kind LIMIT 1) k
+), sevs AS (
+    -- Per task, its (category, what) of its status's severity (one kind each) and their messages.
+    SELECT n.id, array_agg(k.category ORDER BY k.category, k.what) AS categories,
+           array_agg(k.what ORDER BY k.category, k.what) AS whats,
+           array_agg(n.n ORDER BY k.category, k.what) AS messages
+    FROM kinds n
+    JOIN cur c ON c.id = n.id
+    JOIN named k ON k.id = n.kind AND k.severity = c.severity
+    GROUP BY n.id
+), alls AS (
+    SELECT n.id, array_agg(n.kind ORDER BY n.kind) AS kinds, array_agg(n.n ORDER BY n.kind) AS counts
+    FROM kinds n
+    GROUP BY n.id
 ), new AS (
-    SELECT i.id AS task_id, i.corpus_id, i.service_id, i.status,
-           coalesce(array_agg(i.category ORDER BY i.category, i.what) FILTER (WHERE i.n > 0), '{}')::text[] AS categories,
-           coalesce(array_agg(i.what ORDER BY i.category, i.what) FILTER (WHERE i.n > 0), '{}')::text[] AS whats,
-           coalesce(array_agg(i.n ORDER BY i.category, i.what) FILTER (WHERE i.n > 0), '{}')::int[] AS messages
-    FROM items i
-    GROUP BY i.id, i.corpus_id, i.service_id, i.status
-    HAVING sum(i.n) > 0 OR i.status = -4
+    -- A task with no message and a status other than Fatal contributes nothing: no row.
+    SELECT c.id AS task_id, c.corpus_id, c.service_id, c.status,
+           coalesce(s.categories, '{}')::text[] AS categories, coalesce(s.whats, '{}')::text[] AS whats,
+           coalesce(s.messages, '{}')::int[] AS messages,
+           coalesce(a.kinds, '{}')::int[] AS kinds, coalesce(a.counts, '{}')::int[] AS counts
+    FROM cur c
+    LEFT JOIN sevs s ON s.id = c.id
+    LEFT JOIN alls a ON a.id = c.id
+    WHERE a.id IS NOT NULL OR c.status = -4
 ), gone AS (
+    -- By primary key (= ANY of an array): a join chose to read the whole table.
     DELETE FROM report_folded f
-    WHERE f.task_id IN (SELECT id FROM ids) AND f.task_id NOT IN (SELECT task_id FROM new)
+    WHERE f.task_id = ANY (ARRAY(SELECT id FROM ids WHERE id NOT IN (SELECT task_id FROM new)))
 ), put AS (
-    INSERT INTO report_folded (task_id, corpus_id, service_id, status, categories, whats, messages)
-    SELECT task_id, corpus_id, service_id, status, categories, whats, messages FROM new
+    INSERT INTO report_folded (task_id, corpus_id, service_id, status, categories, whats, messages, kinds, counts)
+    SELECT task_id, corpus_id, service_id, status, categories, whats, messages, kinds, counts FROM new
     ON CONFLICT (task_id) DO UPDATE
     SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, status = excluded.status,
-        categories = excluded.categories, whats = excluded.whats, messages = excluded.messages
-), contrib AS (
-    SELECT -1 AS sign, task_id, corpus_id, service_id, status, categories, whats, messages FROM old
+        categories = excluded.categories, whats = excluded.whats, messages = excluded.messages,
+        kinds = excluded.kinds, counts = excluded.counts
+), contrib AS MATERIALIZED (
+    SELECT -1 AS sign, task_id, corpus_id, service_id, status, categories, whats, messages, kinds, counts FROM old
     UNION ALL
-    SELECT 1, task_id, corpus_id, service_id, status, categories, whats, messages FROM new
+    SELECT 1, task_id, corpus_id, service_id, status, categories, whats, messages, kinds, counts FROM new
 ), entries AS (
     SELECT c.sign, c.task_id, c.corpus_id, c.service_id, c.status, c.categories[i] AS category,
            c.whats[i] AS what, c.messages[i] AS n
@@ -135,6 +161,32 @@ WITH ids AS (
     ORDER BY corpus_id, service_id, status, level, category, what
     ON CONFLICT (corpus_id, service_id, status, level, category, what) DO UPDATE
     SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages
+), all_entries AS MATERIALIZED (
+    -- The all-tasks rollup's entries: every kind of every severity, whatever the task's status.
+    SELECT c.sign, c.task_id, c.corpus_id, c.service_id, k.severity, k.category, k.what, c.counts[i] AS n
+    FROM contrib c
+    CROSS JOIN LATERAL generate_subscripts(c.kinds, 1) AS i
+    JOIN named k ON k.id = c.kinds[i]
+), all_delta AS (
+    SELECT corpus_id, service_id, severity, rollup_what() AS level, category, what, sign AS tasks, sign * n AS messages
+    FROM all_entries
+    UNION ALL
+    SELECT corpus_id, service_id, severity, rollup_category(), category, '', sign, sign * sum(n)
+    FROM all_entries
+    GROUP BY sign, task_id, corpus_id, service_id, severity, category
+    UNION ALL
+    SELECT corpus_id, service_id, severity, rollup_messaged(), '', '', sign, sign * sum(n)
+    FROM all_entries
+    GROUP BY sign, task_id, corpus_id, service_id, severity
+), all_rolled AS (
+    INSERT INTO report_all_rollup AS r (corpus_id, service_id, severity, level, category, what, tasks, messages)
+    SELECT corpus_id, service_id, severity, level, category, what, sum(tasks), sum(messages)
+    FROM all_delta
+    GROUP BY corpus_id, service_id, level, severity, category, what
+    HAVING sum(tasks) <> 0 OR sum(messages) <> 0
+    ORDER BY corpus_id, service_id, level, severity, category, what
+    ON CONFLICT (corpus_id, service_id, level, severity, category, what) DO UPDATE
+    SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages
 )
 SELECT (SELECT count(*) FROM changed)::bigint AS changes, (SELECT count(*) FROM ids)::bigint AS tasks,
        coalesce((SELECT array_agg(id) FROM ids), '{}')::bigint[] AS ids;
@@ -154,6 +206,8 @@ SELECT pg_try_advisory_xact_lock(hashtext('cortexq report fold'))::bool AS locke
 -- ReportFoldDone drops the rollup rows that count nothing and records the fold's time.
 WITH dropped AS (
     DELETE FROM report_rollup WHERE tasks = 0 AND messages = 0
+), all_dropped AS (
+    DELETE FROM report_all_rollup WHERE tasks = 0 AND messages = 0
 )
 UPDATE report_fold_state SET folded_at = now();
 
@@ -167,21 +221,89 @@ FROM report_fold_state s;
 -- ReportChangesAdd notes tasks whose status, run or messages changed, for the next fold.
 INSERT INTO report_changes (task_id) SELECT unnest(@task_ids::bigint[]);
 
--- name: ReportMessages :many
--- ReportMessages lists the messages of one what, with their tasks, by task id (and position in
--- the task's log).
-WITH k AS (
-    SELECT k.id FROM message_kinds k
-    WHERE k.severity = @severity AND k.category = @category AND k.what = @what
+-- name: ReportKindTasks :one
+-- ReportKindTasks gives the message_kinds id of a (severity, category, what) (0: none) and the
+-- tasks of a corpus and service having it as of the last fold: those of a status (@status
+-- NULL: of every status, from the all-tasks rollup). The messages level picks its way to the
+-- tasks by that count (ReportKindTasksFew or ReportKindTasksWalk).
+SELECT coalesce((SELECT k.id FROM message_kinds k
+                 WHERE k.severity = @severity AND k.category = @category AND k.what = @what), 0)::int AS kind,
+       coalesce(CASE WHEN sqlc.narg('status')::smallint IS NULL THEN
+                    (SELECT a.tasks FROM report_all_rollup a
+                     WHERE a.corpus_id = @corpus_id AND a.service_id = @service_id AND a.severity = @severity
+                       AND a.level = rollup_what() AND a.category = @category AND a.what = @what)
+                ELSE
+                    (SELECT r.tasks FROM report_rollup r
+                     WHERE r.corpus_id = @corpus_id AND r.service_id = @service_id AND r.status = sqlc.narg('status')::smallint
+                       AND r.level = rollup_what() AND r.category = @category AND r.what = @what)
+                END, 0)::bigint AS tasks;
+
+-- name: ReportKindTasksFew :many
+-- ReportKindTasksFew lists the tasks of a corpus and service (of a status; NULL: any) having a
+-- kind of message as of the last fold, by id, with their messages of it (n) and those of the
+-- tasks up to each (upto): those past @off messages, at most @lim tasks. For a kind of few tasks:
+-- the GIN index on report_folded.kinds finds them all, then they are sorted.
+WITH few AS (
+    SELECT f.task_id, f.counts[array_position(f.kinds, @kind::int)] AS n
+    FROM report_folded f
+    WHERE f.kinds @> ARRAY[@kind::int] AND f.corpus_id = @corpus_id AND f.service_id = @service_id
+      AND (sqlc.narg('status')::smallint IS NULL OR f.status = sqlc.narg('status')::smallint)
+    OFFSET 0
+), cum AS (
+    SELECT task_id, n, sum(n) OVER (ORDER BY task_id) AS upto
+    FROM few
 )
-SELECT t.id, t.entry, coalesce(m.details[x.n], '')::text AS details
-FROM k
-JOIN tasks t ON t.corpus_id = @corpus_id AND t.service_id = @service_id AND t.status = @status
-JOIN task_message_logs m ON m.task_id = t.id AND m.run = t.run AND m.kinds @> ARRAY[k.id]
-CROSS JOIN LATERAL unnest(m.kinds) WITH ORDINALITY AS x (kind, n)
-WHERE x.kind = k.id
-ORDER BY t.id, x.n
-LIMIT @lim OFFSET @off;
+SELECT task_id, n::int AS n, upto::bigint AS upto
+FROM cum
+WHERE upto > @off::bigint
+ORDER BY task_id
+LIMIT @lim;
+
+-- name: ReportKindTasksWalk :many
+-- ReportKindTasksWalk is ReportKindTasksFew for a kind of many tasks: it walks the corpus and
+-- service's folded tasks in id order (report_folded_scope; = ANY keeps the GIN index out) and
+-- stops at the page's last task, reading about @lim over the kind's share of them.
+WITH walk AS (
+    SELECT f.task_id, f.counts[array_position(f.kinds, @kind::int)] AS n
+    FROM report_folded f
+    WHERE f.corpus_id = @corpus_id AND f.service_id = @service_id AND @kind::int = ANY (f.kinds)
+      AND (sqlc.narg('status')::smallint IS NULL OR f.status = sqlc.narg('status')::smallint)
+    ORDER BY f.corpus_id, f.service_id, f.task_id
+), cum AS (
+    SELECT task_id, n, sum(n) OVER (ORDER BY task_id) AS upto
+    FROM walk
+)
+SELECT task_id, n::int AS n, upto::bigint AS upto
+FROM cum
+WHERE upto > @off::bigint
+LIMIT @lim;
+
+-- name: ReportKindWalkSettings :exec
+-- ReportKindWalkSettings sets a walk's transaction up: no parallel plan (the walk stops after a
+-- few hundred rows; at 1,000,000 tasks a parallel one waited about half a second for its workers,
+-- 960 ms against 200 at load 12).
+SELECT set_config('max_parallel_workers_per_gather', '0', true);
+
+-- name: ReportKindMessages :many
+-- ReportKindMessages reads a page of the messages of one kind from the current runs' logs of
+-- some tasks: of each task, the messages of the kind from its @skips-th on, @takes of them, in
+-- log order; tasks by id, and only those of the status (NULL: any). A log is read once a task:
+-- the positions of the kind in it (array_positions) are sliced to the page's, and the details to
+-- the span of those (a page of a task with a million messages reads its arrays once, not once
+-- a message).
+WITH picked AS (
+    SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@skips::int[]) AS skip, unnest(@takes::int[]) AS take
+)
+SELECT t.id, t.entry, t.status,
+       coalesce(d.details[u.p - ps.pos[1] + 1], '')::text AS details
+FROM picked p
+CROSS JOIN LATERAL (SELECT x.id, x.entry, x.status, x.run FROM tasks x WHERE x.id = p.task_id LIMIT 1) t
+JOIN task_message_logs m ON m.task_id = t.id AND m.run = t.run
+CROSS JOIN LATERAL (SELECT (array_positions(m.kinds, @kind::int))[p.skip + 1 : p.skip + p.take] AS pos OFFSET 0) ps
+CROSS JOIN LATERAL (SELECT m.details[ps.pos[1] : ps.pos[cardinality(ps.pos)]] AS details OFFSET 0) d
+CROSS JOIN LATERAL unnest(ps.pos) AS u (p)
+WHERE sqlc.narg('status')::smallint IS NULL OR t.status = sqlc.narg('status')::smallint
+ORDER BY t.id, u.p;
 
 -- name: ReportNoMessages :many
 -- ReportNoMessages lists the tasks with a status and no message of a severity in their current
@@ -558,52 +680,23 @@ SELECT EXISTS (SELECT 1 FROM diff_current_state)::bool AS kept;
 -- name: ReportAllSeverities :many
 -- ReportAllSeverities counts, per severity, the tasks of a corpus and service with a message of
 -- it in their current run, whatever their status, and those messages (the report's "all tasks",
--- CorTeX's all=true). Read from the messages, not the rollups.
-SELECT k.severity::text AS severity, count(DISTINCT l.task_id)::bigint AS tasks, count(*)::bigint AS messages
-FROM tasks t
-JOIN task_message_logs l ON l.task_id = t.id AND l.run = t.run
-CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
-JOIN message_kinds k ON k.id = x.kind
-WHERE t.corpus_id = @corpus_id AND t.service_id = @service_id
-GROUP BY 1;
+-- CorTeX's all=true), as of the last fold (report_all_rollup).
+SELECT severity, tasks, messages
+FROM report_all_rollup
+WHERE corpus_id = @corpus_id AND service_id = @service_id AND level = rollup_messaged() AND tasks > 0;
 
 -- name: ReportAllNames :many
 -- ReportAllNames lists the categories of a severity (@category NULL) or the whats of one of its
 -- categories, with the tasks of any status having one in their current run and the messages, as
--- ReportAllSeverities counts them. Page of a sorted list (most tasks first), with its length.
-WITH kinds AS (
-    SELECT k.id, CASE WHEN sqlc.narg('category')::text IS NULL THEN k.category ELSE k.what END AS name
-    FROM message_kinds k
-    WHERE k.severity = @severity
-      AND (sqlc.narg('category')::text IS NULL OR k.category = sqlc.narg('category')::text)
-), counted AS (
-    SELECT kinds.name, count(DISTINCT l.task_id) AS tasks, count(*) AS messages
-    FROM tasks t
-    JOIN task_message_logs l ON l.task_id = t.id AND l.run = t.run
-    CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
-    JOIN kinds ON kinds.id = x.kind
-    WHERE t.corpus_id = @corpus_id AND t.service_id = @service_id
-    GROUP BY kinds.name
-)
-SELECT name::text AS name, tasks::bigint AS tasks, messages::bigint AS messages, count(*) OVER ()::bigint AS total
-FROM counted
-ORDER BY tasks DESC, messages DESC, name
-LIMIT @lim OFFSET @off;
-
--- name: ReportAllMessages :many
--- ReportAllMessages lists the messages of one what in the current runs of the tasks of any
--- status, with their tasks, by task id (and position in the task's log).
-WITH k AS (
-    SELECT k.id FROM message_kinds k
-    WHERE k.severity = @severity AND k.category = @category AND k.what = @what
-)
-SELECT t.id, t.entry, t.status, coalesce(m.details[x.n], '')::text AS details
-FROM k
-JOIN tasks t ON t.corpus_id = @corpus_id AND t.service_id = @service_id
-JOIN task_message_logs m ON m.task_id = t.id AND m.run = t.run AND m.kinds @> ARRAY[k.id]
-CROSS JOIN LATERAL unnest(m.kinds) WITH ORDINALITY AS x (kind, n)
-WHERE x.kind = k.id
-ORDER BY t.id, x.n
+-- of the last fold (report_all_rollup). Page of a sorted list (most tasks first), with its
+-- length.
+SELECT (CASE WHEN sqlc.narg('category')::text IS NULL THEN r.category ELSE r.what END)::text AS name,
+       r.tasks, r.messages, count(*) OVER ()::bigint AS total
+FROM report_all_rollup r
+WHERE r.corpus_id = @corpus_id AND r.service_id = @service_id AND r.severity = @severity AND r.tasks > 0
+  AND (sqlc.narg('category')::text IS NULL AND r.level = rollup_category()
+       OR r.level = rollup_what() AND r.category = sqlc.narg('category')::text)
+ORDER BY r.tasks DESC, r.messages DESC, name
 LIMIT @lim OFFSET @off;
 
 -- name: ReportStatusMessages :many

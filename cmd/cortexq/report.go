@@ -399,6 +399,11 @@ func reportSummary(c *cli.Context, root *base.Base, scope queue.Scope, q reportQ
 func reportMessages(c *cli.Context, root *base.Base, slice reports.Slice, q reportQuery) error {
 	corpus, service, rerun, where := q.corpus, q.service, q.rerun, q.where
 	sevName, category, what, limit, offset := q.sevName, q.category, q.what, q.limit, q.offset
+	if c.Bool("fold") { // the page's tasks are those of the last fold
+		if err := foldAll(c, root); err != nil {
+			return err
+		}
+	}
 	msgs, err := root.Reports.ReportMessages(c.Context, slice)
 	if err != nil {
 		return err
@@ -485,6 +490,11 @@ func runReportAll(c *cli.Context, sevName, category, what string, limit, offset 
 	scope, err := scopeOfNamed(c, root)
 	if err != nil {
 		return err
+	}
+	if c.Bool("fold") { // the all-tasks counts are the fold's
+		if err := foldAll(c, root); err != nil {
+			return err
+		}
 	}
 	rep := root.Reports
 	corpus, service := c.String(flagCorpus), c.String(flagService)

@@ -10,9 +10,9 @@ import (
 
 // The report's "all tasks" view (CorTeX's all=true, docs/reports.md#all-tasks): the messages of
 // a severity in the current runs of every task of a corpus and service, whatever its status —
-// the warnings inside Error tasks, the errors inside Fatal ones, the infos everywhere. It reads
-// the messages themselves (task_message_logs), not the rollups, which count a task's messages
-// of its own status's severity only: it costs a pass over the corpus's logs.
+// the warnings inside Error tasks, the errors inside Fatal ones, the infos everywhere. The fold
+// keeps its counts (report_all_rollup, migrations/00019_report_all_rollups.sql) beside those of
+// the status report: it is as fresh as the last fold, and as fast.
 
 // AllSeverities are the severities the all-tasks view knows, in the report's order.
 var AllSeverities = []queue.Severity{queue.SeverityInfo, queue.SeverityWarning, queue.SeverityError,
@@ -29,7 +29,7 @@ func IsAllSeverity(s string) bool {
 }
 
 // ReportAllSeverities counts, per severity, the tasks with a message of it in their current run
-// and those messages; every one of AllSeverities is in the map.
+// and those messages, as of the last fold; every one of AllSeverities is in the map.
 func (s *Store) ReportAllSeverities(ctx context.Context, scope queue.Scope) (map[queue.Severity]ReportRow, error) {
 	rows, err := dbsqlc.New(s.pool).ReportAllSeverities(ctx, scope.CorpusID, scope.ServiceID)
 	if err != nil {
@@ -68,9 +68,7 @@ func (s *Store) ReportAllNames(ctx context.Context, sl Slice) ([]ReportRow, int6
 // ReportAllMessages lists a page of the messages of a what in the tasks of any status, with
 // their tasks and the tasks' statuses, by task id.
 func (s *Store) ReportAllMessages(ctx context.Context, sl Slice) ([]ReportMessage, error) {
-	rows, err := dbsqlc.New(s.pool).ReportAllMessages(ctx, dbsqlc.ReportAllMessagesParams{CorpusID: sl.CorpusID,
-		ServiceID: sl.ServiceID, Severity: string(sl.Severity), Category: sl.Category, What: sl.What,
-		Lim: int32(sl.Limit), Off: int32(sl.Offset)})
+	rows, err := s.kindMessages(ctx, sl, nil, kindWalkTasks)
 	if err != nil {
 		return nil, pgtx.Wrap("report all messages", err)
 	}

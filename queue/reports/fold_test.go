@@ -107,6 +107,107 @@ func (f *fixture) requireFoldedEqualsBrute(corpus int32, when string) {
 		require.Equal(f.t, cats, gotCats, "%s: categories of status %s", when, st)
 		require.Equal(f.t, whats, gotWhats, "%s: whats of status %s", when, st)
 	}
+	f.requireAllEqualsBrute(corpus, when)
+	f.requireMessagesEqualBrute(corpus, when)
+}
+
+// requireAllEqualsBrute checks the all-tasks levels (every severity, category and what) of a
+// corpus against a count over the messages of the current runs of its tasks, whatever their
+// status.
+func (f *fixture) requireAllEqualsBrute(corpus int32, when string) {
+	f.t.Helper()
+	rows, err := f.pool.Query(f.ctx, `
+		SELECT m.severity::text, m.category::text, m.what::text, count(DISTINCT t.id), count(*)
+		FROM tasks t JOIN task_messages m ON m.task_id = t.id AND m.run = t.run
+		WHERE t.corpus_id = $1 AND t.service_id = $2
+		GROUP BY GROUPING SETS ((1), (1, 2), (1, 2, 3))`, corpus, f.svc)
+	require.NoError(f.t, err)
+	type count struct {
+		Severity       string
+		Category, What *string
+		Tasks, Msgs    int64
+	}
+	counts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[count])
+	require.NoError(f.t, err)
+	want := map[string]ReportRow{}
+	for _, c := range counts {
+		key := c.Severity
+		if c.Category != nil {
+			key += "/" + *c.Category
+		}
+		if c.What != nil {
+			key += "/" + *c.What
+		}
+		want[key] = ReportRow{Tasks: c.Tasks, Messages: c.Msgs}
+	}
+	got := map[string]ReportRow{}
+	scope := queue.Scope{CorpusID: corpus, ServiceID: f.svc}
+	sevs, err := f.rep.ReportAllSeverities(f.ctx, scope)
+	require.NoError(f.t, err)
+	for sev, r := range sevs {
+		if r.Tasks > 0 {
+			got[string(sev)] = ReportRow{Tasks: r.Tasks, Messages: r.Messages}
+		}
+		sl := Slice{Scope: scope, Severity: sev, Limit: ReportMaxLimit}
+		cats, total, err := f.rep.ReportAllNames(f.ctx, sl)
+		require.NoError(f.t, err)
+		require.Equal(f.t, int64(len(cats)), total)
+		for _, c := range cats {
+			got[string(sev)+"/"+c.Name] = ReportRow{Tasks: c.Tasks, Messages: c.Messages}
+			sl.Category = c.Name
+			ws, total, err := f.rep.ReportAllNames(f.ctx, sl)
+			require.NoError(f.t, err)
+			require.Equal(f.t, int64(len(ws)), total)
+			for _, w := range ws {
+				got[string(sev)+"/"+c.Name+"/"+w.Name] = ReportRow{Tasks: w.Tasks, Messages: w.Messages}
+			}
+		}
+	}
+	require.Equal(f.t, want, got, "%s: all-tasks levels", when)
+}
+
+// requireMessagesEqualBrute checks the messages level of every what, by status and of all
+// tasks, both ways to its tasks (through the GIN index and walking), paged three at a time,
+// against the messages of the current runs listed from the logs.
+func (f *fixture) requireMessagesEqualBrute(corpus int32, when string) {
+	f.t.Helper()
+	rows, err := f.pool.Query(f.ctx, `
+		SELECT t.status, m.severity::text, m.category::text, m.what::text,
+		       array_agg(t.id ORDER BY t.id, m.id), array_agg(m.details::text ORDER BY t.id, m.id)
+		FROM tasks t JOIN task_messages m ON m.task_id = t.id AND m.run = t.run
+		WHERE t.corpus_id = $1 AND t.service_id = $2
+		GROUP BY GROUPING SETS ((2, 3, 4), (1, 2, 3, 4))`, corpus, f.svc)
+	require.NoError(f.t, err)
+	type list struct {
+		Status                   *int16
+		Severity, Category, What string
+		Tasks                    []int64
+		Details                  []string
+	}
+	lists, err := pgx.CollectRows(rows, pgx.RowToStructByPos[list])
+	require.NoError(f.t, err)
+	for _, l := range lists {
+		for _, walk := range []int64{0, 1 << 40} {
+			sl := Slice{Scope: queue.Scope{CorpusID: corpus, ServiceID: f.svc}, Severity: queue.Severity(l.Severity),
+				Category: l.Category, What: l.What, Limit: 3}
+			var gotTasks []int64
+			var gotDetails []string
+			for page := 0; page <= len(l.Tasks)/3; page++ {
+				sl.Offset = page * 3
+				ms, err := f.rep.kindMessages(f.ctx, sl, l.Status, walk)
+				require.NoError(f.t, err)
+				require.LessOrEqual(f.t, len(ms), 3)
+				for _, m := range ms {
+					gotTasks, gotDetails = append(gotTasks, m.ID), append(gotDetails, m.Details)
+					if l.Status != nil {
+						require.Equal(f.t, *l.Status, m.Status)
+					}
+				}
+			}
+			require.Equal(f.t, l.Tasks, gotTasks, "%s: tasks of %+v (walk above %d)", when, l, walk)
+			require.Equal(f.t, l.Details, gotDetails, "%s: details of %+v (walk above %d)", when, l, walk)
+		}
+	}
 }
 
 func cutSlash(s string) (string, string, bool) {
@@ -120,7 +221,7 @@ func cutSlash(s string) (string, string, bool) {
 
 // The rollups a fold leaves equal a brute-force count over the rows, for random histories of
 // real claims (messages of every severity, Fatal tasks without messages, tasks left in flight),
-// reruns of random slices, and a sandbox converted and deleted; between folds the reports stay
+// reruns of random slices, a prune, and a sandbox converted and deleted; between folds the reports stay
 // as of the last fold, with the changes pending.
 func TestFoldedReportEqualsBruteForce(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
@@ -152,7 +253,8 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 								sev = sevs[rng.IntN(len(sevs))]
 							}
 							r.Messages = append(r.Messages, queue.Message{Severity: sev,
-								Category: cats[rng.IntN(len(cats))], What: whats[rng.IntN(len(whats))], Details: "d"})
+								Category: cats[rng.IntN(len(cats))], What: whats[rng.IntN(len(whats))],
+								Details: fmt.Sprintf("d%d", len(r.Messages))})
 						}
 						require.Equal(t, lease.OutcomeAccepted, f.reply(r, nil).Outcome)
 					}
@@ -187,6 +289,12 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 				fold()
 				f.requireFoldedEqualsBrute(f.corpus, fmt.Sprintf("step %d", step))
 			}
+			// A prune drops the history of the runs before the last two: the current runs'
+			// logs, and so the rollups, stay.
+			_, err := f.store.PruneRuns(f.ctx, lease.PruneOptions{CorpusID: f.corpus, ServiceID: f.svc, Keep: lease.MinKeep})
+			require.NoError(t, err)
+			fold()
+			f.requireFoldedEqualsBrute(f.corpus, "after a prune")
 
 			// A sandbox: converted, folded, deleted, folded: nothing of it is left in the
 			// rollups, and the parent's counts are untouched.

@@ -154,11 +154,8 @@ func (s *Store) ReportMessages(ctx context.Context, sl Slice) ([]ReportMessage, 
 		}
 		return out, nil
 	}
-	rows, err := q.ReportMessages(ctx, dbsqlc.ReportMessagesParams{
-		CorpusID: sl.CorpusID, ServiceID: sl.ServiceID, Status: int16(sl.Status),
-		Severity: string(sl.Severity), Category: sl.Category, What: sl.What,
-		Lim: int32(sl.Limit), Off: int32(sl.Offset),
-	})
+	st := int16(sl.Status)
+	rows, err := s.kindMessages(ctx, sl, &st, kindWalkTasks)
 	if err != nil {
 		return nil, pgtx.Wrap("report tasks", err)
 	}
@@ -167,6 +164,77 @@ func (s *Store) ReportMessages(ctx context.Context, sl Slice) ([]ReportMessage, 
 		out[i] = ReportMessage{TaskID: r.ID, Entry: r.Entry, Details: r.Details}
 	}
 	return out, nil
+}
+
+// kindWalkTasks is the number of tasks having a what above which its messages level walks the
+// corpus's folded tasks in id order (ReportKindTasksWalk: a page reads about its limit over the
+// what's share of the tasks, at most tasks/kindWalkTasks times its limit) rather than finding
+// every one of them through the GIN index (ReportKindTasksFew: up to kindWalkTasks, sorted).
+const kindWalkTasks = 20_000
+
+// kindMessages reads a page of the messages of sl's what (severity, category, what) in the
+// tasks of a status (nil: of any), by task id and position in the task's log. The tasks come
+// from the last fold (report_folded: the kinds of each task's log), their messages from the
+// logs of the page's tasks only; a task whose status changed since is left out. A what of more
+// than walkAbove tasks (kindWalkTasks) is walked to.
+func (s *Store) kindMessages(ctx context.Context, sl Slice, status *int16, walkAbove int64) ([]dbsqlc.ReportKindMessagesRow, error) {
+	q := dbsqlc.New(s.pool)
+	k, err := q.ReportKindTasks(ctx, dbsqlc.ReportKindTasksParams{Severity: string(sl.Severity), Category: sl.Category,
+		What: sl.What, Status: status, CorpusID: sl.CorpusID, ServiceID: sl.ServiceID})
+	if err != nil || k.Kind == 0 || sl.Limit <= 0 {
+		return nil, err
+	}
+	type task struct {
+		id   int64
+		n    int32
+		upto int64
+	}
+	var tasks []task
+	if k.Tasks > walkAbove {
+		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			qt := dbsqlc.New(tx)
+			if err := qt.ReportKindWalkSettings(ctx); err != nil {
+				return err
+			}
+			rows, err := qt.ReportKindTasksWalk(ctx, dbsqlc.ReportKindTasksWalkParams{Off: int64(sl.Offset), Lim: int32(sl.Limit),
+				Kind: k.Kind, CorpusID: sl.CorpusID, ServiceID: sl.ServiceID, Status: status})
+			for _, r := range rows {
+				tasks = append(tasks, task{r.TaskID, r.N, r.Upto})
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		rows, err := q.ReportKindTasksFew(ctx, dbsqlc.ReportKindTasksFewParams{Off: int64(sl.Offset), Lim: int32(sl.Limit),
+			Kind: k.Kind, CorpusID: sl.CorpusID, ServiceID: sl.ServiceID, Status: status})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			tasks = append(tasks, task{r.TaskID, r.N, r.Upto})
+		}
+	}
+	// Of each task, the messages of the page: past the offset, up to the limit.
+	p := dbsqlc.ReportKindMessagesParams{Kind: k.Kind, Status: status}
+	left := int64(sl.Limit)
+	for _, t := range tasks {
+		if left <= 0 {
+			break
+		}
+		skip := max(int64(sl.Offset)-(t.upto-int64(t.n)), 0)
+		take := min(int64(t.n)-skip, left)
+		if take <= 0 {
+			continue
+		}
+		p.TaskIds, p.Skips, p.Takes = append(p.TaskIds, t.id), append(p.Skips, int32(skip)), append(p.Takes, int32(take))
+		left -= take
+	}
+	if len(p.TaskIds) == 0 {
+		return nil, nil
+	}
+	return q.ReportKindMessages(ctx, p)
 }
 
 // Run is one run of a corpus and service: closed ones with the tallies they ended with, the

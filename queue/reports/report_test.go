@@ -47,8 +47,22 @@ func TestReportsHoldNoLockClaimsOrRerunsWaitOn(t *testing.T) {
 	_, err = q.ReportWhats(f.ctx, dbsqlc.ReportWhatsParams{CorpusID: f.corpus, ServiceID: f.svc, Status: -1,
 		Category: "test", Lim: 10})
 	require.NoError(t, err)
-	_, err = q.ReportMessages(f.ctx, dbsqlc.ReportMessagesParams{CorpusID: f.corpus, ServiceID: f.svc, Status: -1,
-		Severity: "info", Category: "test", What: "w2", Lim: 10})
+	np := int16(-1)
+	k, err := q.ReportKindTasks(f.ctx, dbsqlc.ReportKindTasksParams{CorpusID: f.corpus, ServiceID: f.svc, Status: &np,
+		Severity: "info", Category: "test", What: "w2"})
+	require.NoError(t, err)
+	_, err = q.ReportKindTasksFew(f.ctx, dbsqlc.ReportKindTasksFewParams{CorpusID: f.corpus, ServiceID: f.svc, Status: &np,
+		Kind: k.Kind, Lim: 10})
+	require.NoError(t, err)
+	_, err = q.ReportKindTasksWalk(f.ctx, dbsqlc.ReportKindTasksWalkParams{CorpusID: f.corpus, ServiceID: f.svc,
+		Kind: k.Kind, Lim: 10})
+	require.NoError(t, err)
+	_, err = q.ReportKindMessages(f.ctx, dbsqlc.ReportKindMessagesParams{Kind: k.Kind, Status: &np,
+		TaskIds: []int64{1}, Skips: []int32{0}, Takes: []int32{10}})
+	require.NoError(t, err)
+	_, err = q.ReportAllSeverities(f.ctx, f.corpus, f.svc)
+	require.NoError(t, err)
+	_, err = q.ReportAllNames(f.ctx, dbsqlc.ReportAllNamesParams{CorpusID: f.corpus, ServiceID: f.svc, Severity: "info", Lim: 10})
 	require.NoError(t, err)
 	_, err = q.ReportNoMessages(f.ctx, dbsqlc.ReportNoMessagesParams{CorpusID: f.corpus, ServiceID: f.svc, Status: -4,
 		Severity: "fatal", Lim: 10})

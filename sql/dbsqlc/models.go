@@ -253,6 +253,18 @@ type ReplicaHeartbeat struct {
 	Stopped   bool      `json:"stopped"`
 }
 
+// Task and message counts of the all-tasks report's levels (a severity in tasks of every status), as of the last fold.
+type ReportAllRollup struct {
+	CorpusID  int32  `json:"corpus_id"`
+	ServiceID int32  `json:"service_id"`
+	Severity  string `json:"severity"`
+	Level     int16  `json:"level"`
+	Category  string `json:"category"`
+	What      string `json:"what"`
+	Tasks     int64  `json:"tasks"`
+	Messages  int64  `json:"messages"`
+}
+
 // Tasks whose status, run or messages changed since the last report fold.
 type ReportChange struct {
 	TaskID int64 `json:"task_id"`
@@ -273,6 +285,10 @@ type ReportFolded struct {
 	Categories []string `json:"categories"`
 	Whats      []string `json:"whats"`
 	Messages   []int32  `json:"messages"`
+	// The message_kinds ids of the task's current run's log when last folded, every severity, ascending.
+	Kinds []int32 `json:"kinds"`
+	// The messages of each of kinds, in the same order.
+	Counts []int32 `json:"counts"`
 }
 
 // Task and message counts of the report's levels, as of the last fold.
