@@ -331,7 +331,9 @@ func (s *Server) claimer(ctx context.Context, in <-chan *item, poke func()) {
 			}
 		}
 		timer.Stop()
+		held := s.claiming.lock(batch)
 		s.claim(ctx, batch)
+		s.claiming.unlock(held)
 		for _, it := range batch {
 			s.parsed.Release(it.weight)
 			s.parsedBytes.Add(-it.weight)
