@@ -118,6 +118,9 @@ type Server struct {
 	trailBusy bool
 	trailData trailFigures
 
+	// The workers' outcomes over the whole attempts trail (the workers page).
+	outcomes *background[map[inspect.WorkerKey]inspect.WorkerOutcomes]
+
 	signIn *signInLimiter
 	heavy  chan struct{} // a slot for each page being made
 	// previewURL is PreviewOrigin parsed, if one is set.
@@ -176,6 +179,7 @@ func New(cfg Config) (*Server, error) {
 		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux(),
 		signIn: newSignInLimiter(), revoked: map[string]time.Time{}, heavy: make(chan struct{}, cfg.HeavyLimit),
 		previewURL: preview}
+	s.outcomes = &background[map[inspect.WorkerKey]inspect.WorkerOutcomes]{what: "worker outcomes", read: s.inspect.AllWorkerOutcomes}
 	if _, err := rand.Read(s.key); err != nil {
 		return nil, err
 	}
