@@ -11,7 +11,7 @@ import (
 const syncBelow = 50 * time.Millisecond
 
 // background keeps a figure too dear to read on each page load (the workers' outcomes over the
-// whole attempts trail). Read in under syncBelow, it is read on each load. Dearer, only the first
+// whole attempts trail, the dead letters). Read in under syncBelow, it is read on each load. Dearer, only the first
 // call waits for it; later ones get the last one read while, once it is older than trailEvery
 // (or than keeps its reading within half of LiveBudget), one read in the background replaces it.
 type background[T any] struct {
@@ -23,6 +23,13 @@ type background[T any] struct {
 	cost time.Duration
 	busy bool
 	data T
+}
+
+// forget drops the figure (an action changed it): the next call reads it again and waits.
+func (c *background[T]) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = time.Time{}
 }
 
 // get returns the figure and when it was read.

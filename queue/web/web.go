@@ -120,6 +120,8 @@ type Server struct {
 
 	// The workers' outcomes over the whole attempts trail (the workers page).
 	outcomes *background[map[inspect.WorkerKey]inspect.WorkerOutcomes]
+	// The dead letters (the dead letters page), found in the attempts trail.
+	deadLetters *background[[]inspect.DeadLetter]
 
 	signIn *signInLimiter
 	heavy  chan struct{} // a slot for each page being made
@@ -180,6 +182,9 @@ func New(cfg Config) (*Server, error) {
 		signIn: newSignInLimiter(), revoked: map[string]time.Time{}, heavy: make(chan struct{}, cfg.HeavyLimit),
 		previewURL: preview}
 	s.outcomes = &background[map[inspect.WorkerKey]inspect.WorkerOutcomes]{what: "worker outcomes", read: s.inspect.AllWorkerOutcomes}
+	s.deadLetters = &background[[]inspect.DeadLetter]{what: "dead letters", read: func(ctx context.Context) ([]inspect.DeadLetter, error) {
+		return s.inspect.DeadLetters(ctx, maxDeadRows+1)
+	}}
 	if _, err := rand.Read(s.key); err != nil {
 		return nil, err
 	}
