@@ -39,11 +39,34 @@ SELECT r.replica, r.in_flight, r.leases_last_minute, r.last_leased_at, r.seen_at
 FROM r
 ORDER BY r.replica;
 
--- name: WebWorkerActivity :many
--- WebWorkerActivity is audit_worker_activity, most recently seen first, a page of it.
-SELECT worker, service, first_seen, last_request, last_result, dispatched, results, attempts, running,
-       accepted, superseded, stale, retryable, unusable, expired, dead_lettered
-FROM audit_worker_activity LIMIT @lim;
+-- name: WebWorkers :many
+-- WebWorkers lists the workers on record (by name and service), most recently seen first, a
+-- page of them: what the workers table keeps (audit_worker_activity's first columns), read on
+-- each load.
+SELECT w.name AS worker, s.name AS service, w.service_id, w.first_seen, w.last_request, w.last_result,
+       w.dispatched, w.results
+FROM workers w
+JOIN services s ON s.id = w.service_id
+ORDER BY greatest(w.last_request, w.last_result) DESC NULLS LAST, w.name, s.name
+LIMIT @lim;
+
+-- name: WebWorkerOutcomes :many
+-- WebWorkerOutcomes counts the outcomes of each worker's attempts (by name and service) over the
+-- whole attempts trail, as audit_worker_activity does: it reads every attempt (seconds on
+-- millions), so the dashboard reads it in the background (docs/web.md#cost-to-the-database).
+SELECT x.worker, t.service_id,
+       count(*)::bigint AS attempts,
+       count(*) FILTER (WHERE x.outcome IS NULL)::bigint AS running,
+       count(*) FILTER (WHERE x.outcome = 'accepted')::bigint AS accepted,
+       count(*) FILTER (WHERE x.outcome = 'superseded')::bigint AS superseded,
+       count(*) FILTER (WHERE x.outcome = 'stale')::bigint AS stale,
+       count(*) FILTER (WHERE x.outcome = 'retryable')::bigint AS retryable,
+       count(*) FILTER (WHERE x.outcome = 'unusable')::bigint AS unusable,
+       count(*) FILTER (WHERE x.outcome = 'expired')::bigint AS expired,
+       count(*) FILTER (WHERE x.outcome = 'dead_lettered')::bigint AS dead_lettered
+FROM attempts x
+JOIN tasks t ON t.id = x.task_id
+GROUP BY x.worker, t.service_id;
 
 -- name: WebInFlight :many
 -- WebInFlight is audit_in_flight: who holds which lease now, a page of it by deadline.

@@ -94,13 +94,41 @@ func notEpoch(t time.Time) *time.Time {
 	return &t
 }
 
-// WorkerActivity is one worker (of one service) as audit_worker_activity reports it.
-type WorkerActivity = dbsqlc.WebWorkerActivityRow
+// WorkerSeen is one worker (of one service) as the workers table keeps it: when it was first and
+// last seen, its leases and results.
+type WorkerSeen = dbsqlc.WebWorkersRow
 
-// WorkerActivities lists at most limit workers, most recently seen first.
-func (r *Reader) WorkerActivities(ctx context.Context, limit int) ([]WorkerActivity, error) {
-	rows, err := dbsqlc.New(r.pool).WebWorkerActivity(ctx, int32(limit))
-	return rows, pgtx.Wrap("worker activity", err)
+// Workers lists at most limit workers, most recently seen first.
+func (r *Reader) Workers(ctx context.Context, limit int) ([]WorkerSeen, error) {
+	rows, err := dbsqlc.New(r.pool).WebWorkers(ctx, int32(limit))
+	return rows, pgtx.Wrap("workers", err)
+}
+
+// WorkerOutcomes are the outcomes of a worker's attempts over the whole attempts trail.
+type WorkerOutcomes struct {
+	Attempts, Running, Accepted, Superseded, Stale, Retryable, Unusable, Expired, DeadLettered int64
+}
+
+// WorkerKey is a worker of a service.
+type WorkerKey struct {
+	Worker    string
+	ServiceID int32
+}
+
+// AllWorkerOutcomes counts the outcomes of every worker's attempts, as audit_worker_activity
+// does. It reads every attempt: seconds on millions of them.
+func (r *Reader) AllWorkerOutcomes(ctx context.Context) (map[WorkerKey]WorkerOutcomes, error) {
+	rows, err := dbsqlc.New(r.pool).WebWorkerOutcomes(ctx)
+	if err != nil {
+		return nil, pgtx.Wrap("worker outcomes", err)
+	}
+	out := make(map[WorkerKey]WorkerOutcomes, len(rows))
+	for _, w := range rows {
+		out[WorkerKey{w.Worker, w.ServiceID}] = WorkerOutcomes{Attempts: w.Attempts, Running: w.Running,
+			Accepted: w.Accepted, Superseded: w.Superseded, Stale: w.Stale, Retryable: w.Retryable,
+			Unusable: w.Unusable, Expired: w.Expired, DeadLettered: w.DeadLettered}
+	}
+	return out, nil
 }
 
 // LeaseOut is one lease in flight as audit_in_flight reports it.

@@ -226,7 +226,7 @@ func (r *Reader) TaskHistoryMessages(ctx context.Context, id int64, maxMessages 
 			}
 			h.Attempts = append(h.Attempts, at)
 		}
-		msgs, err := q.MessageListForTask(ctx, id, lim)
+		msgs, err := q.MessageListForTask(ctx, lim, id)
 		if err != nil {
 			return fmt.Errorf("messages: %w", err)
 		}

@@ -27,7 +27,7 @@ const maxDeadRows = 500
 
 func (s *Server) dead(r *http.Request) (view, error) {
 	ctx := r.Context()
-	dead, err := s.inspect.DeadLetters(ctx, maxDeadRows+1)
+	dead, deadAt, err := s.deadLetters.get(ctx, s)
 	if err != nil {
 		return view{}, err
 	}
@@ -40,8 +40,9 @@ func (s *Server) dead(r *http.Request) (view, error) {
 		Retries            []inspect.QueuedRetry
 		MoreDead, MoreRetr bool
 		Max                int
+		DeadAge            string
 	}{dead[:min(len(dead), maxDeadRows)], retries[:min(len(retries), maxDeadRows)],
-		len(dead) > maxDeadRows, len(retries) > maxDeadRows, maxDeadRows}}, nil
+		len(dead) > maxDeadRows, len(retries) > maxDeadRows, maxDeadRows, ageOf(deadAt, time.Now())}}, nil
 }
 
 // rerunTask reruns one task (its corpus and service get a new run, as any rerun).
@@ -59,6 +60,7 @@ func (s *Server) rerunTask(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	s.deadLetters.forget() // the task may have been one
 	return fmt.Sprintf("task %d: %s back to TODO in a new run of corpus %s, service %s", id, plural(sum.Tasks, "task", "tasks"), h.Corpus, h.Service), nil
 }
 

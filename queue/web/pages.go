@@ -829,7 +829,8 @@ func (s *Server) diffCell(r *http.Request) (view, error) {
 // ---- Workers
 
 type workerRow struct {
-	inspect.WorkerActivity
+	inspect.WorkerSeen
+	inspect.WorkerOutcomes
 	LastSeen *time.Time
 	State    string // active, idle or gone (workerState)
 	// LeasesHour and PerMin are its leases over the last hour and the results per minute they
@@ -840,9 +841,16 @@ type workerRow struct {
 	Leases     []inspect.LeaseOut
 }
 
+// maxWorkerRows is how many workers the workers page lists.
+const maxWorkerRows = 500
+
 func (s *Server) workers(r *http.Request) (view, error) {
 	ctx := r.Context()
-	acts, err := s.inspect.WorkerActivities(ctx, 500)
+	acts, err := s.inspect.Workers(ctx, maxWorkerRows)
+	if err != nil {
+		return view{}, err
+	}
+	outcomes, outcomesAt, err := s.outcomes.get(ctx, s)
 	if err != nil {
 		return view{}, err
 	}
@@ -870,7 +878,7 @@ func (s *Server) workers(r *http.Request) (view, error) {
 	var rows []workerRow
 	counts := map[string]int{}
 	for _, a := range acts {
-		row := workerRow{WorkerActivity: a, Leases: held[a.Worker+"\x00"+a.Service], State: "gone",
+		row := workerRow{WorkerSeen: a, WorkerOutcomes: outcomes[inspect.WorkerKey{Worker: a.Worker, ServiceID: a.ServiceID}], Leases: held[a.Worker+"\x00"+a.Service], State: "gone",
 			Attempts: link("/workers/attempts", "worker", a.Worker)}
 		row.LastSeen = a.LastRequest
 		if a.LastResult != nil && (row.LastSeen == nil || a.LastResult.After(*row.LastSeen)) {
@@ -889,5 +897,14 @@ func (s *Server) workers(r *http.Request) (view, error) {
 		Workers            []workerRow
 		Leases             int
 		Active, Idle, Gone int
-	}{rows, len(leases), counts["active"], counts["idle"], counts["gone"]}}, nil
+		OutcomesAge        string
+	}{rows, len(leases), counts["active"], counts["idle"], counts["gone"], ageOf(outcomesAt, time.Now())}}, nil
+}
+
+// ageOf says how old a figure read at t is, by the second: "" when fresh (under a second).
+func ageOf(t, now time.Time) string {
+	if d := now.Sub(t); d >= time.Second {
+		return d.Round(time.Second).String()
+	}
+	return ""
 }

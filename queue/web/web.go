@@ -118,6 +118,11 @@ type Server struct {
 	trailBusy bool
 	trailData trailFigures
 
+	// The workers' outcomes over the whole attempts trail (the workers page).
+	outcomes *background[map[inspect.WorkerKey]inspect.WorkerOutcomes]
+	// The dead letters (the dead letters page), found in the attempts trail.
+	deadLetters *background[[]inspect.DeadLetter]
+
 	signIn *signInLimiter
 	heavy  chan struct{} // a slot for each page being made
 	// previewURL is PreviewOrigin parsed, if one is set.
@@ -176,6 +181,10 @@ func New(cfg Config) (*Server, error) {
 		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux(),
 		signIn: newSignInLimiter(), revoked: map[string]time.Time{}, heavy: make(chan struct{}, cfg.HeavyLimit),
 		previewURL: preview}
+	s.outcomes = &background[map[inspect.WorkerKey]inspect.WorkerOutcomes]{what: "worker outcomes", read: s.inspect.AllWorkerOutcomes}
+	s.deadLetters = &background[[]inspect.DeadLetter]{what: "dead letters", read: func(ctx context.Context) ([]inspect.DeadLetter, error) {
+		return s.inspect.DeadLetters(ctx, maxDeadRows+1)
+	}}
 	if _, err := rand.Read(s.key); err != nil {
 		return nil, err
 	}

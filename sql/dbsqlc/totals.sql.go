@@ -102,14 +102,15 @@ WITH totals AS (
     GROUP BY corpus_id, service_id
     HAVING sum(n) > 0
 ), rows AS (
-    SELECT t.corpus_id, t.service_id,
+    -- Each dispatch row's corpus looked up by its task's id (its service is its own): a join
+    -- let the planner read every task to hash them (2.4 s at a million tasks and 13,000 rows).
+    SELECT (SELECT t.corpus_id FROM tasks t WHERE t.id = d.task_id) AS corpus_id, d.service_id,
            count(*) FILTER (WHERE d.state = 'reserved') AS reserved,
            count(*) FILTER (WHERE d.state = 'in_flight') AS in_flight,
            count(*) FILTER (WHERE d.state = 'settling' AND NOT d.queued) AS settling,
            count(*) FILTER (WHERE d.queued) AS queued
     FROM dispatch d
-    JOIN tasks t ON t.id = d.task_id
-    GROUP BY t.corpus_id, t.service_id
+    GROUP BY 1, 2
 )
 SELECT c.name AS corpus, s.name AS service, tally.corpus_id, tally.service_id,
        tally.tasks::bigint AS tasks, tally.todo::bigint AS todo,

@@ -389,69 +389,6 @@ func (q *Queries) WebThroughputDay(ctx context.Context) ([]WebThroughputDayRow, 
 	return items, nil
 }
 
-const webWorkerActivity = `-- name: WebWorkerActivity :many
-SELECT worker, service, first_seen, last_request, last_result, dispatched, results, attempts, running,
-       accepted, superseded, stale, retryable, unusable, expired, dead_lettered
-FROM audit_worker_activity LIMIT $1
-`
-
-type WebWorkerActivityRow struct {
-	Worker       string     `json:"worker"`
-	Service      string     `json:"service"`
-	FirstSeen    time.Time  `json:"first_seen"`
-	LastRequest  *time.Time `json:"last_request"`
-	LastResult   *time.Time `json:"last_result"`
-	Dispatched   int64      `json:"dispatched"`
-	Results      int64      `json:"results"`
-	Attempts     int64      `json:"attempts"`
-	Running      int64      `json:"running"`
-	Accepted     int64      `json:"accepted"`
-	Superseded   int64      `json:"superseded"`
-	Stale        int64      `json:"stale"`
-	Retryable    int64      `json:"retryable"`
-	Unusable     int64      `json:"unusable"`
-	Expired      int64      `json:"expired"`
-	DeadLettered int64      `json:"dead_lettered"`
-}
-
-// WebWorkerActivity is audit_worker_activity, most recently seen first, a page of it.
-func (q *Queries) WebWorkerActivity(ctx context.Context, lim int32) ([]WebWorkerActivityRow, error) {
-	rows, err := q.db.Query(ctx, webWorkerActivity, lim)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []WebWorkerActivityRow
-	for rows.Next() {
-		var i WebWorkerActivityRow
-		if err := rows.Scan(
-			&i.Worker,
-			&i.Service,
-			&i.FirstSeen,
-			&i.LastRequest,
-			&i.LastResult,
-			&i.Dispatched,
-			&i.Results,
-			&i.Attempts,
-			&i.Running,
-			&i.Accepted,
-			&i.Superseded,
-			&i.Stale,
-			&i.Retryable,
-			&i.Unusable,
-			&i.Expired,
-			&i.DeadLettered,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const webWorkerAttempts = `-- name: WebWorkerAttempts :many
 SELECT a.task_id, a.run, a.attempt, a.replica, a.leased_at, a.answered_at, coalesce(a.outcome, '')::text AS outcome,
        a.status, c.name AS corpus, s.name AS service, t.entry
@@ -537,6 +474,123 @@ func (q *Queries) WebWorkerHour(ctx context.Context, names []string) ([]WebWorke
 	for rows.Next() {
 		var i WebWorkerHourRow
 		if err := rows.Scan(&i.Worker, &i.Leases, &i.Answered); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webWorkerOutcomes = `-- name: WebWorkerOutcomes :many
+SELECT x.worker, t.service_id,
+       count(*)::bigint AS attempts,
+       count(*) FILTER (WHERE x.outcome IS NULL)::bigint AS running,
+       count(*) FILTER (WHERE x.outcome = 'accepted')::bigint AS accepted,
+       count(*) FILTER (WHERE x.outcome = 'superseded')::bigint AS superseded,
+       count(*) FILTER (WHERE x.outcome = 'stale')::bigint AS stale,
+       count(*) FILTER (WHERE x.outcome = 'retryable')::bigint AS retryable,
+       count(*) FILTER (WHERE x.outcome = 'unusable')::bigint AS unusable,
+       count(*) FILTER (WHERE x.outcome = 'expired')::bigint AS expired,
+       count(*) FILTER (WHERE x.outcome = 'dead_lettered')::bigint AS dead_lettered
+FROM attempts x
+JOIN tasks t ON t.id = x.task_id
+GROUP BY x.worker, t.service_id
+`
+
+type WebWorkerOutcomesRow struct {
+	Worker       string `json:"worker"`
+	ServiceID    int32  `json:"service_id"`
+	Attempts     int64  `json:"attempts"`
+	Running      int64  `json:"running"`
+	Accepted     int64  `json:"accepted"`
+	Superseded   int64  `json:"superseded"`
+	Stale        int64  `json:"stale"`
+	Retryable    int64  `json:"retryable"`
+	Unusable     int64  `json:"unusable"`
+	Expired      int64  `json:"expired"`
+	DeadLettered int64  `json:"dead_lettered"`
+}
+
+// WebWorkerOutcomes counts the outcomes of each worker's attempts (by name and service) over the
+// whole attempts trail, as audit_worker_activity does: it reads every attempt (seconds on
+// millions), so the dashboard reads it in the background (docs/web.md#cost-to-the-database).
+func (q *Queries) WebWorkerOutcomes(ctx context.Context) ([]WebWorkerOutcomesRow, error) {
+	rows, err := q.db.Query(ctx, webWorkerOutcomes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebWorkerOutcomesRow
+	for rows.Next() {
+		var i WebWorkerOutcomesRow
+		if err := rows.Scan(
+			&i.Worker,
+			&i.ServiceID,
+			&i.Attempts,
+			&i.Running,
+			&i.Accepted,
+			&i.Superseded,
+			&i.Stale,
+			&i.Retryable,
+			&i.Unusable,
+			&i.Expired,
+			&i.DeadLettered,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webWorkers = `-- name: WebWorkers :many
+SELECT w.name AS worker, s.name AS service, w.service_id, w.first_seen, w.last_request, w.last_result,
+       w.dispatched, w.results
+FROM workers w
+JOIN services s ON s.id = w.service_id
+ORDER BY greatest(w.last_request, w.last_result) DESC NULLS LAST, w.name, s.name
+LIMIT $1
+`
+
+type WebWorkersRow struct {
+	Worker      string     `json:"worker"`
+	Service     string     `json:"service"`
+	ServiceID   int32      `json:"service_id"`
+	FirstSeen   time.Time  `json:"first_seen"`
+	LastRequest *time.Time `json:"last_request"`
+	LastResult  *time.Time `json:"last_result"`
+	Dispatched  int64      `json:"dispatched"`
+	Results     int64      `json:"results"`
+}
+
+// WebWorkers lists the workers on record (by name and service), most recently seen first, a
+// page of them: what the workers table keeps (audit_worker_activity's first columns), read on
+// each load.
+func (q *Queries) WebWorkers(ctx context.Context, lim int32) ([]WebWorkersRow, error) {
+	rows, err := q.db.Query(ctx, webWorkers, lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebWorkersRow
+	for rows.Next() {
+		var i WebWorkersRow
+		if err := rows.Scan(
+			&i.Worker,
+			&i.Service,
+			&i.ServiceID,
+			&i.FirstSeen,
+			&i.LastRequest,
+			&i.LastResult,
+			&i.Dispatched,
+			&i.Results,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
