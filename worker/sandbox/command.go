@@ -61,7 +61,7 @@ func (sb *Sandbox) Command(argv []string, timeout time.Duration) func(ctx contex
 			return fmt.Errorf("%s: %w", argv[0], r.OutErr)
 		}
 		if outHost != "" {
-			// Only the file named {out} is taken from what CMD left in the 
+			// Only the file named {out} is taken from what CMD left in the sandbox.
 			if err := os.Rename(filepath.Join(outHost, filepath.Base(out)), out); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("%s: result: %w", argv[0], err)
 			}
