@@ -61,17 +61,6 @@ ORDER BY d.deadline
 LIMIT @max_rows
 FOR UPDATE OF d, t SKIP LOCKED;
 
--- name: DispatchLockReservedOfReplica :many
--- DispatchLockReservedOfReplica takes every reservation of a replica, with their tasks, for a
--- replica that stops.
-SELECT sqlc.embed(d), t.run AS task_run, t.status AS task_status
-FROM dispatch d
-JOIN tasks t ON t.id = d.task_id
-WHERE d.state = 'reserved' AND d.replica = @replica::text
-ORDER BY d.task_id
-LIMIT @max_rows
-FOR UPDATE OF d, t;
-
 -- name: ReserveFresh :many
 -- ReserveFresh is the reservation's fast path, a whole transaction in one statement (one round
 -- trip with its commit): it reserves up to max_rows TODO tasks of a service for the replica,

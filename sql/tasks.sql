@@ -97,21 +97,6 @@ SELECT coalesce(sum(tasks), 0)::bigint AS tasks,
 FROM task_totals
 WHERE corpus_id = @corpus_id AND service_id = @service_id;
 
--- name: RunCloseOpen :execrows
--- RunCloseOpen closes the open run of a corpus and service with the tallies it ended with.
-UPDATE runs
-SET ended_at = @ended_at::timestamptz, scope = @scope::jsonb, tasks = @tasks, todo = @todo,
-    no_problem = @no_problem, warning = @warning, error = @error, fatal = @fatal,
-    invalid = @invalid, blocked = @blocked
-WHERE corpus_id = @corpus_id AND service_id = @service_id AND ended_at IS NULL;
-
--- name: RunInsertClosed :exec
--- RunInsertClosed records a run that had no open row (tasks imported before run tracking).
-INSERT INTO runs (corpus_id, service_id, started_at, ended_at, scope, tasks, todo, no_problem,
-                  warning, error, fatal, invalid, blocked)
-VALUES (@corpus_id, @service_id, @ended_at::timestamptz, @ended_at::timestamptz, @scope::jsonb,
-        @tasks, @todo, @no_problem, @warning, @error, @fatal, @invalid, @blocked);
-
 -- name: RunOpen :exec
 INSERT INTO runs (corpus_id, service_id, started_at, note)
 VALUES (@corpus_id, @service_id, @started_at::timestamptz, @note);

@@ -56,23 +56,6 @@ func TestEmbeddedDatabase(t *testing.T) {
 	require.Contains(t, run("db", "stop"), "stopped")
 }
 
-func TestSplitPassword(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ dsn, rest, password string }{
-		{"postgres://u:s3cret@h:5432/db?sslmode=disable", "postgres://u@h:5432/db?sslmode=disable", "s3cret"},
-		{"postgresql://u@h/db?password=p%40ss&sslmode=disable", "postgresql://u@h/db?sslmode=disable", "p@ss"},
-		{"postgres://postgres@/cortexq?host=%2Ftmp%2Fx&sslmode=disable", "postgres://postgres@/cortexq?host=%2Ftmp%2Fx&sslmode=disable", ""},
-		{"host=/tmp user=u password=s3cret dbname=db", "host=/tmp user=u dbname=db", "s3cret"},
-		{"host=h password = 'a b' dbname='d b'", "host=h dbname='d b'", "a b"},
-		{`password='a \' b' user=u`, "user=u", "a ' b"},
-		{"user=u", "user=u", ""},
-	} {
-		rest, password := splitPassword(tc.dsn)
-		require.Equal(t, tc.rest, rest, tc.dsn)
-		require.Equal(t, tc.password, password, tc.dsn)
-	}
-}
-
 // TestPsqlGetsThePasswordThroughItsEnvironment runs `db psql` as a role whose password is
 // checked, and reads psql's arguments as ps would while it runs.
 func TestPsqlGetsThePasswordThroughItsEnvironment(t *testing.T) {

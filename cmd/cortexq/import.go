@@ -1,13 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -76,24 +71,15 @@ func runImport(c *cli.Context) error {
 	case len(paths) > 0 && list != "":
 		return usagef(c, "give PATHs to walk or --from-list, not both")
 	}
-	if err := checkCorpusName(c.String(flagCorpus)); err != nil {
+	if err := catalog.CheckCorpusName(c.String(flagCorpus)); err != nil {
 		return usagef(c, "--corpus: %v", err)
 	}
 	// Bad paths fail before anything touches the database.
-	roots, err := archive.Roots(paths)
+	sources, err := archive.OpenSources(paths, list)
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
-	var listFile *os.File
-	if list != "" {
-		f, err := os.Open(list)
-		if err != nil {
-			return fmt.Errorf("import: --from-list %s: %w", list, pathErr(err))
-		}
-		defer f.Close()
-		listFile = f
-	}
-
+	defer sources.Close()
 	root, done, err := openBase(c)
 	if err != nil {
 		return err
@@ -103,76 +89,30 @@ func runImport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-
 	began := time.Now()
-	corpus, what := c.String(flagCorpus), strings.Join(paths, ", ")
-	dir, total := archive.RootsDir(roots), int64(-1)
-	cwd, err := os.Getwd()
-	if err != nil {
+	if err := sources.Scan(names); err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
-	if listFile != nil {
-		// A first pass finds the corpus path (the deepest directory holding every entry) and the
-		// count for the progress bar; the second, in the transaction, adds them.
-		what = list
-		var ld archive.ListDir
-		n := int64(0)
-		skipped, err := archive.ScanList(listFile, cwd, names, func(e archive.Entry) error { ld.Add(e); n++; return nil })
-		if err != nil {
-			return fmt.Errorf("import: read %s: %w", list, err)
-		}
-		if n == 0 {
-			return fmt.Errorf("import: no source archives in %s (%d files skipped: not source archives); nothing imported", what, skipped)
-		}
-		if _, err := listFile.Seek(0, io.SeekStart); err != nil {
-			return fmt.Errorf("import: --from-list %s: %w (want a file, read twice)", list, err)
-		}
-		dir, total = ld.Dir(), n
-	}
-	progress := newImportProgress(c.App.ErrWriter, total, c.Duration("progress-every"))
+	progress := newImportProgress(c.App.ErrWriter, sources.Total, c.Duration("progress-every"))
 	defer progress.stop()
-	skipped := 0
-	errNone := errors.New("no source archives")
 	sum, err := root.Catalog.Import(c.Context, catalog.ImportRequest{
-		Corpus: corpus, CorpusPath: dir, ServiceID: serviceID,
+		Corpus: c.String(flagCorpus), CorpusPath: sources.Dir, ServiceID: serviceID,
 		Each: func(corpusPath string, add func(string) error) error {
-			beneath := archive.NewBeneath(corpus, corpusPath)
-			defer beneath.Close()
-			var refused error // a refusal or a database error, rather than the walk's or read's own
-			take := func(e archive.Entry) error {
-				if refused = beneath.Check(e); refused != nil {
-					return refused
-				}
-				if refused = add(e.Path); refused != nil {
-					return refused
+			return sources.Each(c.String(flagCorpus), corpusPath, func(path string) error {
+				if err := add(path); err != nil {
+					return err
 				}
 				progress.add(1)
 				return nil
-			}
-			var err error
-			if listFile != nil {
-				if skipped, err = archive.ScanList(listFile, cwd, names, take); err != nil && refused == nil {
-					err = fmt.Errorf("import: read %s: %w", list, err)
-				}
-			} else if skipped, err = archive.WalkSources(roots, names, take); err != nil && refused == nil {
-				err = fmt.Errorf("import: %w", err)
-			}
-			if err == nil && progress.count() == 0 {
-				err = errNone
-			}
-			return err
+			})
 		},
 	})
 	progress.stop()
-	if errors.Is(err, errNone) {
-		// Most likely a wrong path: creating the corpus would take its name for nothing.
-		return fmt.Errorf("import: no source archives in %s (%d files skipped: not source archives); nothing imported", what, skipped)
-	}
 	if err != nil {
 		return err
 	}
-	slog.Debug("entries imported", "entries", progress.count(), "skipped", skipped, "elapsed", time.Since(began))
-	printImport(c, sum, skipped, time.Since(began))
+	slog.Debug("entries imported", "entries", progress.count(), "skipped", sources.Skipped, "elapsed", time.Since(began))
+	printImport(c, sum, sources.Skipped, time.Since(began))
 	return nil
 }
 
@@ -209,17 +149,4 @@ func importService(c *cli.Context, root *base.Base) (int32, map[string]bool, err
 		return 0, nil, fmt.Errorf("import: unknown service %s (add it with: cortexq service add %s)", c.String(flagService), c.String(flagService))
 	}
 	return id, names, nil
-}
-
-// checkCorpusName refuses corpus names that would garble status lines and logs: empty, over
-// 200 bytes, not UTF-8, with a control character, or with blanks at either end.
-func checkCorpusName(name string) error { return catalog.CheckCorpusName(name) }
-
-// pathErr drops the operation and path of an *fs.PathError: the caller names the path.
-func pathErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

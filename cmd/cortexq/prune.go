@@ -88,12 +88,6 @@ func runPrune(c *cli.Context) error {
 	if scopes == nil {
 		t.JSON = map[string]any{"dry_run": opt.DryRun, "scopes": []lease.PruneScope{}}
 	}
-	num := func(n int64) string {
-		if c.Bool("csv") {
-			return strconv.FormatInt(n, 10)
-		}
-		return commas(n)
-	}
 	ids := func(runs []int64) string {
 		s := make([]string, len(runs))
 		for i, r := range runs {
@@ -106,7 +100,7 @@ func runPrune(c *cli.Context) error {
 	}
 	for _, p := range scopes {
 		t.Rows = append(t.Rows, []string{p.Corpus, p.Service, ids(p.KeptRuns), ids(p.DroppedRuns),
-			num(int64(len(p.DroppedRuns))), num(p.RunStatuses), num(p.RunDiffs), num(p.Attempts), num(p.MessageLogs)})
+			num(c, int64(len(p.DroppedRuns))), num(c, p.RunStatuses), num(c, p.RunDiffs), num(c, p.Attempts), num(c, p.MessageLogs)})
 	}
 	if opt.DryRun {
 		t.Note = "dry run: nothing dropped"

@@ -16,6 +16,7 @@ import (
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
+	"github.com/cortexq/cortexq/queue/text"
 )
 
 func reportCommand() *cli.Command {
@@ -245,22 +246,7 @@ func upper(s []string) []string {
 }
 
 // commas writes n with thousands separators: 1,234,567.
-func commas(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+var commas = text.Commas
 
 // percent is 100·n/of with two decimals, "-" when of is 0.
 func percent(n, of int64) string {
@@ -496,74 +482,97 @@ func runReportAll(c *cli.Context, sevName, category, what string, limit, offset 
 			return err
 		}
 	}
-	rep := root.Reports
-	corpus, service := c.String(flagCorpus), c.String(flagService)
-	rerun := commandLine("rerun", flagCorpus, corpus, flagService, service, "severity", sevName, "category", category, "what", what) + " --all"
-	where := fmt.Sprintf("corpus %s, service %s, all tasks", corpus, service)
-	num := func(n int64) string {
-		if c.Bool("csv") {
-			return strconv.FormatInt(n, 10)
-		}
-		return commas(n)
-	}
-	if sevName == "" {
-		counts, err := rep.ReportStatuses(c.Context, scope)
-		if err != nil {
-			return err
-		}
-		var all int64
-		for _, n := range counts {
-			all += n
-		}
-		sevs, err := rep.ReportAllSeverities(c.Context, scope)
-		if err != nil {
-			return err
-		}
-		t := table{Title: fmt.Sprintf("%s: %s; per severity, the tasks with a message of it and those messages", where, commas(all)+" tasks"),
-			Header: []string{"severity", "tasks", "messages", "percent"}}
-		var rows []reports.ReportRow
-		for _, sev := range reports.AllSeverities {
-			r := sevs[sev]
-			rows = append(rows, r)
-			t.Rows = append(t.Rows, []string{r.Name, num(r.Tasks), num(r.Messages), percent(r.Tasks, all)})
-		}
-		t.JSON = map[string]any{"corpus": corpus, "service": service, "all": true, "tasks": all, "severities": rows}
-		return t.print(c)
-	}
+	q := allQuery{corpus: c.String(flagCorpus), service: c.String(flagService), severity: sevName, category: category, what: what,
+		rerun: commandLine("rerun", flagCorpus, c.String(flagCorpus), flagService, c.String(flagService), "severity", sevName, "category", category, "what", what) + " --all"}
+	q.where = fmt.Sprintf("corpus %s, service %s, all tasks", q.corpus, q.service)
 	sl := reports.Slice{Scope: scope, Severity: queue.Severity(sevName), Category: category, What: what, Limit: limit, Offset: offset}
-	if what != "" {
-		msgs, err := rep.ReportAllMessages(c.Context, sl)
-		if err != nil {
-			return err
-		}
-		t := table{Title: fmt.Sprintf("%s: severity %s, category %s, what %s: messages and their tasks", where, sevName, category, what),
-			Header: []string{"task_id", "status", "entry", "details"}, Next: "rerun these tasks: " + rerun}
-		for _, m := range msgs {
-			t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), statusName(*m.Status), m.Entry, m.Details})
-		}
-		if msgs == nil {
-			msgs = []reports.ReportMessage{}
-		}
-		t.JSON = map[string]any{"corpus": corpus, "service": service, "all": true, "severity": sevName, "category": category,
-			"what": what, "offset": offset, "limit": limit, "messages": msgs, "rerun": rerun}
-		return t.print(c)
+	switch {
+	case sevName == "":
+		return reportAllSeverities(c, root.Reports, scope, q)
+	case what != "":
+		return reportAllMessages(c, root.Reports, sl, q)
+	default:
+		return reportAllNames(c, root.Reports, sl, q)
 	}
-	level, title := "category", fmt.Sprintf("%s: severity %s, by category", where, sevName)
-	if category != "" {
-		level, title = "what", fmt.Sprintf("%s: severity %s, category %s, by what", where, sevName, category)
+}
+
+// allQuery is what cortexq report --all was asked, as its levels print it.
+type allQuery struct {
+	corpus, service, severity, category, what string
+	where, rerun                              string
+}
+
+// num writes n for a table: plain with --csv, else with commas.
+func num(c *cli.Context, n int64) string {
+	if c.Bool("csv") {
+		return strconv.FormatInt(n, 10)
+	}
+	return commas(n)
+}
+
+// reportAllSeverities prints, per severity, the tasks with a message of it and those messages.
+func reportAllSeverities(c *cli.Context, rep *reports.Store, scope queue.Scope, q allQuery) error {
+	counts, err := rep.ReportStatuses(c.Context, scope)
+	if err != nil {
+		return err
+	}
+	var all int64
+	for _, n := range counts {
+		all += n
+	}
+	sevs, err := rep.ReportAllSeverities(c.Context, scope)
+	if err != nil {
+		return err
+	}
+	t := table{Title: fmt.Sprintf("%s: %s; per severity, the tasks with a message of it and those messages", q.where, commas(all)+" tasks"),
+		Header: []string{"severity", "tasks", "messages", "percent"}}
+	var rows []reports.ReportRow
+	for _, sev := range reports.AllSeverities {
+		r := sevs[sev]
+		rows = append(rows, r)
+		t.Rows = append(t.Rows, []string{r.Name, num(c, r.Tasks), num(c, r.Messages), percent(r.Tasks, all)})
+	}
+	t.JSON = map[string]any{"corpus": q.corpus, "service": q.service, "all": true, "tasks": all, "severities": rows}
+	return t.print(c)
+}
+
+// reportAllMessages prints a page of a what's messages in every task, with their tasks.
+func reportAllMessages(c *cli.Context, rep *reports.Store, sl reports.Slice, q allQuery) error {
+	msgs, err := rep.ReportAllMessages(c.Context, sl)
+	if err != nil {
+		return err
+	}
+	t := table{Title: fmt.Sprintf("%s: severity %s, category %s, what %s: messages and their tasks", q.where, q.severity, q.category, q.what),
+		Header: []string{"task_id", "status", "entry", "details"}, Next: "rerun these tasks: " + q.rerun}
+	for _, m := range msgs {
+		t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), statusName(*m.Status), m.Entry, m.Details})
+	}
+	if msgs == nil {
+		msgs = []reports.ReportMessage{}
+	}
+	t.JSON = map[string]any{"corpus": q.corpus, "service": q.service, "all": true, "severity": q.severity, "category": q.category,
+		"what": q.what, "offset": sl.Offset, "limit": sl.Limit, "messages": msgs, "rerun": q.rerun}
+	return t.print(c)
+}
+
+// reportAllNames prints a page of a severity's categories, or a category's whats, in every task.
+func reportAllNames(c *cli.Context, rep *reports.Store, sl reports.Slice, q allQuery) error {
+	level, title := "category", fmt.Sprintf("%s: severity %s, by category", q.where, q.severity)
+	if q.category != "" {
+		level, title = "what", fmt.Sprintf("%s: severity %s, category %s, by what", q.where, q.severity, q.category)
 	}
 	rows, total, err := rep.ReportAllNames(c.Context, sl)
 	if err != nil {
 		return err
 	}
-	t := table{Title: title, Header: []string{level, "tasks", "messages"}, Total: &total, Next: "rerun this slice: " + rerun}
+	t := table{Title: title, Header: []string{level, "tasks", "messages"}, Total: &total, Next: "rerun this slice: " + q.rerun}
 	for _, r := range rows {
-		t.Rows = append(t.Rows, []string{r.Name, num(r.Tasks), num(r.Messages)})
+		t.Rows = append(t.Rows, []string{r.Name, num(c, r.Tasks), num(c, r.Messages)})
 	}
 	if rows == nil {
 		rows = []reports.ReportRow{}
 	}
-	t.JSON = map[string]any{"corpus": corpus, "service": service, "all": true, "severity": sevName, "category": category,
-		"level": level, "offset": offset, "limit": limit, "total": total, "rows": rows, "rerun": rerun}
+	t.JSON = map[string]any{"corpus": q.corpus, "service": q.service, "all": true, "severity": q.severity, "category": q.category,
+		"level": level, "offset": sl.Offset, "limit": sl.Limit, "total": total, "rows": rows, "rerun": q.rerun}
 	return t.print(c)
 }

@@ -83,7 +83,7 @@ func runSandboxCreate(c *cli.Context) error {
 	if err := required(c, "from", flagService); err != nil {
 		return err
 	}
-	if err := checkCorpusName(name); err != nil {
+	if err := catalog.CheckCorpusName(name); err != nil {
 		return usagef(c, "sandbox name: %v", err)
 	}
 	scope, err := selectionOf(c)

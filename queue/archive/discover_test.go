@@ -81,7 +81,7 @@ func TestListSources(t *testing.T) {
 
 func TestCheckBeneath(t *testing.T) {
 	t.Run("EntryOutsideTheCorpusPathIsRefused", func(t *testing.T) {
-		s := Sources{Entries: []string{"/data/c/one.zip", "/data/other/two.zip"}}
+		s := found{Entries: []string{"/data/c/one.zip", "/data/other/two.zip"}}
 		require.NoError(t, s.CheckBeneath("c", "/data"))
 		err := s.CheckBeneath("c", "/data/c")
 		require.EqualError(t, err, `/data/other/two.zip is not beneath the path "/data/c" of corpus c: nothing imported (import it into a corpus of its own)`)
@@ -127,15 +127,15 @@ func TestRoots(t *testing.T) {
 	require.EqualError(t, err, "missing: no such file or directory", "the path is named once")
 }
 
-// Sources collects what WalkSources or ScanList found, for the tests above.
-type Sources struct {
+// found collects what WalkSources or ScanList found, for the tests above.
+type found struct {
 	Entries []string
 	Links   map[string]bool
 	Skipped int
 	Dir     string
 }
 
-func (s *Sources) add(e Entry) error {
+func (s *found) add(e Entry) error {
 	s.Entries = append(s.Entries, e.Path)
 	if e.Link {
 		s.Links[e.Path] = true
@@ -143,15 +143,15 @@ func (s *Sources) add(e Entry) error {
 	return nil
 }
 
-func FindSources(roots []string, services map[string]bool) (Sources, error) {
-	s := Sources{Links: map[string]bool{}, Dir: RootsDir(roots)}
+func FindSources(roots []string, services map[string]bool) (found, error) {
+	s := found{Links: map[string]bool{}, Dir: RootsDir(roots)}
 	var err error
 	s.Skipped, err = WalkSources(roots, services, s.add)
 	return s, err
 }
 
-func ListSources(r io.Reader, cwd string, services map[string]bool) (Sources, error) {
-	s := Sources{Links: map[string]bool{}}
+func ListSources(r io.Reader, cwd string, services map[string]bool) (found, error) {
+	s := found{Links: map[string]bool{}}
 	var dir ListDir
 	var err error
 	s.Skipped, err = ScanList(r, cwd, services, func(e Entry) error { dir.Add(e); return s.add(e) })
@@ -163,7 +163,7 @@ func ListSources(r io.Reader, cwd string, services map[string]bool) (Sources, er
 }
 
 // CheckBeneath checks every entry as an import does, stopping at the first refused.
-func (s Sources) CheckBeneath(corpus, corpusPath string) error {
+func (s found) CheckBeneath(corpus, corpusPath string) error {
 	b := NewBeneath(corpus, corpusPath)
 	defer b.Close()
 	for _, e := range s.Entries {
@@ -172,4 +172,38 @@ func (s Sources) CheckBeneath(corpus, corpusPath string) error {
 		}
 	}
 	return nil
+}
+
+// Sources from a list are read twice: Scan finds the corpus path and the count, Each adds them
+// beneath it; a list with only result archives, or a walk that finds none, is a NoSourcesError.
+func TestSourcesOfAListAndOfAWalk(t *testing.T) {
+	dir := t.TempDir()
+	list := filepath.Join(dir, "list")
+	require.NoError(t, os.WriteFile(list, []byte("/data/c/a/one.zip\n/data/c/b/two.zip\n/data/c/b/echo.zip\n"), 0o600))
+	s, err := OpenSources(nil, list)
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Scan(map[string]bool{"echo": true}))
+	require.Equal(t, "/data/c", s.Dir)
+	require.EqualValues(t, 2, s.Total)
+	var got []string
+	require.NoError(t, s.Each("c", s.Dir, func(p string) error { got = append(got, p); return nil }))
+	require.Equal(t, []string{"/data/c/a/one.zip", "/data/c/b/two.zip"}, got)
+	require.Equal(t, 1, s.Skipped)
+	require.ErrorContains(t, s.Each("c", "/data/c/a", func(string) error { return nil }), "/data/c/b/two.zip is not beneath")
+
+	only := filepath.Join(dir, "only")
+	require.NoError(t, os.WriteFile(only, []byte("/data/c/echo.zip\n"), 0o600))
+	s, err = OpenSources(nil, only)
+	require.NoError(t, err)
+	defer s.Close()
+	var none *NoSourcesError
+	require.ErrorAs(t, s.Scan(map[string]bool{"echo": true}), &none)
+	require.Equal(t, NoSourcesError{What: only, Skipped: 1}, *none)
+
+	walk, err := OpenSources([]string{t.TempDir()}, "")
+	require.NoError(t, err)
+	require.NoError(t, walk.Scan(nil))
+	require.EqualValues(t, -1, walk.Total)
+	require.ErrorAs(t, walk.Each("c", walk.Dir, func(string) error { return nil }), &none)
 }

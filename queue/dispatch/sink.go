@@ -409,6 +409,12 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 		}
 		return
 	}
+	s.settle(decisions, index)
+}
+
+// settle counts and logs a committed claim's decisions, drops the decided tasks from the hot
+// cache and cleans up each result's staged archive.
+func (s *Server) settle(decisions []lease.Decision, index map[*lease.Result]*item) {
 	for i := range decisions {
 		d := &decisions[i]
 		it := index[d.Result]

@@ -1,6 +1,6 @@
 // Package lease is the Postgres lease state machine (docs/architecture.md#the-state-model,
 // docs/semantics.md#transitions): every piece of dispatch state lives in rows (tasks, dispatch,
-// attempts, task_messages), and every transition is one guarded transaction that takes its time
+// attempts, task_message_logs), and every transition is one guarded transaction that takes its time
 // from the database clock (or Config.NowFunc in tests). Several replicas share one database; a
 // restarted replica has nothing to recover.
 //
@@ -48,6 +48,9 @@
 //   - [Store.Rerun]: tasks of a scope go to TODO in a new run; fresh reservations of the old
 //     run are deleted, its other open rows settle, so their late results are Stale; the runs
 //     table keeps the old tallies. [Store.Pause] and [Store.Resume] block and unblock TODO tasks.
+//   - [Store.PruneRuns] (cortexq prune): drops the history of old closed runs (their kept
+//     statuses, diff matrices, and the attempts and message logs of tasks' earlier runs), a batch
+//     of tasks per statement, never a task's current run (docs/operations.md#retention).
 //
 // The tests drive it through steps of their own (export_test.go; queue/queuetest/leasetest for
 // other packages): Lease reserves, hands out and attributes at once; Claim is ClaimWithHooks with

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
@@ -47,6 +48,7 @@ func (s *Store) pipelinedTx(ctx context.Context, what string, mode txMode,
 	return s.retrying(what, mode.retry, func() error { return s.pipelinedOnce(ctx, mode, reads, decide) })
 }
 
+// pipelinedOnce is one try of pipelinedTx on a connection of its own.
 func (s *Store) pipelinedOnce(ctx context.Context, mode txMode, reads func(q *dbsqlc.Queries) error, decide func(now time.Time, q *dbsqlc.Queries) (*writes, error)) (err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -67,37 +69,12 @@ func (s *Store) pipelinedOnce(ctx context.Context, mode txMode, reads func(q *db
 	}()
 
 	// Round trip 1: BEGIN, the clock, the locking reads.
-	batch := &pgx.Batch{}
-	batch.Queue("BEGIN")
-	if mode.generic {
-		batch.Queue(forceGeneric)
-	}
-	rec := dbsqlc.New(recorder{batch})
-	_, _ = rec.ClockNow(ctx, s.injectedNow())
-	if err := reads(rec); err != nil {
+	batch, err := s.readBatch(ctx, mode, reads)
+	if err != nil {
 		return err
 	}
-	br := conn.SendBatch(ctx, batch)
 	open = true
-	now, err := func() (time.Time, error) {
-		if _, err := br.Exec(); err != nil {
-			return time.Time{}, err
-		}
-		if mode.generic {
-			if _, err := br.Exec(); err != nil {
-				return time.Time{}, err
-			}
-		}
-		q := dbsqlc.New(reader{br})
-		now, err := q.ClockNow(ctx, s.injectedNow())
-		if err != nil {
-			return time.Time{}, err
-		}
-		return now, reads(q)
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	now, err := s.readResults(ctx, conn.SendBatch(ctx, batch), mode, reads)
 	if err != nil {
 		return err
 	}
@@ -109,41 +86,88 @@ func (s *Store) pipelinedOnce(ctx context.Context, mode txMode, reads func(q *db
 
 	// Round trip 2: the writes and COMMIT (after one more, only for message kinds this replica
 	// has not seen committed).
-	if w != nil {
-		if err := s.resolveKinds(ctx, dbsqlc.New(conn), w); err != nil {
-			return err
-		}
+	if batch, err = s.writeBatch(ctx, conn, w, now); err != nil {
+		return err
 	}
-	batch = &pgx.Batch{}
-	if w != nil {
-		if err := w.flush(ctx, dbsqlc.New(recorder{batch}), now, s.cfg.Replica); err != nil {
-			return err
-		}
-	}
-	batch.Queue("COMMIT")
-	br = conn.SendBatch(ctx, batch)
-	err = func() error {
-		if w != nil {
-			if err := w.flush(ctx, dbsqlc.New(reader{br}), now, s.cfg.Replica); err != nil {
-				return err
-			}
-		}
-		tag, err := br.Exec()
-		if err != nil {
-			return err
-		}
-		if tag.String() != "COMMIT" {
-			return pgx.ErrTxCommitRollback
-		}
-		return nil
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
+	if err = s.commitResults(ctx, conn.SendBatch(ctx, batch), w, now); err == nil {
 		open = false
 	}
 	return err
+}
+
+// readBatch queues round trip 1: BEGIN, the plan mode, the transaction's clock and the reads.
+func (s *Store) readBatch(ctx context.Context, mode txMode, reads func(q *dbsqlc.Queries) error) (*pgx.Batch, error) {
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	if mode.generic {
+		batch.Queue(forceGeneric)
+	}
+	rec := dbsqlc.New(recorder{batch})
+	_, _ = rec.ClockNow(ctx, s.injectedNow())
+	if err := reads(rec); err != nil {
+		return nil, err
+	}
+	return batch, nil
+}
+
+// readResults reads round trip 1's answers in the order readBatch queued them, and closes br.
+func (s *Store) readResults(ctx context.Context, br pgx.BatchResults, mode txMode, reads func(q *dbsqlc.Queries) error) (now time.Time, err error) {
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if _, err := br.Exec(); err != nil {
+		return time.Time{}, err
+	}
+	if mode.generic {
+		if _, err := br.Exec(); err != nil {
+			return time.Time{}, err
+		}
+	}
+	q := dbsqlc.New(reader{br})
+	if now, err = q.ClockNow(ctx, s.injectedNow()); err != nil {
+		return time.Time{}, err
+	}
+	return now, reads(q)
+}
+
+// writeBatch queues round trip 2: w's writes (nil writes nothing) and COMMIT. Message kinds this
+// replica has not seen committed are resolved first, in one more round trip.
+func (s *Store) writeBatch(ctx context.Context, conn *pgxpool.Conn, w *writes, now time.Time) (*pgx.Batch, error) {
+	batch := &pgx.Batch{}
+	if w != nil {
+		if err := s.resolveKinds(ctx, dbsqlc.New(conn), w); err != nil {
+			return nil, err
+		}
+		if err := w.flush(ctx, dbsqlc.New(recorder{batch}), now, s.cfg.Replica); err != nil {
+			return nil, err
+		}
+	}
+	batch.Queue("COMMIT")
+	return batch, nil
+}
+
+// commitResults reads round trip 2's answers, checks that the transaction committed, and closes br.
+func (s *Store) commitResults(ctx context.Context, br pgx.BatchResults, w *writes, now time.Time) (err error) {
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if w != nil {
+		if err := w.flush(ctx, dbsqlc.New(reader{br}), now, s.cfg.Replica); err != nil {
+			return err
+		}
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return err
+	}
+	if tag.String() != "COMMIT" {
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
 }
 
 // recorder is a dbsqlc.DBTX that queues each statement into a batch instead of running it; the

@@ -89,21 +89,7 @@ func (s *Store) pruneScope(ctx context.Context, q *dbsqlc.Queries, corpusID, ser
 	if err != nil {
 		return p, err
 	}
-	// Runs are oldest first: the dropped ones are a prefix, and never the last MinKeep nor an
-	// open one.
-	cut := 0
-	for i, r := range runs {
-		if i >= len(runs)-MinKeep || r.EndedAt == nil {
-			break
-		}
-		if opt.Keep != 0 && i >= len(runs)-opt.Keep {
-			break
-		}
-		if opt.Keep == 0 && !r.EndedAt.Before(opt.Before) {
-			break
-		}
-		cut = i + 1
-	}
+	cut := pruneCut(runs, opt)
 	for i, r := range runs {
 		if i < cut {
 			p.DroppedRuns = append(p.DroppedRuns, r.ID)
@@ -163,4 +149,23 @@ func (s *Store) pruneScope(ctx context.Context, q *dbsqlc.Queries, corpusID, ser
 		return p, fmt.Errorf("runs: %w", err)
 	}
 	return p, nil
+}
+
+// pruneCut is how many of a scope's runs, oldest first, opt drops: a prefix, never the last
+// MinKeep nor an open one.
+func pruneCut(runs []dbsqlc.RunsOfScopeOldestFirstRow, opt PruneOptions) int {
+	cut := 0
+	for i, r := range runs {
+		if i >= len(runs)-MinKeep || r.EndedAt == nil {
+			break
+		}
+		if opt.Keep != 0 && i >= len(runs)-opt.Keep {
+			break
+		}
+		if opt.Keep == 0 && !r.EndedAt.Before(opt.Before) {
+			break
+		}
+		cut = i + 1
+	}
+	return cut
 }

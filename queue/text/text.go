@@ -68,3 +68,22 @@ func CheckInput(name, value string) error {
 	}
 	return nil
 }
+
+// Commas writes n with a comma every three digits, as the CLI's tables and the dashboard show
+// counts: 1,234,567.
+func Commas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	sign := ""
+	if n < 0 {
+		sign, s = "-", s[1:]
+	}
+	var b strings.Builder
+	b.WriteString(sign)
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

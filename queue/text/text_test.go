@@ -30,3 +30,9 @@ func TestCheckInput(t *testing.T) {
 	require.EqualError(t, text.CheckInput("corpus", "ab\xff"), "corpus: not UTF-8 text (byte 0xff at byte 2)")
 	require.EqualError(t, text.CheckInput("--category", "a\x00b"), "--category: holds a NUL byte (at byte 1): give text without it")
 }
+
+func TestCommas(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -1234: "-1,234", -999: "-999", -100000: "-100,000"} {
+		require.Equal(t, want, text.Commas(n), n)
+	}
+}

@@ -104,19 +104,7 @@ func htmlCut(s string, budget int) (string, bool) {
 }
 
 // commas writes n with a comma every three digits: 1,234,567.
-func commas(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	sign := ""
-	if n < 0 {
-		sign, s = "-", s[1:]
-	}
-	var groups []string
-	for len(s) > 3 {
-		groups = append([]string{s[len(s)-3:]}, groups...)
-		s = s[:len(s)-3]
-	}
-	return sign + strings.Join(append([]string{s}, groups...), ",")
-}
+var commas = text.Commas
 
 // percent is n of total with one decimal, "-" of nothing.
 func percent(n, total int64) string {

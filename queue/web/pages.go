@@ -428,45 +428,74 @@ func shareBar(n, total int64) int {
 // Here is the slice the page shows.
 func (p reportPage) Here() slice { return p.slice }
 
+// report serves the report page: tasks by status, messages by severity in every task, or one slice of them.
 func (s *Server) report(r *http.Request) (view, error) {
-	q := r.URL.Query()
-	corpus, service, scope, err := s.scopeParams(r)
+	sl, scope, limit, offset, err := s.reportParams(r)
 	if err != nil {
 		return view{}, err
-	}
-	limit, offset, err := pageParams(q)
-	if err != nil {
-		return view{}, err
-	}
-	sl := slice{Corpus: corpus, Service: service, Severity: strings.ToLower(q.Get("severity")), Category: q.Get("category"), What: q.Get("what")}
-	switch v := q.Get("all"); v {
-	case "", "0":
-	case "1", "true":
-		sl.Every = true
-	default:
-		return view{}, badRequest("all %q: want 1 (every task, whatever its status) or 0", v)
-	}
-	if sl.Severity == string(queue.SeverityInfo) {
-		sl.Every = true // infos are only counted in every task
-	}
-	switch {
-	case sl.Category != "" && sl.Severity == "":
-		return view{}, badRequest("category needs a severity")
-	case sl.What != "" && sl.Category == "":
-		return view{}, badRequest("what needs a category")
-	}
-	if sl.Every {
-		if sl.Severity != "" && !reports.IsAllSeverity(sl.Severity) {
-			return view{}, badRequest("severity %q: with all, want one of info, warning, error, fatal, invalid", sl.Severity)
-		}
-	} else if _, err := lease.SelectSlice(sl.Severity, sl.Category, sl.What); err != nil {
-		return view{}, badRequest("%v", err)
 	}
 	ctx := r.Context()
 	counts, err := s.reports.ReportStatuses(ctx, scope)
 	if err != nil {
 		return view{}, err
 	}
+	p := newReportPage(sl, counts, limit, offset)
+	switch {
+	case sl.Severity == "" && sl.Every:
+		err = s.reportAllSeverities(ctx, scope, &p)
+	case sl.Severity == "":
+		err = s.reportByStatus(ctx, scope, counts, &p)
+	default:
+		err = s.reportSlice(ctx, scope, counts, &p)
+	}
+	if err != nil {
+		return view{}, err
+	}
+	if offset > 0 {
+		p.Prev = link("/report", append(sl.pairs(), "offset", strconv.Itoa(max(0, offset-limit)), "limit", strconv.Itoa(limit))...)
+	}
+	return view{Page: "report", Title: "Report " + sl.Corpus + " / " + sl.Service, Data: p}, nil
+}
+
+// reportParams reads and checks the report page's query: the slice, its scope and the page window.
+func (s *Server) reportParams(r *http.Request) (sl slice, scope queue.Scope, limit, offset int, err error) {
+	q := r.URL.Query()
+	corpus, service, scope, err := s.scopeParams(r)
+	if err != nil {
+		return sl, scope, 0, 0, err
+	}
+	if limit, offset, err = pageParams(q); err != nil {
+		return sl, scope, 0, 0, err
+	}
+	sl = slice{Corpus: corpus, Service: service, Severity: strings.ToLower(q.Get("severity")), Category: q.Get("category"), What: q.Get("what")}
+	switch v := q.Get("all"); v {
+	case "", "0":
+	case "1", "true":
+		sl.Every = true
+	default:
+		return sl, scope, 0, 0, badRequest("all %q: want 1 (every task, whatever its status) or 0", v)
+	}
+	if sl.Severity == string(queue.SeverityInfo) {
+		sl.Every = true // infos are only counted in every task
+	}
+	switch {
+	case sl.Category != "" && sl.Severity == "":
+		return sl, scope, 0, 0, badRequest("category needs a severity")
+	case sl.What != "" && sl.Category == "":
+		return sl, scope, 0, 0, badRequest("what needs a category")
+	}
+	if sl.Every {
+		if sl.Severity != "" && !reports.IsAllSeverity(sl.Severity) {
+			return sl, scope, 0, 0, badRequest("severity %q: with all, want one of info, warning, error, fatal, invalid", sl.Severity)
+		}
+	} else if _, err := lease.SelectSlice(sl.Severity, sl.Category, sl.What); err != nil {
+		return sl, scope, 0, 0, badRequest("%v", err)
+	}
+	return sl, scope, limit, offset, nil
+}
+
+// newReportPage starts the report page of sl: the totals, the links between the two views and the crumbs.
+func newReportPage(sl slice, counts map[queue.Status]int64, limit, offset int) reportPage {
 	p := reportPage{slice: sl, Limit: limit, Offset: offset}
 	for _, n := range counts {
 		p.All += n
@@ -481,6 +510,7 @@ func (s *Server) report(r *http.Request) (view, error) {
 	if sl.Severity == "" || reports.IsAllSeverity(sl.Severity) {
 		p.AllTasks = here.URL()
 	}
+	corpus, service := sl.Corpus, sl.Service
 	p.Crumbs = []reportRow{{Name: corpus + " / " + service, Slice: slice{Corpus: corpus, Service: service, Every: sl.Every}}}
 	if sl.Severity != "" {
 		p.Crumbs = append(p.Crumbs, reportRow{Name: sl.Severity, Slice: slice{corpus, service, sl.Severity, "", "", sl.Every}})
@@ -491,39 +521,48 @@ func (s *Server) report(r *http.Request) (view, error) {
 	if sl.What != "" {
 		p.Crumbs = append(p.Crumbs, reportRow{Name: sl.What, Slice: sl})
 	}
-	title := "Report " + corpus + " / " + service
-	if sl.Severity == "" && sl.Every {
-		p.Level, p.Heading = "severity", "Messages by severity, in every task whatever its status"
-		sevs, err := s.reports.ReportAllSeverities(ctx, scope)
-		if err != nil {
-			return view{}, err
-		}
-		for _, sev := range reports.AllSeverities {
-			row := sevs[sev]
-			p.Rows = append(p.Rows, reportRow{Name: string(sev), Tasks: row.Tasks, Msgs: row.Messages, Percent: percent(row.Tasks, p.All),
-				Bar: shareBar(row.Tasks, p.All), Slice: slice{corpus, service, string(sev), "", "", true}, Open: true})
-		}
-		return view{Page: "report", Title: title, Data: p}, nil
+	return p
+}
+
+// reportAllSeverities fills p with the messages by severity in every task, whatever its status.
+func (s *Server) reportAllSeverities(ctx context.Context, scope queue.Scope, p *reportPage) error {
+	p.Level, p.Heading = "severity", "Messages by severity, in every task whatever its status"
+	sevs, err := s.reports.ReportAllSeverities(ctx, scope)
+	if err != nil {
+		return err
 	}
-	if sl.Severity == "" {
-		p.Level, p.Heading = "severity", "Tasks by status"
-		msgs, err := s.reports.ReportStatusMessages(ctx, scope)
-		if err != nil {
-			return view{}, err
-		}
-		for _, st := range reportStatuses {
-			n := queue.StatusCount(counts, st)
-			row := reportRow{Name: statusName(st), Tasks: n, Msgs: msgs[st], Percent: percent(n, p.Total), Bar: shareBar(n, p.Total)}
-			if st == queue.StatusInvalid {
-				row.Percent, row.Bar = "-", 0
-			}
-			if st.Terminal() {
-				row.Slice, row.Open = slice{corpus, service, statusName(st), "", "", false}, true
-			}
-			p.Rows = append(p.Rows, row)
-		}
-		return view{Page: "report", Title: title, Data: p}, nil
+	for _, sev := range reports.AllSeverities {
+		row := sevs[sev]
+		p.Rows = append(p.Rows, reportRow{Name: string(sev), Tasks: row.Tasks, Msgs: row.Messages, Percent: percent(row.Tasks, p.All),
+			Bar: shareBar(row.Tasks, p.All), Slice: slice{p.Corpus, p.Service, string(sev), "", "", true}, Open: true})
 	}
+	return nil
+}
+
+// reportByStatus fills p with the tasks by status, each terminal status a link to its categories.
+func (s *Server) reportByStatus(ctx context.Context, scope queue.Scope, counts map[queue.Status]int64, p *reportPage) error {
+	p.Level, p.Heading = "severity", "Tasks by status"
+	msgs, err := s.reports.ReportStatusMessages(ctx, scope)
+	if err != nil {
+		return err
+	}
+	for _, st := range reportStatuses {
+		n := queue.StatusCount(counts, st)
+		row := reportRow{Name: statusName(st), Tasks: n, Msgs: msgs[st], Percent: percent(n, p.Total), Bar: shareBar(n, p.Total)}
+		if st == queue.StatusInvalid {
+			row.Percent, row.Bar = "-", 0
+		}
+		if st.Terminal() {
+			row.Slice, row.Open = slice{p.Corpus, p.Service, statusName(st), "", "", false}, true
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	return nil
+}
+
+// reportSlice fills p with one severity's categories, one category's whats, or one what's messages.
+func (s *Server) reportSlice(ctx context.Context, scope queue.Scope, counts map[queue.Status]int64, p *reportPage) error {
+	sl := p.slice
 	var status queue.Status
 	var severity queue.Severity
 	var of int64
@@ -536,61 +575,69 @@ func (s *Server) report(r *http.Request) (view, error) {
 		of = counts[status]
 		p.SliceStatus = fmt.Sprintf("%s tasks %s", commas(of), sl.Severity)
 	}
-	rs := reports.Slice{Scope: scope, Status: status, Severity: severity, Category: sl.Category, What: sl.What, Limit: limit, Offset: offset}
+	rs := reports.Slice{Scope: scope, Status: status, Severity: severity, Category: sl.Category, What: sl.What, Limit: p.Limit, Offset: p.Offset}
 	if sl.What != "" {
-		p.Level, p.Heading = "messages", "Messages and their tasks"
-		if sl.Every {
-			p.Messages, err = s.reports.ReportAllMessages(ctx, rs)
-		} else {
-			p.Messages, err = s.reports.ReportMessages(ctx, rs)
-		}
-		if err != nil {
-			return view{}, err
-		}
-		if len(p.Messages) == limit && offset+limit <= reports.ReportMaxOffset {
-			p.Next = link("/report", append(sl.pairs(), "offset", strconv.Itoa(offset+limit), "limit", strconv.Itoa(limit))...)
-		}
+		return s.reportMessages(ctx, rs, p)
+	}
+	return s.reportNames(ctx, rs, of, p)
+}
+
+// reportMessages fills p with the messages of one what and their tasks.
+func (s *Server) reportMessages(ctx context.Context, rs reports.Slice, p *reportPage) (err error) {
+	p.Level, p.Heading = "messages", "Messages and their tasks"
+	if p.Every {
+		p.Messages, err = s.reports.ReportAllMessages(ctx, rs)
 	} else {
-		var rows []reports.ReportRow
-		if sl.Category == "" {
-			p.Level, p.Heading = "category", "Categories of "+sl.Severity
-		} else {
-			p.Level, p.Heading = "what", "Whats of "+sl.Category
-		}
-		switch {
-		case sl.Every:
-			rows, p.Count, err = s.reports.ReportAllNames(ctx, rs)
-		case sl.Category == "":
-			rows, p.Count, err = s.reports.ReportCategories(ctx, rs)
-		default:
-			rows, p.Count, err = s.reports.ReportWhats(ctx, rs)
-		}
+		p.Messages, err = s.reports.ReportMessages(ctx, rs)
+	}
+	if err != nil {
+		return err
+	}
+	if len(p.Messages) == p.Limit && p.Offset+p.Limit <= reports.ReportMaxOffset {
+		p.Next = link("/report", append(p.pairs(), "offset", strconv.Itoa(p.Offset+p.Limit), "limit", strconv.Itoa(p.Limit))...)
+	}
+	return nil
+}
+
+// reportNames fills p with the categories of a severity or the whats of a category, shares of of tasks.
+func (s *Server) reportNames(ctx context.Context, rs reports.Slice, of int64, p *reportPage) (err error) {
+	sl := p.slice
+	var rows []reports.ReportRow
+	if sl.Category == "" {
+		p.Level, p.Heading = "category", "Categories of "+sl.Severity
+	} else {
+		p.Level, p.Heading = "what", "Whats of "+sl.Category
+	}
+	switch {
+	case sl.Every:
+		rows, p.Count, err = s.reports.ReportAllNames(ctx, rs)
+	case sl.Category == "":
+		rows, p.Count, err = s.reports.ReportCategories(ctx, rs)
+	default:
+		rows, p.Count, err = s.reports.ReportWhats(ctx, rs)
+	}
+	if err != nil {
+		return err
+	}
+	if !sl.Every {
+		fold, err := s.reports.ReportFoldState(ctx)
 		if err != nil {
-			return view{}, err
+			return err
 		}
-		if !sl.Every {
-			fold, err := s.reports.ReportFoldState(ctx)
-			if err != nil {
-				return view{}, err
-			}
-			p.Fold = foldAge(fold)
-		}
-		for _, row := range rows {
-			next := slice{corpus, service, sl.Severity, row.Name, "", sl.Every}
-			if sl.Category != "" {
-				next = slice{corpus, service, sl.Severity, sl.Category, row.Name, sl.Every}
-			}
-			p.Rows = append(p.Rows, reportRow{Name: row.Name, Tasks: row.Tasks, Msgs: row.Messages,
-				Percent: percent(row.Tasks, of), Bar: shareBar(row.Tasks, of), Slice: next, Open: true})
-		}
-		if int64(offset+limit) < p.Count && offset+limit <= reports.ReportMaxOffset {
-			p.Next = link("/report", append(sl.pairs(), "offset", strconv.Itoa(offset+limit), "limit", strconv.Itoa(limit))...)
-		}
+		p.Fold = foldAge(fold)
 	}
-	if offset > 0 {
-		p.Prev = link("/report", append(sl.pairs(), "offset", strconv.Itoa(max(0, offset-limit)), "limit", strconv.Itoa(limit))...)
+	for _, row := range rows {
+		next := slice{sl.Corpus, sl.Service, sl.Severity, row.Name, "", sl.Every}
+		if sl.Category != "" {
+			next = slice{sl.Corpus, sl.Service, sl.Severity, sl.Category, row.Name, sl.Every}
+		}
+		p.Rows = append(p.Rows, reportRow{Name: row.Name, Tasks: row.Tasks, Msgs: row.Messages,
+			Percent: percent(row.Tasks, of), Bar: shareBar(row.Tasks, of), Slice: next, Open: true})
 	}
-	return view{Page: "report", Title: title, Data: p}, nil
+	if int64(p.Offset+p.Limit) < p.Count && p.Offset+p.Limit <= reports.ReportMaxOffset {
+		p.Next = link("/report", append(sl.pairs(), "offset", strconv.Itoa(p.Offset+p.Limit), "limit", strconv.Itoa(p.Limit))...)
+	}
+	return nil
 }
 
 // foldAge says how fresh the report rollups are, as cortexq report says it.

@@ -196,7 +196,7 @@ func (s *Sandbox) probe(ctx context.Context) error {
 		Mounts: []Mount{{Host: dir, Sandbox: "/task"}}, Stdout: &stdout, Stderr: &stderr, OutHost: dir,
 	})
 	if r.Err != nil || r.ExitCode != 0 || stdout.String() != "ok\n" {
-		return fmt.Errorf("sandbox: %s cannot run a sandbox here (%v, exit %d): %s", s.bwrap, r.Err, r.ExitCode, lastLine(stderr.String()))
+		return fmt.Errorf("sandbox: %s cannot run a sandbox here (%v, exit %d): %s", s.bwrap, r.Err, r.ExitCode, lastLine(stderr.String(), 300))
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "probe")); err != nil || string(b) != "probe\n" {
 		return fmt.Errorf("sandbox: probe: the sandbox's output did not come back: %v", err)
@@ -474,7 +474,7 @@ func (s *Sandbox) runBwrap(ctx context.Context, spec Spec) Result {
 	switch {
 	case errors.As(err, &exit) && !stderr.seen:
 		// bwrap failed (or was killed) before the command ended.
-		r.Err = fmt.Errorf("sandbox: %s: %s", exit, lastLine(stderr.tail.String()))
+		r.Err = fmt.Errorf("sandbox: %s: %s", exit, lastLine(stderr.tail.String(), 300))
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			r.Signal = ws.Signal()
 		}
@@ -645,13 +645,14 @@ func untar(r io.Reader, dir string, max int64) error {
 	}
 }
 
-func lastLine(s string) string {
+// lastLine is the last line of a command's output, at most n bytes.
+func lastLine(s string, n int) string {
 	s = strings.TrimSpace(s)
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		s = s[i+1:]
 	}
-	if len(s) > 300 {
-		s = s[:300]
+	if len(s) > n {
+		s = s[:n]
 	}
 	return s
 }
