@@ -127,7 +127,7 @@ SELECT * FROM attempts WHERE task_id = @task_id ORDER BY run, attempt;
 -- (migrations/00015_message_logs.sql) written out, each run's log cut to its first lim messages
 -- before they are unnested and looked up (the cut details once, OFFSET 0 keeping the subquery
 -- from being folded into each message's), so the task page reads the first thousand messages of
--- a task holding a million without looking up the million (11.5 s before, docs/web.md#speed).
+-- a task holding a million without looking up the million (11.5 s before, docs/web.md#cost-to-the-database).
 SELECT x.n::bigint AS id, l.task_id, l.run, k.severity, k.category, k.what,
        coalesce(d.details[x.n], '')::text AS details
 FROM task_message_logs l

@@ -105,7 +105,7 @@ const (
 	LeasersDefault              = 2
 	ClaimBatchDefault           = 256
 	ClaimFlushDefault           = 5 * time.Millisecond
-	ClaimersDefault             = 2
+	ClaimersDefault             = 1
 	WritersDefault              = 4
 	TCPKeepaliveIdleDefault     = 120
 	BindRetryDefault            = 75 * time.Second

@@ -303,7 +303,7 @@ type MessageListForTaskRow struct {
 // (migrations/00015_message_logs.sql) written out, each run's log cut to its first lim messages
 // before they are unnested and looked up (the cut details once, OFFSET 0 keeping the subquery
 // from being folded into each message's), so the task page reads the first thousand messages of
-// a task holding a million without looking up the million (11.5 s before, docs/web.md#speed).
+// a task holding a million without looking up the million (11.5 s before, docs/web.md#cost-to-the-database).
 func (q *Queries) MessageListForTask(ctx context.Context, lim *int32, taskID int64) ([]MessageListForTaskRow, error) {
 	rows, err := q.db.Query(ctx, messageListForTask, lim, taskID)
 	if err != nil {
