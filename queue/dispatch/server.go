@@ -67,8 +67,10 @@ type Server struct {
 	// parsedWeight; parsedBytes is what is taken of it, for the metric.
 	parsed      *semaphore.Weighted
 	parsedBytes atomic.Int64
-	// fdsPeak is the most file descriptors open since the C heap was last trimmed (trimMemory;
-	// only maintain's goroutine touches it).
+	// fdsPeak is the most file descriptors open since the C heap was last trimmed
+	// (trimMemory), under trimMu: maintain's goroutine checks it, and so may a test or an
+	// operator's call of watchFDs.
+	trimMu  sync.Mutex
 	fdsPeak int
 	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
 	// the goroutines that log them: at most a line per 5 s each for the whole replica.

@@ -18,6 +18,8 @@ const trimAfter = 256
 // at 179 MB after 6,000 peers left; malloc_trim took it back to 18 MB), so a fleet that
 // churned kept the RSS of its largest size. See docs/operations.md#fleet-size.
 func (s *Server) trimMemory(open int) (bool, time.Duration) {
+	s.trimMu.Lock()
+	defer s.trimMu.Unlock()
 	if open > s.fdsPeak {
 		s.fdsPeak = open
 	}
