@@ -32,7 +32,6 @@ import (
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/procstat"
-	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 	"github.com/cortexq/cortexq/worker"
 )
@@ -440,7 +439,7 @@ func runBench(c *cli.Context) error {
 	// --fold-interval), but it is work each task costs: what the replicas had not folded when
 	// they stopped is folded now, and measured apart.
 	foldCPUStart, foldStart := sampleCPU(nil, cluster), time.Now()
-	folded, err := foldRun(ctx, root.Reports)
+	folded, err := root.Reports.FoldPending(ctx, 0)
 	if err != nil {
 		return fmt.Errorf("fold the run's results: %w", err)
 	}
@@ -781,23 +780,6 @@ func sampleCPU(replicas []*exec.Cmd, cluster pgCluster) map[string]float64 {
 		}
 	}
 	return out
-}
-
-// foldRun folds the noted report changes as a replica's periodic fold does (FoldReports, whose
-// recounts of kept diff matrices are rate-limited, unlike FoldAll's), until none is left.
-func foldRun(ctx context.Context, r *reports.Store) (reports.FoldSummary, error) {
-	var sum reports.FoldSummary
-	for range 10_000 {
-		f, err := r.FoldReports(ctx, 0)
-		sum.Changes, sum.Tasks, sum.Batches = sum.Changes+f.Changes, sum.Tasks+f.Tasks, sum.Batches+f.Batches
-		if err != nil || f.Tasks == 0 && !f.Busy {
-			return sum, err
-		}
-		if f.Busy {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return sum, fmt.Errorf("report changes still noted after %d folds", sum.Batches)
 }
 
 // perUnit is the CPU between two samples in µs per unit of work, to a tenth.
