@@ -90,9 +90,13 @@ WITH known AS (
     FROM corpus_shares s
     LEFT JOIN known k ON k.corpus_id = s.corpus_id
     WHERE s.service_id = (SELECT @service_id::int)
-      AND EXISTS (SELECT 1 FROM tasks t
-                  WHERE t.service_id = s.service_id AND t.corpus_id = s.corpus_id AND t.status = 0
-                    AND t.id > coalesce(k.after_id, 0))
+      -- A scalar subquery, not EXISTS: one probe of tasks_todo per corpus. EXISTS let the generic
+      -- plan (made while tasks was nearly empty) materialize every TODO task of the service and
+      -- semi-join the corpora to it: 7,250 rows read for each reservation of an 8,000-task bench.
+      AND (SELECT t.id FROM tasks t
+           WHERE t.service_id = s.service_id AND t.corpus_id = s.corpus_id AND t.status = 0
+             AND t.id > coalesce(k.after_id, 0)
+           ORDER BY t.service_id, t.corpus_id, t.id LIMIT 1) IS NOT NULL
 ), tier AS (
     -- Each corpus reads at most its share of the batch, plus two: corpora that run short leave
     -- the rest to the full path (or the next reservation).

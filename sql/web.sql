@@ -81,12 +81,14 @@ WHERE greatest(last_request, last_result) > now() - interval '1 minute';
 
 -- name: WebSearchTasks :many
 -- WebSearchTasks finds at most @lim tasks whose entry holds @pattern (an ILIKE pattern, its
--- wildcards escaped by the caller), through the trigram index tasks_entry_trgm.
+-- wildcards escaped by the caller), through the trigram index task_entries_trgm (migration
+-- 00022: the index lives off tasks, whose rows change status twice a task).
 SELECT t.id, c.name AS corpus, s.name AS service, t.entry, t.status, t.run
-FROM tasks t
+FROM task_entries e
+JOIN tasks t ON t.id = e.task_id
 JOIN corpora c ON c.id = t.corpus_id
 JOIN services s ON s.id = t.service_id
-WHERE t.entry ILIKE @pattern::text
+WHERE e.entry ILIKE @pattern::text
 LIMIT @lim;
 
 -- name: WebTaskExists :one

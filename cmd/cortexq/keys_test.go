@@ -183,7 +183,7 @@ func TestGrantAudit(t *testing.T) {
 	d.importList("c", "echo", entries("t", 2)...)
 	role := testRole(t, d, "auditor")
 	out := d.ok("db", "grant-audit", role, "--password", "s3cret")
-	require.Contains(t, out, "role "+role+" created (LOGIN): SELECT on 26 tables and 8 audit views")
+	require.Contains(t, out, "role "+role+" created (LOGIN): SELECT on 27 tables and 8 audit views")
 	require.Contains(t, d.ok("db", "grant-audit", role), "updated", "running it again is fine")
 
 	conn, err := pgx.Connect(d.ctx, asRole(t, d.dsn, role, "s3cret"))

@@ -59,7 +59,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "leasers", Usage: "reservation transactions (reserve, give back, check the stock) running at once", Value: dispatch.LeasersDefault, EnvVars: envVars("LEASERS")},
 			&cli.IntFlag{Name: "claimers", Usage: "claim transactions running at once", Value: dispatch.ClaimersDefault, EnvVars: envVars("CLAIMERS")},
 			&cli.IntFlag{Name: "claim-batch", Usage: "most results one claim transaction records", Value: dispatch.ClaimBatchDefault, EnvVars: envVars("CLAIM_BATCH")},
-			&cli.DurationFlag{Name: "claim-flush", Usage: "how long a claim batch waits for more results after its first (latency against transactions per result)", Value: dispatch.ClaimFlushDefault, EnvVars: envVars("CLAIM_FLUSH")},
+			&cli.DurationFlag{Name: "claim-flush", Usage: "how long a claim batch waits for more results, counted from when its first was queued for a claim (latency against transactions per result)", Value: dispatch.ClaimFlushDefault, EnvVars: envVars("CLAIM_FLUSH")},
 			&cli.BoolFlag{Name: "sweep-at-start", Usage: "at start-up, sweep the corpora for leftover temp and kept-aside archives in the background (false: leave it to `cortexq sweep`)", Value: true, EnvVars: envVars("SWEEP_AT_START")},
 			&cli.DurationFlag{Name: "sweep-orphan-age", Usage: "at start-up, besides this replica's earlier processes' leftover temp and kept-aside archives, remove any replica's older than this, in the background (0: only this replica's)", Value: archive.SweepOrphanAgeDefault, EnvVars: envVars("SWEEP_ORPHAN_AGE")},
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica (at least 4)", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},

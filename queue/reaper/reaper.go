@@ -58,7 +58,7 @@ type foldWorker struct {
 // Work folds the changes noted since the last fold.
 func (w *foldWorker) Work(ctx context.Context, _ *river.Job[FoldArgs]) error {
 	start := time.Now()
-	sum, err := w.reports.FoldReports(ctx, 0)
+	sum, err := w.reports.FoldPaced(ctx, 0)
 	if err != nil {
 		return fmt.Errorf("report fold: %w", err)
 	}

@@ -351,3 +351,23 @@ func TestFoldTakesTurns(t *testing.T) {
 	require.Equal(t, int64(4), sum.Tasks)
 	f.requireFoldedEqualsBrute(f.corpus, "after the rerun")
 }
+
+// The paced fold (the periodic one beside live claims) folds all the notes, a small batch at a
+// time with rests between, to the same rollups as one fold.
+func TestFoldPacedFoldsEverything(t *testing.T) {
+	f := newFixture(t)
+	for range 5 {
+		f.task()
+	}
+	for _, l := range f.lease("w0", "w1", "w2") {
+		f.accepted(l.TaskID, l.Worker, queue.StatusError)
+	}
+	sum, err := f.rep.FoldPaced(f.ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), sum.Tasks)
+	require.GreaterOrEqual(t, sum.Batches, 3)
+	f.requireFoldedEqualsBrute(f.corpus, "paced")
+	var left int
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM report_changes`).Scan(&left))
+	require.Zero(t, left)
+}

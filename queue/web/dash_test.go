@@ -60,7 +60,7 @@ func TestWebSearch(t *testing.T) {
 	_, err = tx.Exec(f.ctx, `SET LOCAL enable_seqscan = off`)
 	require.NoError(t, err)
 	var plan strings.Builder
-	rows, err := tx.Query(f.ctx, `EXPLAIN SELECT id FROM tasks WHERE entry ILIKE '%2301.0001%'`)
+	rows, err := tx.Query(f.ctx, `EXPLAIN SELECT task_id FROM task_entries WHERE entry ILIKE '%2301.0001%'`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var line string
@@ -68,7 +68,22 @@ func TestWebSearch(t *testing.T) {
 		plan.WriteString(line + "\n")
 	}
 	require.NoError(t, rows.Err())
-	require.Contains(t, plan.String(), "tasks_entry_trgm")
+	require.Contains(t, plan.String(), "task_entries_trgm")
+	require.NoError(t, tx.Rollback(f.ctx))
+
+	// task_entries follows tasks (migration 00022): a status change leaves it be, an entry's
+	// change and a task's deletion reach it, and the search sees both.
+	var entries, tasks int
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT (SELECT count(*) FROM task_entries), (SELECT count(*) FROM tasks)`).Scan(&entries, &tasks))
+	require.Equal(t, tasks, entries)
+	_, err = f.pool.Exec(f.ctx, `UPDATE tasks SET entry = entry || '.renamed-for-search' WHERE id = $1`, f.bad)
+	require.NoError(t, err)
+	require.Contains(t, c.get("/search?q=renamed-for-search").body, "1 task whose entry holds")
+	_, err = f.pool.Exec(f.ctx, `DELETE FROM tasks WHERE id = $1`, f.bad)
+	require.NoError(t, err)
+	require.Contains(t, c.get("/search?q=renamed-for-search").body, "0 tasks whose entry holds")
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT (SELECT count(*) FROM task_entries), (SELECT count(*) FROM tasks)`).Scan(&entries, &tasks))
+	require.Equal(t, tasks, entries)
 }
 
 // TestWebLiveness: a worker that only asks (no lease for minutes) is active; one not heard from

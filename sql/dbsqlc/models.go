@@ -357,6 +357,12 @@ type Task struct {
 	Run       int32  `json:"run"`
 }
 
+// Each task's entry again, for the search's trigram index: written at import, never on a status change.
+type TaskEntry struct {
+	TaskID int64  `json:"task_id"`
+	Entry  string `json:"entry"`
+}
+
 // One row per log message (task_message_logs with message_kinds); id is its position in its task's log of that run.
 type TaskMessage struct {
 	ID       int64  `json:"id"`

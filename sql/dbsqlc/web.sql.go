@@ -247,10 +247,11 @@ func (q *Queries) WebReplicaLoad(ctx context.Context) ([]WebReplicaLoadRow, erro
 
 const webSearchTasks = `-- name: WebSearchTasks :many
 SELECT t.id, c.name AS corpus, s.name AS service, t.entry, t.status, t.run
-FROM tasks t
+FROM task_entries e
+JOIN tasks t ON t.id = e.task_id
 JOIN corpora c ON c.id = t.corpus_id
 JOIN services s ON s.id = t.service_id
-WHERE t.entry ILIKE $1::text
+WHERE e.entry ILIKE $1::text
 LIMIT $2
 `
 
@@ -264,7 +265,8 @@ type WebSearchTasksRow struct {
 }
 
 // WebSearchTasks finds at most @lim tasks whose entry holds @pattern (an ILIKE pattern, its
-// wildcards escaped by the caller), through the trigram index tasks_entry_trgm.
+// wildcards escaped by the caller), through the trigram index task_entries_trgm (migration
+// 00022: the index lives off tasks, whose rows change status twice a task).
 func (q *Queries) WebSearchTasks(ctx context.Context, pattern string, lim int32) ([]WebSearchTasksRow, error) {
 	rows, err := q.db.Query(ctx, webSearchTasks, pattern, lim)
 	if err != nil {
