@@ -616,6 +616,12 @@ func (h *paced) ConvertBytes(ctx context.Context, in []byte) ([]byte, error) {
 // wait holds the caller to its turn.
 func (h *paced) wait(ctx context.Context) error {
 	h.mu.Lock()
+	// The schedule starts at the first call: from the zero time the floor below would let the
+	// first pacedSlack of slots go at once, a burst of 100 tasks at 1,000/s that the run's
+	// lease → result tail then measured (docs/performance.md#latency-at-a-steady-rate).
+	if h.next.IsZero() {
+		h.next = time.Now()
+	}
 	// Slots missed by less than pacedSlack are caught up, so a short stall does not lower the
 	// rate held; older ones are dropped, so a long one does not turn into a burst.
 	if floor := time.Now().Add(-pacedSlack); h.next.Before(floor) {
