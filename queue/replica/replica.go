@@ -129,9 +129,12 @@ func (s *riverService) Start(ctx context.Context) error {
 	return nil
 }
 
-// riverStopTimeout bounds a graceful stop of River's client, after which its jobs are cancelled.
+// riverStopTimeout bounds the stop of River's client, after which its context is cancelled.
 const riverStopTimeout = 10 * time.Second
 
+// Stop cancels the reap or fold running now rather than wait for it: each works in transactions
+// of its own and the next period goes on where it stopped, while a paced fold of a large backlog
+// could hold the stop for minutes (and past riverStopTimeout, River's completer met a closed pool).
 func (s *riverService) Stop() {
 	if s.cancel == nil {
 		return
@@ -139,7 +142,7 @@ func (s *riverService) Stop() {
 	defer s.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), riverStopTimeout)
 	defer cancel()
-	_ = s.client.Stop(ctx) // past the timeout, the cancel stops what is left
+	_ = s.client.StopAndCancel(ctx) // past the timeout, the cancel stops what is left
 }
 
 // workers runs the dispatch server (ventilator and sink) as a Service.
