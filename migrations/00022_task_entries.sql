@@ -21,6 +21,7 @@ COMMENT ON TABLE task_entries IS 'Each task''s entry again, for the search''s tr
 INSERT INTO task_entries (task_id, entry) SELECT id, entry FROM tasks;
 CREATE INDEX task_entries_trgm ON task_entries USING gin (entry gin_trgm_ops);
 DROP INDEX tasks_entry_trgm;
+INSERT INTO audit_readable (name) VALUES ('task_entries');
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION tasks_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -66,6 +67,7 @@ CREATE TRIGGER task_entry_changed AFTER UPDATE OF entry ON tasks
     FOR EACH ROW WHEN (OLD.entry IS DISTINCT FROM NEW.entry) EXECUTE FUNCTION task_entry_changed();
 
 -- +goose Down
+DELETE FROM audit_readable WHERE name = 'task_entries';
 DROP TRIGGER task_entry_changed ON tasks;
 DROP FUNCTION task_entry_changed();
 -- +goose StatementBegin
