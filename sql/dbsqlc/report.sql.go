@@ -1024,22 +1024,44 @@ WITH ids AS (
     ON CONFLICT (corpus_id, service_id, status, level, category, what) DO UPDATE
     SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages
 ), all_entries AS MATERIALIZED (
-    -- The all-tasks rollup's entries: every kind of every severity, whatever the task's status.
-    SELECT c.sign, c.task_id, c.corpus_id, c.service_id, k.severity, k.category, k.what, c.counts[i] AS n
+    -- The all-tasks rollup's entries: every kind of every severity, whatever the task's status,
+    -- by kind id. The names join the sums, not the entries: grouping 75,000 entries of 1,000
+    -- LaTeXML-like logs by three texts was half of the fold's time.
+    SELECT c.sign, c.task_id, c.corpus_id, c.service_id, c.kinds[i] AS kind, c.counts[i] AS n
     FROM contrib c
     CROSS JOIN LATERAL generate_subscripts(c.kinds, 1) AS i
-    JOIN named k ON k.id = c.kinds[i]
+), all_names AS MATERIALIZED (
+    -- The batch's kinds with a number for each (severity, category) and each severity.
+    SELECT k.id, k.severity, k.category, k.what,
+           dense_rank() OVER (ORDER BY k.severity, k.category) AS cat,
+           dense_rank() OVER (ORDER BY k.severity) AS sev
+    FROM named k
+), all_per_task AS MATERIALIZED (
+    -- Per task, its messages in each (severity, category) of its log.
+    SELECT e.sign, e.task_id, e.corpus_id, e.service_id, k.cat, k.sev, sum(e.n) AS n
+    FROM all_entries e
+    JOIN all_names k ON k.id = e.kind
+    GROUP BY e.sign, e.task_id, e.corpus_id, e.service_id, k.cat, k.sev
 ), all_delta AS (
-    SELECT corpus_id, service_id, severity, rollup_what() AS level, category, what, sign AS tasks, sign * n AS messages
-    FROM all_entries
+    SELECT d.corpus_id, d.service_id, k.severity, rollup_what() AS level, k.category, k.what, d.tasks, d.messages
+    FROM (SELECT corpus_id, service_id, kind, sum(sign) AS tasks, sum(sign * n) AS messages
+          FROM all_entries
+          GROUP BY corpus_id, service_id, kind) d
+    JOIN all_names k ON k.id = d.kind
     UNION ALL
-    SELECT corpus_id, service_id, severity, rollup_category(), category, '', sign, sign * sum(n)
-    FROM all_entries
-    GROUP BY sign, task_id, corpus_id, service_id, severity, category
+    SELECT d.corpus_id, d.service_id, k.severity, rollup_category(), k.category, '', d.tasks, d.messages
+    FROM (SELECT corpus_id, service_id, cat, sum(sign) AS tasks, sum(sign * n) AS messages
+          FROM all_per_task
+          GROUP BY corpus_id, service_id, cat) d
+    JOIN (SELECT DISTINCT cat, severity, category FROM all_names) k ON k.cat = d.cat
     UNION ALL
-    SELECT corpus_id, service_id, severity, rollup_messaged(), '', '', sign, sign * sum(n)
-    FROM all_entries
-    GROUP BY sign, task_id, corpus_id, service_id, severity
+    SELECT d.corpus_id, d.service_id, k.severity, rollup_messaged(), '', '', d.tasks, d.messages
+    FROM (SELECT corpus_id, service_id, sev, sum(sign) AS tasks, sum(sign * n) AS messages
+          FROM (SELECT sign, task_id, corpus_id, service_id, sev, sum(n) AS n
+                FROM all_per_task
+                GROUP BY sign, task_id, corpus_id, service_id, sev) t
+          GROUP BY corpus_id, service_id, sev) d
+    JOIN (SELECT DISTINCT sev, severity FROM all_names) k ON k.sev = d.sev
 ), all_rolled AS (
     INSERT INTO report_all_rollup AS r (corpus_id, service_id, severity, level, category, what, tasks, messages)
     SELECT corpus_id, service_id, severity, level, category, what, sum(tasks), sum(messages)
