@@ -43,9 +43,10 @@ func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error)
 // FoldBatchPaced is the batch of the paced fold (FoldPaced): 10-30 ms of PostgreSQL's time.
 const FoldBatchPaced = 250
 
-// foldPacedRest is how many times its own duration the paced fold rests after a batch: it
-// takes at most a quarter of a core, four times what 1,000 claims a second need of it.
-const foldPacedRest = 3
+// foldPacedRest is how many times its own duration the paced fold rests after a batch: at most
+// half a core. A quarter (a rest of 3) fell behind 1,600 claims a second of LaTeXML-like logs,
+// whose fold costs PostgreSQL about 200 µs a task.
+const foldPacedRest = 1
 
 // FoldPaced is FoldReports for the periodic fold beside live traffic: small batches, and after
 // each a rest of foldPacedRest times its duration (docs/performance.md, "Latency"). A fold of
