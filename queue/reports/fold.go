@@ -40,7 +40,8 @@ func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error)
 	return s.foldReports(ctx, batch, false, false)
 }
 
-// FoldBatchPaced is the batch of the paced fold (FoldPaced): 10-30 ms of PostgreSQL's time.
+// FoldBatchPaced is the batch of the paced fold (FoldPaced): 15-60 ms of PostgreSQL's time
+// (about 230 µs a task of a LaTeXML-like log).
 const FoldBatchPaced = 250
 
 // foldPacedRest is how many times its own duration the paced fold rests after a batch: at most
@@ -49,7 +50,7 @@ const FoldBatchPaced = 250
 const foldPacedRest = 1
 
 // FoldPaced is FoldReports for the periodic fold beside live traffic: small batches, and after
-// each a rest of foldPacedRest times its duration (docs/performance.md, "Latency"). A fold of
+// each a rest of foldPacedRest times its duration (docs/performance.md#latency-at-a-steady-rate). A fold of
 // 5,000 tasks in one statement held a core for 300-350 ms, and on a machine that was already
 // busy the claims behind it waited as long.
 func (s *Store) FoldPaced(ctx context.Context, batch int) (FoldSummary, error) {
