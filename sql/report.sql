@@ -45,173 +45,88 @@ WHERE r.corpus_id = @corpus_id AND r.service_id = @service_id AND r.status = @st
 ORDER BY r.tasks DESC, r.messages DESC, r.what
 LIMIT @lim OFFSET @off;
 
--- name: ReportFold :one
--- ReportFold folds a batch of the noted changes into the rollups: it takes up to @batch task
--- ids from report_changes (every note of each), subtracts what each task contributed when last
--- folded (report_folded) and adds what it contributes now: for a task with a final status, one
--- entry per distinct (category, what) of its messages of the status's severity in its current
--- run; and, for the all-tasks rollup (report_all_rollup), one entry per kind of its messages of
--- every severity in its current run, which report_folded keeps too (kinds, counts) for the
--- messages level. One statement, one snapshot: a change committed after it began is folded next
--- time. The caller holds the fold's advisory lock (ReportFoldLock): two folds at once would subtract a
--- task's contribution twice. The ids go on to DiffFold.
+-- name: ReportFoldTake :many
+-- ReportFoldTake takes a batch of the noted changes: up to @batch task ids from report_changes
+-- (every note of each, deleted) and, per id, what the task contributed when last folded (the
+-- old_ columns, from report_folded; old_status 0: nothing) and what it is now: its scope and
+-- final status (status 0: not final, or deleted) and the kinds of its current run's log, in log
+-- order (empty: no log). changes is the number of notes taken, the same in every row. One statement, one
+-- snapshot: a change committed after it began is taken next time. The caller holds the fold's
+-- advisory lock (ReportFoldLock) and works out the rest (reports.Store.foldBatch): two folds at
+-- once would subtract a task's contribution twice.
 WITH ids AS (
     SELECT DISTINCT c.task_id AS id
     FROM (SELECT task_id FROM report_changes LIMIT @batch::int) AS c
 ), changed AS (
     DELETE FROM report_changes c WHERE c.task_id IN (SELECT id FROM ids) RETURNING c.task_id
-), old AS (
-    SELECT f.task_id, f.corpus_id, f.service_id, f.status, f.categories, f.whats, f.messages, f.kinds, f.counts
-    FROM report_folded f
-    WHERE f.task_id IN (SELECT id FROM ids)
-), cur AS (
-    -- One primary-key probe per id, whatever the statistics say: LIMIT 1 keeps the planner from
-    -- flattening the lateral subquery into a join it may order the other way (with tasks
-    -- analyzed while nearly empty it scanned tasks and, for each row, every id: 7.5 s for 5,000).
-    SELECT t.id, t.corpus_id, t.service_id, t.status, t.run,
-           status_severity(t.status) AS severity
-    FROM ids
-    CROSS JOIN LATERAL (SELECT x.id, x.corpus_id, x.service_id, x.status, x.run
-                        FROM tasks x
-                        WHERE x.id = ids.id AND x.status BETWEEN -5 AND -1
-                        LIMIT 1) t
-), kinds AS MATERIALIZED (
-    -- Per task and kind of its current run's log, every severity: its messages.
-    -- The log is probed by primary key per task (LIMIT 1, as cur's probe: a join may read the
-    -- whole table).
-    SELECT c.id, x.kind, count(*)::int AS n
-    FROM cur c
-    CROSS JOIN LATERAL (SELECT l.kinds FROM task_message_logs l
-                        WHERE l.task_id = c.id AND l.run = c.run
-                        LIMIT 1) l
-    CROSS JOIN LATERAL unnest(l.kinds) AS x (kind)
-    GROUP BY c.id, x.kind
-), named AS (
-    -- The batch's kinds (of its tasks now and as last folded) with their names: one dictionary
-    -- probe a kind, not one a task's kind.
-    SELECT k.id, k.severity::text AS severity, k.category::text AS category, k.what::text AS what
-    FROM (SELECT DISTINCT kind FROM (SELECT n.kind FROM kinds n
-                                     UNION ALL
-                                     SELECT unnest(o.kinds) FROM old o) AS b) AS d
-    CROSS JOIN LATERAL (SELECT x.id, x.severity, x.category, x.what FROM message_kinds x
-                        WHERE x.id = d.kind LIMIT 1) k
-), sevs AS (
-    -- Per task, its (category, what) of its status's severity (one kind each) and their messages.
-    SELECT n.id, array_agg(k.category ORDER BY k.category, k.what) AS categories,
-           array_agg(k.what ORDER BY k.category, k.what) AS whats,
-           array_agg(n.n ORDER BY k.category, k.what) AS messages
-    FROM kinds n
-    JOIN cur c ON c.id = n.id
-    JOIN named k ON k.id = n.kind AND k.severity = c.severity
-    GROUP BY n.id
-), alls AS (
-    SELECT n.id, array_agg(n.kind ORDER BY n.kind) AS kinds, array_agg(n.n ORDER BY n.kind) AS counts
-    FROM kinds n
-    GROUP BY n.id
-), new AS (
-    -- A task with no message and a status other than Fatal contributes nothing: no row.
-    SELECT c.id AS task_id, c.corpus_id, c.service_id, c.status,
-           coalesce(s.categories, '{}')::text[] AS categories, coalesce(s.whats, '{}')::text[] AS whats,
-           coalesce(s.messages, '{}')::int[] AS messages,
-           coalesce(a.kinds, '{}')::int[] AS kinds, coalesce(a.counts, '{}')::int[] AS counts
-    FROM cur c
-    LEFT JOIN sevs s ON s.id = c.id
-    LEFT JOIN alls a ON a.id = c.id
-    WHERE a.id IS NOT NULL OR c.status = -4
-), gone AS (
-    -- By primary key (= ANY of an array): a join chose to read the whole table.
-    DELETE FROM report_folded f
-    WHERE f.task_id = ANY (ARRAY(SELECT id FROM ids WHERE id NOT IN (SELECT task_id FROM new)))
-), put AS (
-    INSERT INTO report_folded (task_id, corpus_id, service_id, status, categories, whats, messages, kinds, counts)
-    SELECT task_id, corpus_id, service_id, status, categories, whats, messages, kinds, counts FROM new
-    ON CONFLICT (task_id) DO UPDATE
-    SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, status = excluded.status,
-        categories = excluded.categories, whats = excluded.whats, messages = excluded.messages,
-        kinds = excluded.kinds, counts = excluded.counts
-), contrib AS MATERIALIZED (
-    SELECT -1 AS sign, task_id, corpus_id, service_id, status, categories, whats, messages, kinds, counts FROM old
-    UNION ALL
-    SELECT 1, task_id, corpus_id, service_id, status, categories, whats, messages, kinds, counts FROM new
-), entries AS (
-    SELECT c.sign, c.task_id, c.corpus_id, c.service_id, c.status, c.categories[i] AS category,
-           c.whats[i] AS what, c.messages[i] AS n
-    FROM contrib c, generate_subscripts(c.categories, 1) AS i
-), delta AS (
-    SELECT corpus_id, service_id, status, rollup_what() AS level, category, what, sign AS tasks, sign * n AS messages
-    FROM entries
-    UNION ALL
-    SELECT corpus_id, service_id, status, rollup_category(), category, '', sign, sign * sum(n)
-    FROM entries
-    GROUP BY sign, task_id, corpus_id, service_id, status, category
-    UNION ALL
-    SELECT corpus_id, service_id, status, rollup_messaged(), '', '', sign, sign * sum(n)
-    FROM entries
-    GROUP BY sign, task_id, corpus_id, service_id, status
-    UNION ALL
-    SELECT corpus_id, service_id, status, rollup_status(), '', '', sign, 0
-    FROM contrib
-    WHERE status = -4
-), rolled AS (
-    INSERT INTO report_rollup AS r (corpus_id, service_id, status, level, category, what, tasks, messages)
-    SELECT corpus_id, service_id, status, level, category, what, sum(tasks), sum(messages)
-    FROM delta
-    GROUP BY corpus_id, service_id, status, level, category, what
-    HAVING sum(tasks) <> 0 OR sum(messages) <> 0
-    ORDER BY corpus_id, service_id, status, level, category, what
-    ON CONFLICT (corpus_id, service_id, status, level, category, what) DO UPDATE
-    SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages
-), all_entries AS MATERIALIZED (
-    -- The all-tasks rollup's entries: every kind of every severity, whatever the task's status,
-    -- by kind id. The names join the sums, not the entries: grouping 75,000 entries of 1,000
-    -- LaTeXML-like logs by three texts was half of the fold's time.
-    SELECT c.sign, c.task_id, c.corpus_id, c.service_id, c.kinds[i] AS kind, c.counts[i] AS n
-    FROM contrib c
-    CROSS JOIN LATERAL generate_subscripts(c.kinds, 1) AS i
-), all_names AS MATERIALIZED (
-    -- The batch's kinds with a number for each (severity, category) and each severity.
-    SELECT k.id, k.severity, k.category, k.what,
-           dense_rank() OVER (ORDER BY k.severity, k.category) AS cat,
-           dense_rank() OVER (ORDER BY k.severity) AS sev
-    FROM named k
-), all_per_task AS MATERIALIZED (
-    -- Per task, its messages in each (severity, category) of its log.
-    SELECT e.sign, e.task_id, e.corpus_id, e.service_id, k.cat, k.sev, sum(e.n) AS n
-    FROM all_entries e
-    JOIN all_names k ON k.id = e.kind
-    GROUP BY e.sign, e.task_id, e.corpus_id, e.service_id, k.cat, k.sev
-), all_delta AS (
-    SELECT d.corpus_id, d.service_id, k.severity, rollup_what() AS level, k.category, k.what, d.tasks, d.messages
-    FROM (SELECT corpus_id, service_id, kind, sum(sign) AS tasks, sum(sign * n) AS messages
-          FROM all_entries
-          GROUP BY corpus_id, service_id, kind) d
-    JOIN all_names k ON k.id = d.kind
-    UNION ALL
-    SELECT d.corpus_id, d.service_id, k.severity, rollup_category(), k.category, '', d.tasks, d.messages
-    FROM (SELECT corpus_id, service_id, cat, sum(sign) AS tasks, sum(sign * n) AS messages
-          FROM all_per_task
-          GROUP BY corpus_id, service_id, cat) d
-    JOIN (SELECT DISTINCT cat, severity, category FROM all_names) k ON k.cat = d.cat
-    UNION ALL
-    SELECT d.corpus_id, d.service_id, k.severity, rollup_messaged(), '', '', d.tasks, d.messages
-    FROM (SELECT corpus_id, service_id, sev, sum(sign) AS tasks, sum(sign * n) AS messages
-          FROM (SELECT sign, task_id, corpus_id, service_id, sev, sum(n) AS n
-                FROM all_per_task
-                GROUP BY sign, task_id, corpus_id, service_id, sev) t
-          GROUP BY corpus_id, service_id, sev) d
-    JOIN (SELECT DISTINCT sev, severity FROM all_names) k ON k.sev = d.sev
-), all_rolled AS (
-    INSERT INTO report_all_rollup AS r (corpus_id, service_id, severity, level, category, what, tasks, messages)
-    SELECT corpus_id, service_id, severity, level, category, what, sum(tasks), sum(messages)
-    FROM all_delta
-    GROUP BY corpus_id, service_id, level, severity, category, what
-    HAVING sum(tasks) <> 0 OR sum(messages) <> 0
-    ORDER BY corpus_id, service_id, level, severity, category, what
-    ON CONFLICT (corpus_id, service_id, level, severity, category, what) DO UPDATE
-    SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages
 )
-SELECT (SELECT count(*) FROM changed)::bigint AS changes, (SELECT count(*) FROM ids)::bigint AS tasks,
-       coalesce((SELECT array_agg(id) FROM ids), '{}')::bigint[] AS ids;
+-- One primary-key probe per id and table, whatever the statistics say: LIMIT 1 keeps the planner
+-- from flattening a lateral subquery into a join it may order the other way (with tasks analyzed
+-- while nearly empty it scanned tasks and, for each row, every id: 7.5 s for 5,000).
+SELECT ids.id::bigint AS task_id, (SELECT count(*) FROM changed)::bigint AS changes,
+       coalesce(f.corpus_id, 0)::int AS old_corpus_id, coalesce(f.service_id, 0)::int AS old_service_id,
+       coalesce(f.status, 0)::smallint AS old_status,
+       coalesce(f.kinds, '{}')::int[] AS old_kinds, coalesce(f.counts, '{}')::int[] AS old_counts,
+       coalesce(t.corpus_id, 0)::int AS corpus_id, coalesce(t.service_id, 0)::int AS service_id,
+       coalesce(t.status, 0)::smallint AS status, coalesce(l.kinds, '{}')::int[] AS kinds
+FROM ids
+LEFT JOIN LATERAL (SELECT x.corpus_id, x.service_id, x.status, x.kinds, x.counts
+                   FROM report_folded x
+                   WHERE x.task_id = ids.id
+                   LIMIT 1) f ON true
+LEFT JOIN LATERAL (SELECT x.corpus_id, x.service_id, x.status, x.run
+                   FROM tasks x
+                   WHERE x.id = ids.id AND x.status BETWEEN -5 AND -1
+                   LIMIT 1) t ON true
+LEFT JOIN LATERAL (SELECT y.kinds
+                   FROM task_message_logs y
+                   WHERE y.task_id = ids.id AND y.run = t.run
+                   LIMIT 1) l ON true
+ORDER BY ids.id;
+
+-- name: ReportKindNames :many
+-- ReportKindNames names the message_kinds ids @ids.
+SELECT k.id, k.severity, k.category::text AS category, k.what::text AS what
+FROM message_kinds k
+WHERE k.id = ANY (@ids::int[]);
+
+-- name: ReportFoldPut :exec
+-- ReportFoldPut records what the tasks @task_ids contribute now (report_folded): task i's kinds
+-- and their messages are elements @kind_from[i] to @kind_to[i] (1-based, inclusive; from > to:
+-- none) of the flat arrays @kinds and @counts.
+INSERT INTO report_folded AS f (task_id, corpus_id, service_id, status, kinds, counts)
+SELECT t.task_id, t.corpus_id, t.service_id, t.status,
+       (@kinds::int[])[t.kind_from:t.kind_to], (@counts::int[])[t.kind_from:t.kind_to]
+FROM (SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@corpus_ids::int[]) AS corpus_id,
+             unnest(@service_ids::int[]) AS service_id, unnest(@statuses::smallint[]) AS status,
+             unnest(@kind_from::int[]) AS kind_from, unnest(@kind_to::int[]) AS kind_to) AS t
+ORDER BY t.task_id
+ON CONFLICT (task_id) DO UPDATE
+SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, status = excluded.status,
+    kinds = excluded.kinds, counts = excluded.counts;
+
+-- name: ReportFoldGone :exec
+-- ReportFoldGone forgets the tasks @task_ids, which contribute nothing now.
+DELETE FROM report_folded WHERE task_id = ANY (@task_ids::bigint[]);
+
+-- name: ReportRollupAdd :exec
+-- ReportRollupAdd adds a fold's changes to report_rollup, a row each (keys in order: the fold
+-- computes them sorted).
+INSERT INTO report_rollup AS r (corpus_id, service_id, status, level, category, what, tasks, messages)
+SELECT unnest(@corpus_ids::int[]), unnest(@service_ids::int[]), unnest(@statuses::smallint[]),
+       unnest(@levels::smallint[]), unnest(@categories::text[]), unnest(@whats::text[]),
+       unnest(@tasks::bigint[]), unnest(@messages::bigint[])
+ON CONFLICT (corpus_id, service_id, status, level, category, what) DO UPDATE
+SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages;
+
+-- name: ReportAllRollupAdd :exec
+-- ReportAllRollupAdd adds a fold's changes to report_all_rollup, as ReportRollupAdd.
+INSERT INTO report_all_rollup AS r (corpus_id, service_id, severity, level, category, what, tasks, messages)
+SELECT unnest(@corpus_ids::int[]), unnest(@service_ids::int[]), unnest(@severities::text[]),
+       unnest(@levels::smallint[]), unnest(@categories::text[]), unnest(@whats::text[]),
+       unnest(@tasks::bigint[]), unnest(@messages::bigint[])
+ON CONFLICT (corpus_id, service_id, level, severity, category, what) DO UPDATE
+SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages;
 
 -- name: ReportFoldSettings :exec
 -- ReportFoldSettings sets the fold's transaction up: JIT off (the planner's estimates of the

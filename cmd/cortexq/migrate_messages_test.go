@@ -77,3 +77,68 @@ func TestMigrationCompactsMessages(t *testing.T) {
 	require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT table_type::text FROM information_schema.tables WHERE table_name = 'task_messages'`).Scan(&kind))
 	require.Equal(t, "BASE TABLE", kind)
 }
+
+// TestMigrationFoldedKindsOnly: 00023 drops report_folded's entries of the status's severity
+// (the fold derives them from the kinds it keeps); rolling back writes them again from the kinds,
+// as the fold before 00023 wrote them, and the rollups stay as they were through both.
+func TestMigrationFoldedKindsOnly(t *testing.T) {
+	d := newTestDB(t)
+	var svc, corpus int32
+	require.NoError(t, d.pool.QueryRow(d.ctx, `INSERT INTO services (name) VALUES ('echo') RETURNING id`).Scan(&svc))
+	require.NoError(t, d.pool.QueryRow(d.ctx, `INSERT INTO corpora (name, path) VALUES ('c', '/c') RETURNING id`).Scan(&corpus))
+	// 30 tasks of every final status, with 12 messages of every severity (two runs: the current
+	// one is 2), some without messages.
+	_, err := d.pool.Exec(d.ctx, `INSERT INTO tasks (corpus_id, service_id, entry, status, run)
+		SELECT $1, $2, '/c/' || g || '.zip', -1 - g % 5, 2 FROM generate_series(1, 30) AS g`, corpus, svc)
+	require.NoError(t, err)
+	_, err = d.pool.Exec(d.ctx, `
+		INSERT INTO task_messages (task_id, run, severity, category, what, details)
+		SELECT t.id, r.run, (ARRAY['info', 'warning', 'error', 'fatal', 'invalid'])[1 + (t.id * r.run + m.k) % 5],
+		       'cat' || (m.k % 3), 'what_' || (m.k % 4), ''
+		FROM generate_series(1, 12) AS m (k)
+		CROSS JOIN (SELECT id FROM tasks WHERE id % 7 <> 3) AS t
+		CROSS JOIN (VALUES (1), (2)) AS r (run)
+		ORDER BY t.id, r.run, m.k`)
+	require.NoError(t, err)
+	// Written this way, nothing noted the tasks for the fold (a claim would have).
+	_, err = d.pool.Exec(d.ctx, `INSERT INTO report_changes SELECT id FROM tasks`)
+	require.NoError(t, err)
+	d.ok("fold")
+	rollups := func() string {
+		var s string
+		require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT string_agg(x, ';' ORDER BY x) FROM (
+			SELECT r::text AS x FROM report_rollup r UNION ALL SELECT a::text FROM report_all_rollup a) s`).Scan(&s))
+		return s
+	}
+	before := rollups()
+	require.NotEmpty(t, before)
+
+	d.ok("migrate", "down", "22")
+	// Each task's entries of its status's severity in its current run, counted from the log.
+	want := func() string {
+		var s string
+		require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT string_agg(format('%s:%s:%s:%s', id, c, w, m), ';' ORDER BY id) FROM (
+			SELECT e.task_id AS id, array_agg(e.category ORDER BY e.category, e.what) AS c,
+			       array_agg(e.what ORDER BY e.category, e.what) AS w, array_agg(e.n ORDER BY e.category, e.what) AS m
+			FROM (SELECT m.task_id, m.category::text, m.what::text, count(*)::int AS n
+			      FROM task_messages m JOIN tasks t ON t.id = m.task_id AND t.run = m.run
+			      WHERE m.severity = status_severity(t.status)
+			      GROUP BY 1, 2, 3) e
+			GROUP BY e.task_id) s`).Scan(&s))
+		return s
+	}()
+	var got string
+	require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT string_agg(format('%s:%s:%s:%s', task_id, categories, whats, messages), ';' ORDER BY task_id)
+		FROM report_folded WHERE messages <> '{}'`).Scan(&got))
+	require.Equal(t, want, got)
+	require.Equal(t, 0, d.count(`SELECT count(*) FROM report_folded f JOIN tasks t ON t.id = f.task_id
+		WHERE f.messages = '{}' AND EXISTS (SELECT 1 FROM task_messages m WHERE m.task_id = t.id AND m.run = t.run AND m.severity = status_severity(t.status))`))
+
+	d.ok("migrate", "up")
+	require.Equal(t, before, rollups())
+	// A refold of every task after the round trip changes nothing.
+	_, err = d.pool.Exec(d.ctx, `INSERT INTO report_changes SELECT id FROM tasks`)
+	require.NoError(t, err)
+	d.ok("fold")
+	require.Equal(t, before, rollups())
+}

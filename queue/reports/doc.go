@@ -22,6 +22,8 @@ type Store struct {
 	pool   *pgxpool.Pool
 	now    queue.Clock
 	logger *slog.Logger
+	// names caches message_kinds names for the fold (foldBatch).
+	names *nameCache
 }
 
 // New returns a Store on pool; now is the test clock (queue.Clock, nil: the database's); logger
@@ -30,7 +32,7 @@ func New(pool *pgxpool.Pool, now queue.Clock, logger *slog.Logger) *Store {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{pool: pool, now: now, logger: logger.With("component", "reports")}
+	return &Store{pool: pool, now: now, logger: logger.With("component", "reports"), names: &nameCache{}}
 }
 
 // injectedNow is the test clock's reading, or nil for the database clock.

@@ -74,7 +74,8 @@ func (s *Store) foldReports(ctx context.Context, batch int, force, pace bool) (F
 		return sum, pgtx.Wrap("report fold", err)
 	}
 	for sum.Batches < foldMaxBatches {
-		var done dbsqlc.ReportFoldRow
+		var changes int64
+		var ids []int64
 		busy := false
 		start := time.Now()
 		err := s.inTx(ctx, "report fold", true, func(q *dbsqlc.Queries, _ pgx.Tx, _ time.Time) error {
@@ -86,11 +87,11 @@ func (s *Store) foldReports(ctx context.Context, batch int, force, pace bool) (F
 			if err := q.ReportFoldSettings(ctx); err != nil {
 				return err
 			}
-			if done, err = q.ReportFold(ctx, int32(batch)); err != nil {
+			if changes, ids, err = s.foldBatch(ctx, q, batch); err != nil {
 				return err
 			}
-			if len(done.Ids) > 0 && diffKept {
-				if _, err := q.DiffFold(ctx, done.Ids); err != nil {
+			if len(ids) > 0 && diffKept {
+				if _, err := q.DiffFold(ctx, ids); err != nil {
 					return fmt.Errorf("diff fold: %w", err)
 				}
 			}
@@ -104,9 +105,9 @@ func (s *Store) foldReports(ctx context.Context, batch int, force, pace bool) (F
 			return sum, nil
 		}
 		sum.Batches++
-		sum.Changes += done.Changes
-		sum.Tasks += done.Tasks
-		if done.Tasks == 0 {
+		sum.Changes += changes
+		sum.Tasks += int64(len(ids))
+		if len(ids) == 0 {
 			break
 		}
 		if pace {

@@ -26,3 +26,13 @@ func TestStatusSeverityAgreesWithSQL(t *testing.T) {
 		require.Equal(t, string(sev), *sql, "status %d", st)
 	}
 }
+
+// The fold's rollup levels (foldbatch.go) are the ones the SQL functions name for the queries
+// that read the rollups.
+func TestRollupLevelsAgreeWithSQL(t *testing.T) {
+	pool := queuetest.NewPool(t)
+	var messaged, category, what, status int16
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT rollup_messaged(), rollup_category(), rollup_what(), rollup_status()`).Scan(&messaged, &category, &what, &status))
+	require.Equal(t, []int16{levelMessaged, levelCategory, levelWhat, levelStatus}, []int16{messaged, category, what, status})
+}

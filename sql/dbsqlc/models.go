@@ -278,13 +278,10 @@ type ReportFoldState struct {
 
 // What each task contributed to report_rollup when it was last folded.
 type ReportFolded struct {
-	TaskID     int64    `json:"task_id"`
-	CorpusID   int32    `json:"corpus_id"`
-	ServiceID  int32    `json:"service_id"`
-	Status     int16    `json:"status"`
-	Categories []string `json:"categories"`
-	Whats      []string `json:"whats"`
-	Messages   []int32  `json:"messages"`
+	TaskID    int64 `json:"task_id"`
+	CorpusID  int32 `json:"corpus_id"`
+	ServiceID int32 `json:"service_id"`
+	Status    int16 `json:"status"`
 	// The message_kinds ids of the task's current run's log when last folded, every severity, ascending.
 	Kinds []int32 `json:"kinds"`
 	// The messages of each of kinds, in the same order.

@@ -1,0 +1,305 @@
+package reports
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
+)
+
+// The rollups' levels (the SQL functions rollup_messaged, rollup_category, rollup_what and
+// rollup_status of migrations/00017_status_severity.sql; a test checks they agree).
+const (
+	levelMessaged int16 = 0
+	levelCategory int16 = 1
+	levelWhat     int16 = 2
+	levelStatus   int16 = 3
+)
+
+// kindName is a message_kinds row's (severity, category, what).
+type kindName struct {
+	severity, category, what string
+}
+
+// nameCache caches message_kinds names by id for the fold. Rows of message_kinds are never
+// changed or deleted, so a name once read stays right.
+type nameCache struct {
+	mu    sync.Mutex
+	names map[int32]kindName
+}
+
+// kindNamesMax bounds the cache: past it, it starts over.
+const kindNamesMax = 1 << 16
+
+// lookup fills names with the names of ids, reading the ones it lacks through q.
+func (c *nameCache) lookup(ctx context.Context, q *dbsqlc.Queries, ids map[int32]kindName) error {
+	var missing []int32
+	c.mu.Lock()
+	for id := range ids {
+		if n, ok := c.names[id]; ok {
+			ids[id] = n
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	c.mu.Unlock()
+	if len(missing) == 0 {
+		return nil
+	}
+	rows, err := q.ReportKindNames(ctx, missing)
+	if err != nil {
+		return fmt.Errorf("message kinds: %w", err)
+	}
+	if len(rows) != len(missing) {
+		return fmt.Errorf("message kinds: %d of %d ids are not in message_kinds", len(missing)-len(rows), len(missing))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.names == nil || len(c.names)+len(rows) > kindNamesMax {
+		c.names = make(map[int32]kindName, len(rows))
+	}
+	for _, r := range rows {
+		n := kindName{r.Severity, r.Category, r.What}
+		c.names[r.ID] = n
+		ids[r.ID] = n
+	}
+	return nil
+}
+
+// rollupKey is a row of report_rollup; allKey one of report_all_rollup.
+type rollupKey struct {
+	corpus, service int32
+	status, level   int16
+	category, what  string
+}
+
+type allKey struct {
+	corpus, service          int32
+	level                    int16
+	severity, category, what string
+}
+
+// counts is a rollup row's change: tasks and messages.
+type counts struct{ tasks, messages int64 }
+
+// contribution is what one task adds to the rollups, as report_folded keeps it: its scope and
+// final status and the kinds of its log (ascending ids) with their messages.
+type contribution struct {
+	corpus, service int32
+	status          int16
+	kinds, counts   []int32
+}
+
+// foldDelta is the change a batch makes to both rollups.
+type foldDelta struct {
+	rollup map[rollupKey]counts
+	all    map[allKey]counts
+	// scratch for add
+	own    []int
+	perCat map[sevCat]int64
+	perSev map[string]int64
+}
+
+type sevCat struct{ severity, category string }
+
+func newFoldDelta() *foldDelta {
+	return &foldDelta{rollup: map[rollupKey]counts{}, all: map[allKey]counts{},
+		perCat: map[sevCat]int64{}, perSev: map[string]int64{}}
+}
+
+// add adds c's contribution to d, times sign (+1 added, -1 taken back).
+func (d *foldDelta) add(c *contribution, sign int64, names map[int32]kindName) {
+	bump := func(k rollupKey, n int64) {
+		v := d.rollup[k]
+		d.rollup[k] = counts{v.tasks + sign, v.messages + sign*n}
+	}
+	// The status's severity (report_rollup): its kinds of that severity, by (category, what),
+	// per category, and the task as messaged; a Fatal task counted whatever its messages.
+	sev, _ := queue.StatusSeverity(queue.Status(c.status))
+	d.own = d.own[:0]
+	for i, id := range c.kinds {
+		if names[id].severity == string(sev) {
+			d.own = append(d.own, i)
+		}
+	}
+	slices.SortFunc(d.own, func(a, b int) int {
+		na, nb := names[c.kinds[a]], names[c.kinds[b]]
+		return cmp.Or(cmp.Compare(na.category, nb.category), cmp.Compare(na.what, nb.what))
+	})
+	var total, catTotal int64
+	for k, i := range d.own {
+		nm, n := names[c.kinds[i]], int64(c.counts[i])
+		bump(rollupKey{c.corpus, c.service, c.status, levelWhat, nm.category, nm.what}, n)
+		total, catTotal = total+n, catTotal+n
+		if k == len(d.own)-1 || names[c.kinds[d.own[k+1]]].category != nm.category {
+			bump(rollupKey{c.corpus, c.service, c.status, levelCategory, nm.category, ""}, catTotal)
+			catTotal = 0
+		}
+	}
+	if len(d.own) > 0 {
+		bump(rollupKey{c.corpus, c.service, c.status, levelMessaged, "", ""}, total)
+	}
+	if queue.Status(c.status) == queue.StatusFatal {
+		bump(rollupKey{c.corpus, c.service, c.status, levelStatus, "", ""}, 0)
+	}
+	// Every severity (report_all_rollup): per kind, per (severity, category) and per severity.
+	ball := func(k allKey, n int64) {
+		v := d.all[k]
+		d.all[k] = counts{v.tasks + sign, v.messages + sign*n}
+	}
+	clear(d.perCat)
+	clear(d.perSev)
+	for i, id := range c.kinds {
+		nm, n := names[id], int64(c.counts[i])
+		ball(allKey{c.corpus, c.service, levelWhat, nm.severity, nm.category, nm.what}, n)
+		d.perCat[sevCat{nm.severity, nm.category}] += n
+		d.perSev[nm.severity] += n
+	}
+	for k, n := range d.perCat {
+		ball(allKey{c.corpus, c.service, levelCategory, k.severity, k.category, ""}, n)
+	}
+	for s, n := range d.perSev {
+		ball(allKey{c.corpus, c.service, levelMessaged, s, "", ""}, n)
+	}
+}
+
+// current is the contribution of a task of final status st whose log's kinds are logKinds (in
+// log order), and whether it contributes anything (a task with no message contributes only if
+// it is Fatal).
+func current(corpus, service int32, st int16, logKinds []int32) (contribution, bool) {
+	c := contribution{corpus: corpus, service: service, status: st}
+	if len(logKinds) == 0 && queue.Status(st) != queue.StatusFatal {
+		return c, false
+	}
+	sorted := slices.Clone(logKinds)
+	slices.Sort(sorted)
+	for i := 0; i < len(sorted); {
+		j := i + 1
+		for j < len(sorted) && sorted[j] == sorted[i] {
+			j++
+		}
+		c.kinds, c.counts = append(c.kinds, sorted[i]), append(c.counts, int32(j-i))
+		i = j
+	}
+	return c, true
+}
+
+// foldBatch folds one batch of noted changes in the caller's transaction (which holds the
+// fold's lock): it takes up to batch task ids from report_changes with what each contributed
+// when last folded and what it is now (ReportFoldTake), works out the change to both rollups
+// here, and writes it with report_folded's new rows. It returns the notes taken and the
+// distinct task ids (for DiffFold). The arithmetic is the replica's, not PostgreSQL's: done in
+// SQL, grouping a LaTeXML-like log's hundred messages by kind and the kinds by name cost
+// PostgreSQL ~250 µs a task, as much as the claim that wrote the log
+// (docs/performance.md#real-logs).
+func (s *Store) foldBatch(ctx context.Context, q *dbsqlc.Queries, batch int) (changes int64, ids []int64, err error) {
+	rows, err := q.ReportFoldTake(ctx, int32(batch))
+	if err != nil || len(rows) == 0 {
+		return 0, nil, err
+	}
+	changes = rows[0].Changes
+	names := map[int32]kindName{}
+	for i := range rows {
+		for _, id := range rows[i].OldKinds {
+			names[id] = kindName{}
+		}
+		for _, id := range rows[i].Kinds {
+			names[id] = kindName{}
+		}
+	}
+	if err := s.names.lookup(ctx, q, names); err != nil {
+		return 0, nil, err
+	}
+	d := newFoldDelta()
+	// Empty, not nil: pgx sends a nil slice as NULL, and a slice of NULL is NULL.
+	put := dbsqlc.ReportFoldPutParams{Kinds: []int32{}, Counts: []int32{}}
+	var gone []int64
+	for i := range rows {
+		r := &rows[i]
+		ids = append(ids, r.TaskID)
+		if r.OldStatus != 0 {
+			old := contribution{corpus: r.OldCorpusID, service: r.OldServiceID, status: r.OldStatus, kinds: r.OldKinds, counts: r.OldCounts}
+			d.add(&old, -1, names)
+		}
+		var c contribution
+		ok := r.Status != 0
+		if ok {
+			c, ok = current(r.CorpusID, r.ServiceID, r.Status, r.Kinds)
+		}
+		if !ok {
+			if r.OldStatus != 0 {
+				gone = append(gone, r.TaskID)
+			}
+			continue
+		}
+		d.add(&c, 1, names)
+		put.TaskIds = append(put.TaskIds, r.TaskID)
+		put.CorpusIds, put.ServiceIds, put.Statuses = append(put.CorpusIds, c.corpus), append(put.ServiceIds, c.service), append(put.Statuses, c.status)
+		put.KindFrom = append(put.KindFrom, int32(len(put.Kinds)+1))
+		put.Kinds, put.Counts = append(put.Kinds, c.kinds...), append(put.Counts, c.counts...)
+		put.KindTo = append(put.KindTo, int32(len(put.Kinds)))
+	}
+	if len(gone) > 0 {
+		if err := q.ReportFoldGone(ctx, gone); err != nil {
+			return 0, nil, err
+		}
+	}
+	if len(put.TaskIds) > 0 {
+		if err := q.ReportFoldPut(ctx, put); err != nil {
+			return 0, nil, err
+		}
+	}
+	if err := d.write(ctx, q); err != nil {
+		return 0, nil, err
+	}
+	return changes, ids, nil
+}
+
+// write adds d's nonzero changes to the rollups, in key order.
+func (d *foldDelta) write(ctx context.Context, q *dbsqlc.Queries) error {
+	keys := make([]rollupKey, 0, len(d.rollup))
+	for k, v := range d.rollup {
+		if v != (counts{}) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b rollupKey) int {
+		return cmp.Or(cmp.Compare(a.corpus, b.corpus), cmp.Compare(a.service, b.service), cmp.Compare(a.status, b.status),
+			cmp.Compare(a.level, b.level), cmp.Compare(a.category, b.category), cmp.Compare(a.what, b.what))
+	})
+	if len(keys) > 0 {
+		var p dbsqlc.ReportRollupAddParams
+		for _, k := range keys {
+			v := d.rollup[k]
+			p.CorpusIds, p.ServiceIds, p.Statuses, p.Levels = append(p.CorpusIds, k.corpus), append(p.ServiceIds, k.service), append(p.Statuses, k.status), append(p.Levels, k.level)
+			p.Categories, p.Whats, p.Tasks, p.Messages = append(p.Categories, k.category), append(p.Whats, k.what), append(p.Tasks, v.tasks), append(p.Messages, v.messages)
+		}
+		if err := q.ReportRollupAdd(ctx, p); err != nil {
+			return err
+		}
+	}
+	all := make([]allKey, 0, len(d.all))
+	for k, v := range d.all {
+		if v != (counts{}) {
+			all = append(all, k)
+		}
+	}
+	slices.SortFunc(all, func(a, b allKey) int {
+		return cmp.Or(cmp.Compare(a.corpus, b.corpus), cmp.Compare(a.service, b.service), cmp.Compare(a.level, b.level),
+			cmp.Compare(a.severity, b.severity), cmp.Compare(a.category, b.category), cmp.Compare(a.what, b.what))
+	})
+	if len(all) == 0 {
+		return nil
+	}
+	var p dbsqlc.ReportAllRollupAddParams
+	for _, k := range all {
+		v := d.all[k]
+		p.CorpusIds, p.ServiceIds, p.Severities, p.Levels = append(p.CorpusIds, k.corpus), append(p.ServiceIds, k.service), append(p.Severities, k.severity), append(p.Levels, k.level)
+		p.Categories, p.Whats, p.Tasks, p.Messages = append(p.Categories, k.category), append(p.Whats, k.what), append(p.Tasks, v.tasks), append(p.Messages, v.messages)
+	}
+	return q.ReportAllRollupAdd(ctx, p)
+}
