@@ -92,14 +92,14 @@ WHERE k.id = ANY (@ids::int[]);
 
 -- name: ReportFoldPut :exec
 -- ReportFoldPut records what the tasks @task_ids contribute now (report_folded): task i's kinds
--- and their messages are elements @kind_from[i] to @kind_to[i] (1-based, inclusive; from > to:
--- none) of the flat arrays @kinds and @counts.
+-- and their messages are @kinds[i] and @counts[i], integer arrays written as text ('{1,2}').
+-- Text, not slices of flat integer arrays: slicing a parameter array copies all of it, and a
+-- batch's kinds are tens of thousands (docs/performance.md, "Real logs").
 INSERT INTO report_folded AS f (task_id, corpus_id, service_id, status, kinds, counts)
-SELECT t.task_id, t.corpus_id, t.service_id, t.status,
-       (@kinds::int[])[t.kind_from:t.kind_to], (@counts::int[])[t.kind_from:t.kind_to]
+SELECT t.task_id, t.corpus_id, t.service_id, t.status, t.kinds::int[], t.counts::int[]
 FROM (SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@corpus_ids::int[]) AS corpus_id,
              unnest(@service_ids::int[]) AS service_id, unnest(@statuses::smallint[]) AS status,
-             unnest(@kind_from::int[]) AS kind_from, unnest(@kind_to::int[]) AS kind_to) AS t
+             unnest(@kinds::text[]) AS kinds, unnest(@counts::text[]) AS counts) AS t
 ORDER BY t.task_id
 ON CONFLICT (task_id) DO UPDATE
 SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, status = excluded.status,
@@ -118,6 +118,27 @@ SELECT unnest(@corpus_ids::int[]), unnest(@service_ids::int[]), unnest(@statuses
        unnest(@tasks::bigint[]), unnest(@messages::bigint[])
 ON CONFLICT (corpus_id, service_id, status, level, category, what) DO UPDATE
 SET tasks = r.tasks + excluded.tasks, messages = r.messages + excluded.messages;
+
+-- name: ReportRollupDropZero :exec
+-- ReportRollupDropZero drops the rows of the keys given (the ones a fold took from) that count
+-- nothing now.
+DELETE FROM report_rollup r
+USING (SELECT unnest(@corpus_ids::int[]) AS corpus_id, unnest(@service_ids::int[]) AS service_id,
+              unnest(@statuses::smallint[]) AS status, unnest(@levels::smallint[]) AS level,
+              unnest(@categories::text[]) AS category, unnest(@whats::text[]) AS what) AS k
+WHERE r.corpus_id = k.corpus_id AND r.service_id = k.service_id AND r.status = k.status
+  AND r.level = k.level AND r.category = k.category AND r.what = k.what
+  AND r.tasks = 0 AND r.messages = 0;
+
+-- name: ReportAllRollupDropZero :exec
+-- ReportAllRollupDropZero is ReportRollupDropZero for report_all_rollup.
+DELETE FROM report_all_rollup r
+USING (SELECT unnest(@corpus_ids::int[]) AS corpus_id, unnest(@service_ids::int[]) AS service_id,
+              unnest(@severities::text[]) AS severity, unnest(@levels::smallint[]) AS level,
+              unnest(@categories::text[]) AS category, unnest(@whats::text[]) AS what) AS k
+WHERE r.corpus_id = k.corpus_id AND r.service_id = k.service_id AND r.severity = k.severity
+  AND r.level = k.level AND r.category = k.category AND r.what = k.what
+  AND r.tasks = 0 AND r.messages = 0;
 
 -- name: ReportAllRollupAdd :exec
 -- ReportAllRollupAdd adds a fold's changes to report_all_rollup, as ReportRollupAdd.
@@ -140,12 +161,7 @@ SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'on', true);
 SELECT pg_try_advisory_xact_lock(hashtext('cortexq report fold'))::bool AS locked;
 
 -- name: ReportFoldDone :exec
--- ReportFoldDone drops the rollup rows that count nothing and records the fold's time.
-WITH dropped AS (
-    DELETE FROM report_rollup WHERE tasks = 0 AND messages = 0
-), all_dropped AS (
-    DELETE FROM report_all_rollup WHERE tasks = 0 AND messages = 0
-)
+-- ReportFoldDone records the fold's time.
 UPDATE report_fold_state SET folded_at = now();
 
 -- name: ReportFoldState :one

@@ -310,6 +310,12 @@ func TestFoldedReportEqualsBruteForce(t *testing.T) {
 			var left int
 			require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM report_rollup WHERE corpus_id = $1`, sb.ID).Scan(&left))
 			require.Zero(t, left, "rollup rows of a deleted sandbox")
+			require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM report_all_rollup WHERE corpus_id = $1`, sb.ID).Scan(&left))
+			require.Zero(t, left, "all-tasks rollup rows of a deleted sandbox")
+			// The fold drops every row it brings to zero (reruns took from many of them).
+			require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT (SELECT count(*) FROM report_rollup WHERE tasks = 0 AND messages = 0)
+				+ (SELECT count(*) FROM report_all_rollup WHERE tasks = 0 AND messages = 0)`).Scan(&left))
+			require.Zero(t, left, "rollup rows counting nothing")
 			require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM report_folded WHERE corpus_id = $1`, sb.ID).Scan(&left))
 			require.Zero(t, left)
 			f.requireFoldedEqualsBrute(f.corpus, "after the sandbox's deletion")

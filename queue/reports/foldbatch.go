@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/cortexq/cortexq/queue"
@@ -215,8 +216,8 @@ func (s *Store) foldBatch(ctx context.Context, q *dbsqlc.Queries, batch int) (ch
 		return 0, nil, err
 	}
 	d := newFoldDelta()
-	// Empty, not nil: pgx sends a nil slice as NULL, and a slice of NULL is NULL.
-	put := dbsqlc.ReportFoldPutParams{Kinds: []int32{}, Counts: []int32{}}
+	var put dbsqlc.ReportFoldPutParams
+	var text []byte
 	var gone []int64
 	for i := range rows {
 		r := &rows[i]
@@ -239,9 +240,10 @@ func (s *Store) foldBatch(ctx context.Context, q *dbsqlc.Queries, batch int) (ch
 		d.add(&c, 1, names)
 		put.TaskIds = append(put.TaskIds, r.TaskID)
 		put.CorpusIds, put.ServiceIds, put.Statuses = append(put.CorpusIds, c.corpus), append(put.ServiceIds, c.service), append(put.Statuses, c.status)
-		put.KindFrom = append(put.KindFrom, int32(len(put.Kinds)+1))
-		put.Kinds, put.Counts = append(put.Kinds, c.kinds...), append(put.Counts, c.counts...)
-		put.KindTo = append(put.KindTo, int32(len(put.Kinds)))
+		text = appendIntArray(text[:0], c.kinds)
+		put.Kinds = append(put.Kinds, string(text))
+		text = appendIntArray(text[:0], c.counts)
+		put.Counts = append(put.Counts, string(text))
 	}
 	if len(gone) > 0 {
 		if err := q.ReportFoldGone(ctx, gone); err != nil {
@@ -259,7 +261,20 @@ func (s *Store) foldBatch(ctx context.Context, q *dbsqlc.Queries, batch int) (ch
 	return changes, ids, nil
 }
 
-// write adds d's nonzero changes to the rollups, in key order.
+// appendIntArray appends PostgreSQL's text form of the integer array a ({1,2,3}) to b.
+func appendIntArray(b []byte, a []int32) []byte {
+	b = append(b, '{')
+	for i, n := range a {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(n), 10)
+	}
+	return append(b, '}')
+}
+
+// write adds d's nonzero changes to the rollups, in key order, and drops the rows they brought
+// to zero (only a change that takes away can: counts are never negative).
 func (d *foldDelta) write(ctx context.Context, q *dbsqlc.Queries) error {
 	keys := make([]rollupKey, 0, len(d.rollup))
 	for k, v := range d.rollup {
@@ -273,13 +288,23 @@ func (d *foldDelta) write(ctx context.Context, q *dbsqlc.Queries) error {
 	})
 	if len(keys) > 0 {
 		var p dbsqlc.ReportRollupAddParams
+		var z dbsqlc.ReportRollupDropZeroParams
 		for _, k := range keys {
 			v := d.rollup[k]
 			p.CorpusIds, p.ServiceIds, p.Statuses, p.Levels = append(p.CorpusIds, k.corpus), append(p.ServiceIds, k.service), append(p.Statuses, k.status), append(p.Levels, k.level)
 			p.Categories, p.Whats, p.Tasks, p.Messages = append(p.Categories, k.category), append(p.Whats, k.what), append(p.Tasks, v.tasks), append(p.Messages, v.messages)
+			if v.tasks < 0 || v.messages < 0 {
+				z.CorpusIds, z.ServiceIds, z.Statuses, z.Levels = append(z.CorpusIds, k.corpus), append(z.ServiceIds, k.service), append(z.Statuses, k.status), append(z.Levels, k.level)
+				z.Categories, z.Whats = append(z.Categories, k.category), append(z.Whats, k.what)
+			}
 		}
 		if err := q.ReportRollupAdd(ctx, p); err != nil {
 			return err
+		}
+		if len(z.CorpusIds) > 0 {
+			if err := q.ReportRollupDropZero(ctx, z); err != nil {
+				return err
+			}
 		}
 	}
 	all := make([]allKey, 0, len(d.all))
@@ -296,10 +321,21 @@ func (d *foldDelta) write(ctx context.Context, q *dbsqlc.Queries) error {
 		return nil
 	}
 	var p dbsqlc.ReportAllRollupAddParams
+	var z dbsqlc.ReportAllRollupDropZeroParams
 	for _, k := range all {
 		v := d.all[k]
 		p.CorpusIds, p.ServiceIds, p.Severities, p.Levels = append(p.CorpusIds, k.corpus), append(p.ServiceIds, k.service), append(p.Severities, k.severity), append(p.Levels, k.level)
 		p.Categories, p.Whats, p.Tasks, p.Messages = append(p.Categories, k.category), append(p.Whats, k.what), append(p.Tasks, v.tasks), append(p.Messages, v.messages)
+		if v.tasks < 0 || v.messages < 0 {
+			z.CorpusIds, z.ServiceIds, z.Severities, z.Levels = append(z.CorpusIds, k.corpus), append(z.ServiceIds, k.service), append(z.Severities, k.severity), append(z.Levels, k.level)
+			z.Categories, z.Whats = append(z.Categories, k.category), append(z.Whats, k.what)
+		}
 	}
-	return q.ReportAllRollupAdd(ctx, p)
+	if err := q.ReportAllRollupAdd(ctx, p); err != nil {
+		return err
+	}
+	if len(z.CorpusIds) > 0 {
+		return q.ReportAllRollupDropZero(ctx, z)
+	}
+	return nil
 }

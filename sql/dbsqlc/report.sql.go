@@ -831,6 +831,38 @@ func (q *Queries) ReportAllRollupAdd(ctx context.Context, arg ReportAllRollupAdd
 	return err
 }
 
+const reportAllRollupDropZero = `-- name: ReportAllRollupDropZero :exec
+DELETE FROM report_all_rollup r
+USING (SELECT unnest($1::int[]) AS corpus_id, unnest($2::int[]) AS service_id,
+              unnest($3::text[]) AS severity, unnest($4::smallint[]) AS level,
+              unnest($5::text[]) AS category, unnest($6::text[]) AS what) AS k
+WHERE r.corpus_id = k.corpus_id AND r.service_id = k.service_id AND r.severity = k.severity
+  AND r.level = k.level AND r.category = k.category AND r.what = k.what
+  AND r.tasks = 0 AND r.messages = 0
+`
+
+type ReportAllRollupDropZeroParams struct {
+	CorpusIds  []int32  `json:"corpus_ids"`
+	ServiceIds []int32  `json:"service_ids"`
+	Severities []string `json:"severities"`
+	Levels     []int16  `json:"levels"`
+	Categories []string `json:"categories"`
+	Whats      []string `json:"whats"`
+}
+
+// ReportAllRollupDropZero is ReportRollupDropZero for report_all_rollup.
+func (q *Queries) ReportAllRollupDropZero(ctx context.Context, arg ReportAllRollupDropZeroParams) error {
+	_, err := q.db.Exec(ctx, reportAllRollupDropZero,
+		arg.CorpusIds,
+		arg.ServiceIds,
+		arg.Severities,
+		arg.Levels,
+		arg.Categories,
+		arg.Whats,
+	)
+	return err
+}
+
 const reportAllSeverities = `-- name: ReportAllSeverities :many
 SELECT severity, tasks, messages
 FROM report_all_rollup
@@ -952,15 +984,10 @@ func (q *Queries) ReportChangesAdd(ctx context.Context, taskIds []int64) error {
 }
 
 const reportFoldDone = `-- name: ReportFoldDone :exec
-WITH dropped AS (
-    DELETE FROM report_rollup WHERE tasks = 0 AND messages = 0
-), all_dropped AS (
-    DELETE FROM report_all_rollup WHERE tasks = 0 AND messages = 0
-)
 UPDATE report_fold_state SET folded_at = now()
 `
 
-// ReportFoldDone drops the rollup rows that count nothing and records the fold's time.
+// ReportFoldDone records the fold's time.
 func (q *Queries) ReportFoldDone(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, reportFoldDone)
 	return err
@@ -990,11 +1017,10 @@ func (q *Queries) ReportFoldLock(ctx context.Context) (bool, error) {
 
 const reportFoldPut = `-- name: ReportFoldPut :exec
 INSERT INTO report_folded AS f (task_id, corpus_id, service_id, status, kinds, counts)
-SELECT t.task_id, t.corpus_id, t.service_id, t.status,
-       ($1::int[])[t.kind_from:t.kind_to], ($2::int[])[t.kind_from:t.kind_to]
-FROM (SELECT unnest($3::bigint[]) AS task_id, unnest($4::int[]) AS corpus_id,
-             unnest($5::int[]) AS service_id, unnest($6::smallint[]) AS status,
-             unnest($7::int[]) AS kind_from, unnest($8::int[]) AS kind_to) AS t
+SELECT t.task_id, t.corpus_id, t.service_id, t.status, t.kinds::int[], t.counts::int[]
+FROM (SELECT unnest($1::bigint[]) AS task_id, unnest($2::int[]) AS corpus_id,
+             unnest($3::int[]) AS service_id, unnest($4::smallint[]) AS status,
+             unnest($5::text[]) AS kinds, unnest($6::text[]) AS counts) AS t
 ORDER BY t.task_id
 ON CONFLICT (task_id) DO UPDATE
 SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, status = excluded.status,
@@ -1002,29 +1028,26 @@ SET corpus_id = excluded.corpus_id, service_id = excluded.service_id, status = e
 `
 
 type ReportFoldPutParams struct {
-	Kinds      []int32 `json:"kinds"`
-	Counts     []int32 `json:"counts"`
-	TaskIds    []int64 `json:"task_ids"`
-	CorpusIds  []int32 `json:"corpus_ids"`
-	ServiceIds []int32 `json:"service_ids"`
-	Statuses   []int16 `json:"statuses"`
-	KindFrom   []int32 `json:"kind_from"`
-	KindTo     []int32 `json:"kind_to"`
+	TaskIds    []int64  `json:"task_ids"`
+	CorpusIds  []int32  `json:"corpus_ids"`
+	ServiceIds []int32  `json:"service_ids"`
+	Statuses   []int16  `json:"statuses"`
+	Kinds      []string `json:"kinds"`
+	Counts     []string `json:"counts"`
 }
 
 // ReportFoldPut records what the tasks @task_ids contribute now (report_folded): task i's kinds
-// and their messages are elements @kind_from[i] to @kind_to[i] (1-based, inclusive; from > to:
-// none) of the flat arrays @kinds and @counts.
+// and their messages are @kinds[i] and @counts[i], integer arrays written as text ('{1,2}').
+// Text, not slices of flat integer arrays: slicing a parameter array copies all of it, and a
+// batch's kinds are tens of thousands (docs/performance.md, "Real logs").
 func (q *Queries) ReportFoldPut(ctx context.Context, arg ReportFoldPutParams) error {
 	_, err := q.db.Exec(ctx, reportFoldPut,
-		arg.Kinds,
-		arg.Counts,
 		arg.TaskIds,
 		arg.CorpusIds,
 		arg.ServiceIds,
 		arg.Statuses,
-		arg.KindFrom,
-		arg.KindTo,
+		arg.Kinds,
+		arg.Counts,
 	)
 	return err
 }
@@ -1524,6 +1547,39 @@ func (q *Queries) ReportRollupAdd(ctx context.Context, arg ReportRollupAddParams
 		arg.Whats,
 		arg.Tasks,
 		arg.Messages,
+	)
+	return err
+}
+
+const reportRollupDropZero = `-- name: ReportRollupDropZero :exec
+DELETE FROM report_rollup r
+USING (SELECT unnest($1::int[]) AS corpus_id, unnest($2::int[]) AS service_id,
+              unnest($3::smallint[]) AS status, unnest($4::smallint[]) AS level,
+              unnest($5::text[]) AS category, unnest($6::text[]) AS what) AS k
+WHERE r.corpus_id = k.corpus_id AND r.service_id = k.service_id AND r.status = k.status
+  AND r.level = k.level AND r.category = k.category AND r.what = k.what
+  AND r.tasks = 0 AND r.messages = 0
+`
+
+type ReportRollupDropZeroParams struct {
+	CorpusIds  []int32  `json:"corpus_ids"`
+	ServiceIds []int32  `json:"service_ids"`
+	Statuses   []int16  `json:"statuses"`
+	Levels     []int16  `json:"levels"`
+	Categories []string `json:"categories"`
+	Whats      []string `json:"whats"`
+}
+
+// ReportRollupDropZero drops the rows of the keys given (the ones a fold took from) that count
+// nothing now.
+func (q *Queries) ReportRollupDropZero(ctx context.Context, arg ReportRollupDropZeroParams) error {
+	_, err := q.db.Exec(ctx, reportRollupDropZero,
+		arg.CorpusIds,
+		arg.ServiceIds,
+		arg.Statuses,
+		arg.Levels,
+		arg.Categories,
+		arg.Whats,
 	)
 	return err
 }
