@@ -87,9 +87,9 @@ func FromReaderAt(r io.ReaderAt, size int64, opts Options) (queue.Report, error)
 		return queue.Report{}, fmt.Errorf("%w: open %s: %w", ErrUnusable, LogName, err)
 	}
 	defer rc.Close()
-	report, err := Parse(rc, opts)
+	report, err := parse(rc, opts.MaxLogBytes, opts.MaxMessages, int64(min(member.UncompressedSize64, 1<<40)))
 	if err != nil {
-		return queue.Report{}, fmt.Errorf("%w: %s: %w", ErrUnusable, LogName, err)
+		return queue.Report{}, fmt.Errorf("%w: %s: read log: %w", ErrUnusable, LogName, err)
 	}
 	return report, nil
 }

@@ -28,6 +28,6 @@ func fromArchive(path string, opts Options) (queue.Report, error) {
 
 // parseLog parses a whole log held in memory (no length limit).
 func parseLog(data []byte) queue.Report {
-	rep, _ := parse(bytes.NewReader(data), 1<<62, MaxMessagesDefault)
+	rep, _ := parse(bytes.NewReader(data), 1<<62, MaxMessagesDefault, int64(len(data)))
 	return rep
 }

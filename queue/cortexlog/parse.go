@@ -42,7 +42,7 @@ const maxLineBytes = 64 << 10
 // is r's read error, if any.
 func Parse(r io.Reader, opts Options) (queue.Report, error) {
 	opts = opts.withDefaults()
-	rep, err := parse(r, opts.MaxLogBytes, opts.MaxMessages)
+	rep, err := parse(r, opts.MaxLogBytes, opts.MaxMessages, 0)
 	if err != nil {
 		return queue.Report{}, fmt.Errorf("read log: %w", err)
 	}
@@ -53,8 +53,15 @@ func Parse(r io.Reader, opts Options) (queue.Report, error) {
 // keeping at most maxMessages messages of each severity. Only the lines that end within limit
 // bytes are parsed (or the last line, without an end, of a log of at most limit bytes): a cut
 // line is dropped rather than half a status line or half a rune parsed.
-func parse(r io.Reader, limit int64, maxMessages int) (queue.Report, error) {
+//
+// size is what the log says its size is (0: unknown): room for the messages such a log holds is
+// made at once (a LaTeXML log's hundred messages grew the slice eight times), within
+// maxMessagesHint whatever it says.
+func parse(r io.Reader, limit int64, maxMessages int, size int64) (queue.Report, error) {
 	p := parser{report: queue.Report{Status: queue.StatusFatal}, current: -1, max: maxMessages}
+	if n := min(size/bytesPerMessageHint, maxMessagesHint); n > 0 {
+		p.report.Messages = make([]queue.Message, 0, n)
+	}
 	n := limit
 	if n < math.MaxInt64 {
 		n++ // one byte more tells a log of exactly limit bytes from a longer one
@@ -102,6 +109,13 @@ func parse(r io.Reader, limit int64, maxMessages int) (queue.Report, error) {
 	}
 	return p.report, nil
 }
+
+// bytesPerMessageHint is about the bytes of a LaTeXML log a message takes; maxMessagesHint bounds
+// the room made from a log's claimed size (a hostile archive may claim any).
+const (
+	bytesPerMessageHint = 64
+	maxMessagesHint     = 512
+)
 
 // lineReader splits a log into lines, keeping at most maxLineBytes of each.
 type lineReader struct {
