@@ -3,7 +3,7 @@
 -- status's severity, so the fold derives them from the kinds (queue/reports/foldbatch.go).
 -- Written as three text and integer arrays a task they were most of the fold's writing: a batch's
 -- rows came as slices of flat arrays, and slicing a text array walks it from its start
--- (docs/performance.md, "Real logs").
+-- (docs/performance.md, "Messages").
 
 -- +goose Up
 ALTER TABLE report_folded DROP COLUMN categories, DROP COLUMN whats, DROP COLUMN messages;

@@ -94,7 +94,7 @@ WHERE k.id = ANY (@ids::int[]);
 -- ReportFoldPut records what the tasks @task_ids contribute now (report_folded): task i's kinds
 -- and their messages are @kinds[i] and @counts[i], integer arrays written as text ('{1,2}').
 -- Text, not slices of flat integer arrays: slicing a parameter array copies all of it, and a
--- batch's kinds are tens of thousands (docs/performance.md, "Real logs").
+-- batch's kinds are tens of thousands (docs/performance.md, "Messages").
 INSERT INTO report_folded AS f (task_id, corpus_id, service_id, status, kinds, counts)
 SELECT t.task_id, t.corpus_id, t.service_id, t.status, t.kinds::int[], t.counts::int[]
 FROM (SELECT unnest(@task_ids::bigint[]) AS task_id, unnest(@corpus_ids::int[]) AS corpus_id,

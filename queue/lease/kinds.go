@@ -119,7 +119,7 @@ func (w *writes) writeMessages(yield func(queue.Message) bool) {
 // resolveKinds gives w the ids of the kinds of the messages it writes, each log's in its order
 // (w.kindSeqs): from the replica's cache, else added or found through q, the transaction's own
 // (not cached: not committed yet). One map lookup a message: a claim's batch of LaTeXML logs
-// holds some ten thousand messages (docs/performance.md, "Real logs").
+// holds some ten thousand messages (docs/performance.md, "Messages").
 func (s *Store) resolveKinds(ctx context.Context, q *dbsqlc.Queries, w *writes) error {
 	if len(w.messages) == 0 {
 		return nil

@@ -33,7 +33,7 @@ type nameCache struct {
 	names map[int32]kindName
 }
 
-// kindNamesMax bounds the cache: past it, it starts over.
+// kindNamesMax bounds nameCache: past it, it starts over.
 const kindNamesMax = 1 << 16
 
 // lookup fills names with the names of ids, reading the ones it lacks through q.
@@ -195,8 +195,7 @@ func current(corpus, service int32, st int16, logKinds []int32) (contribution, b
 // here, and writes it with report_folded's new rows. It returns the notes taken and the
 // distinct task ids (for DiffFold). The arithmetic is the replica's, not PostgreSQL's: done in
 // SQL, grouping a LaTeXML-like log's hundred messages by kind and the kinds by name cost
-// PostgreSQL ~250 µs a task, as much as the claim that wrote the log
-// (docs/performance.md#real-logs).
+// 165-188 µs of the machine a task, here 100-128 (docs/performance.md#messages).
 func (s *Store) foldBatch(ctx context.Context, q *dbsqlc.Queries, batch int) (changes int64, ids []int64, err error) {
 	rows, err := q.ReportFoldTake(ctx, int32(batch))
 	if err != nil || len(rows) == 0 {

@@ -72,7 +72,7 @@ WITH dispatch_deleted AS (
     -- @msg_details joined by that log's separator in @msg_detail_seps (empty: every detail is
     -- empty, NULL stored), which queue/lease chose to occur in none of them. One text a log
     -- rather than one element a message: a hundred messages' details cost one parameter
-    -- element to encode and receive, not a hundred (docs/performance.md, "Real logs"). A log
+    -- element to encode and receive, not a hundred (docs/performance.md, "Messages"). A log
     -- with no message deletes the row instead.
     INSERT INTO task_message_logs AS m (task_id, run, kinds, details)
     SELECT k.task_id, k.run, ($25::int[])[k.kind_from:k.kind_to],

@@ -1039,7 +1039,7 @@ type ReportFoldPutParams struct {
 // ReportFoldPut records what the tasks @task_ids contribute now (report_folded): task i's kinds
 // and their messages are @kinds[i] and @counts[i], integer arrays written as text ('{1,2}').
 // Text, not slices of flat integer arrays: slicing a parameter array copies all of it, and a
-// batch's kinds are tens of thousands (docs/performance.md, "Real logs").
+// batch's kinds are tens of thousands (docs/performance.md, "Messages").
 func (q *Queries) ReportFoldPut(ctx context.Context, arg ReportFoldPutParams) error {
 	_, err := q.db.Exec(ctx, reportFoldPut,
 		arg.TaskIds,
