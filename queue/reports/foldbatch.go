@@ -272,69 +272,70 @@ func appendIntArray(b []byte, a []int32) []byte {
 	return append(b, '}')
 }
 
-// write adds d's nonzero changes to the rollups, in key order, and drops the rows they brought
-// to zero (only a change that takes away can: counts are never negative).
-func (d *foldDelta) write(ctx context.Context, q *dbsqlc.Queries) error {
-	keys := make([]rollupKey, 0, len(d.rollup))
-	for k, v := range d.rollup {
+// changed returns the keys of m's nonzero changes, sorted by order.
+func changed[K comparable](m map[K]counts, order func(a, b K) int) []K {
+	keys := make([]K, 0, len(m))
+	for k, v := range m {
 		if v != (counts{}) {
 			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, func(a, b rollupKey) int {
+	slices.SortFunc(keys, order)
+	return keys
+}
+
+// takes says whether a change takes away: only such a change can bring a row to zero (counts
+// are never negative).
+func (c counts) takes() bool { return c.tasks < 0 || c.messages < 0 }
+
+// write adds d's nonzero changes to the rollups, in key order, and drops the rows they brought
+// to zero.
+func (d *foldDelta) write(ctx context.Context, q *dbsqlc.Queries) error {
+	var p dbsqlc.ReportRollupAddParams
+	var z dbsqlc.ReportRollupDropZeroParams
+	for _, k := range changed(d.rollup, func(a, b rollupKey) int {
 		return cmp.Or(cmp.Compare(a.corpus, b.corpus), cmp.Compare(a.service, b.service), cmp.Compare(a.status, b.status),
 			cmp.Compare(a.level, b.level), cmp.Compare(a.category, b.category), cmp.Compare(a.what, b.what))
-	})
-	if len(keys) > 0 {
-		var p dbsqlc.ReportRollupAddParams
-		var z dbsqlc.ReportRollupDropZeroParams
-		for _, k := range keys {
-			v := d.rollup[k]
-			p.CorpusIds, p.ServiceIds, p.Statuses, p.Levels = append(p.CorpusIds, k.corpus), append(p.ServiceIds, k.service), append(p.Statuses, k.status), append(p.Levels, k.level)
-			p.Categories, p.Whats, p.Tasks, p.Messages = append(p.Categories, k.category), append(p.Whats, k.what), append(p.Tasks, v.tasks), append(p.Messages, v.messages)
-			if v.tasks < 0 || v.messages < 0 {
-				z.CorpusIds, z.ServiceIds, z.Statuses, z.Levels = append(z.CorpusIds, k.corpus), append(z.ServiceIds, k.service), append(z.Statuses, k.status), append(z.Levels, k.level)
-				z.Categories, z.Whats = append(z.Categories, k.category), append(z.Whats, k.what)
-			}
-		}
-		if err := q.ReportRollupAdd(ctx, p); err != nil {
-			return err
-		}
-		if len(z.CorpusIds) > 0 {
-			if err := q.ReportRollupDropZero(ctx, z); err != nil {
-				return err
-			}
-		}
-	}
-	all := make([]allKey, 0, len(d.all))
-	for k, v := range d.all {
-		if v != (counts{}) {
-			all = append(all, k)
-		}
-	}
-	slices.SortFunc(all, func(a, b allKey) int {
-		return cmp.Or(cmp.Compare(a.corpus, b.corpus), cmp.Compare(a.service, b.service), cmp.Compare(a.level, b.level),
-			cmp.Compare(a.severity, b.severity), cmp.Compare(a.category, b.category), cmp.Compare(a.what, b.what))
-	})
-	if len(all) == 0 {
-		return nil
-	}
-	var p dbsqlc.ReportAllRollupAddParams
-	var z dbsqlc.ReportAllRollupDropZeroParams
-	for _, k := range all {
-		v := d.all[k]
-		p.CorpusIds, p.ServiceIds, p.Severities, p.Levels = append(p.CorpusIds, k.corpus), append(p.ServiceIds, k.service), append(p.Severities, k.severity), append(p.Levels, k.level)
+	}) {
+		v := d.rollup[k]
+		p.CorpusIds, p.ServiceIds, p.Statuses, p.Levels = append(p.CorpusIds, k.corpus), append(p.ServiceIds, k.service), append(p.Statuses, k.status), append(p.Levels, k.level)
 		p.Categories, p.Whats, p.Tasks, p.Messages = append(p.Categories, k.category), append(p.Whats, k.what), append(p.Tasks, v.tasks), append(p.Messages, v.messages)
-		if v.tasks < 0 || v.messages < 0 {
-			z.CorpusIds, z.ServiceIds, z.Severities, z.Levels = append(z.CorpusIds, k.corpus), append(z.ServiceIds, k.service), append(z.Severities, k.severity), append(z.Levels, k.level)
+		if v.takes() {
+			z.CorpusIds, z.ServiceIds, z.Statuses, z.Levels = append(z.CorpusIds, k.corpus), append(z.ServiceIds, k.service), append(z.Statuses, k.status), append(z.Levels, k.level)
 			z.Categories, z.Whats = append(z.Categories, k.category), append(z.Whats, k.what)
 		}
 	}
-	if err := q.ReportAllRollupAdd(ctx, p); err != nil {
-		return err
+	var ap dbsqlc.ReportAllRollupAddParams
+	var az dbsqlc.ReportAllRollupDropZeroParams
+	for _, k := range changed(d.all, func(a, b allKey) int {
+		return cmp.Or(cmp.Compare(a.corpus, b.corpus), cmp.Compare(a.service, b.service), cmp.Compare(a.level, b.level),
+			cmp.Compare(a.severity, b.severity), cmp.Compare(a.category, b.category), cmp.Compare(a.what, b.what))
+	}) {
+		v := d.all[k]
+		ap.CorpusIds, ap.ServiceIds, ap.Severities, ap.Levels = append(ap.CorpusIds, k.corpus), append(ap.ServiceIds, k.service), append(ap.Severities, k.severity), append(ap.Levels, k.level)
+		ap.Categories, ap.Whats, ap.Tasks, ap.Messages = append(ap.Categories, k.category), append(ap.Whats, k.what), append(ap.Tasks, v.tasks), append(ap.Messages, v.messages)
+		if v.takes() {
+			az.CorpusIds, az.ServiceIds, az.Severities, az.Levels = append(az.CorpusIds, k.corpus), append(az.ServiceIds, k.service), append(az.Severities, k.severity), append(az.Levels, k.level)
+			az.Categories, az.Whats = append(az.Categories, k.category), append(az.Whats, k.what)
+		}
 	}
-	if len(z.CorpusIds) > 0 {
-		return q.ReportAllRollupDropZero(ctx, z)
+	// Each statement only when it has rows: most batches of first results take nothing away.
+	steps := []struct {
+		rows int
+		run  func() error
+	}{
+		{len(p.CorpusIds), func() error { return q.ReportRollupAdd(ctx, p) }},
+		{len(z.CorpusIds), func() error { return q.ReportRollupDropZero(ctx, z) }},
+		{len(ap.CorpusIds), func() error { return q.ReportAllRollupAdd(ctx, ap) }},
+		{len(az.CorpusIds), func() error { return q.ReportAllRollupDropZero(ctx, az) }},
+	}
+	for _, st := range steps {
+		if st.rows == 0 {
+			continue
+		}
+		if err := st.run(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
