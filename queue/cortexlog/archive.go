@@ -42,6 +42,9 @@ type Options struct {
 	// status, and one message cortex/messages_truncated of that severity gives their total.
 	// Default MaxMessagesDefault.
 	MaxMessages int
+	// logSize is what an archive says its log's size is (set by FromReaderAt; 0: unknown): parse
+	// makes room for the messages such a log holds at once.
+	logSize int64
 }
 
 func (o Options) withDefaults() Options {
@@ -87,9 +90,10 @@ func FromReaderAt(r io.ReaderAt, size int64, opts Options) (queue.Report, error)
 		return queue.Report{}, fmt.Errorf("%w: open %s: %w", ErrUnusable, LogName, err)
 	}
 	defer rc.Close()
-	report, err := parse(rc, opts.MaxLogBytes, opts.MaxMessages, int64(min(member.UncompressedSize64, 1<<40)))
+	opts.logSize = int64(min(member.UncompressedSize64, 1<<40))
+	report, err := Parse(rc, opts)
 	if err != nil {
-		return queue.Report{}, fmt.Errorf("%w: %s: read log: %w", ErrUnusable, LogName, err)
+		return queue.Report{}, fmt.Errorf("%w: %s: %w", ErrUnusable, LogName, err)
 	}
 	return report, nil
 }

@@ -42,7 +42,7 @@ const maxLineBytes = 64 << 10
 // is r's read error, if any.
 func Parse(r io.Reader, opts Options) (queue.Report, error) {
 	opts = opts.withDefaults()
-	rep, err := parse(r, opts.MaxLogBytes, opts.MaxMessages, 0)
+	rep, err := parse(r, opts.MaxLogBytes, opts.MaxMessages, opts.logSize)
 	if err != nil {
 		return queue.Report{}, fmt.Errorf("read log: %w", err)
 	}
