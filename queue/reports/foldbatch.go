@@ -33,8 +33,8 @@ type nameCache struct {
 	names map[int32]kindName
 }
 
-// kindNamesMax bounds nameCache: past it, it starts over.
-const kindNamesMax = 1 << 16
+// nameCacheMax bounds nameCache: past it, it starts over.
+const nameCacheMax = 1 << 16
 
 // lookup fills names with the names of ids, reading the ones it lacks through q.
 func (c *nameCache) lookup(ctx context.Context, q *dbsqlc.Queries, ids map[int32]kindName) error {
@@ -60,7 +60,7 @@ func (c *nameCache) lookup(ctx context.Context, q *dbsqlc.Queries, ids map[int32
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.names == nil || len(c.names)+len(rows) > kindNamesMax {
+	if c.names == nil || len(c.names)+len(rows) > nameCacheMax {
 		c.names = make(map[int32]kindName, len(rows))
 	}
 	for _, r := range rows {
@@ -84,8 +84,8 @@ type allKey struct {
 	severity, category, what string
 }
 
-// counts is a rollup row's change: tasks and messages.
-type counts struct{ tasks, messages int64 }
+// rollupChange is a rollup row's change: tasks and messages.
+type rollupChange struct{ tasks, messages int64 }
 
 // contribution is what one task adds to the rollups, as report_folded keeps it: its scope and
 // final status and the kinds of its log (ascending ids) with their messages.
@@ -97,8 +97,8 @@ type contribution struct {
 
 // foldDelta is the change a batch makes to both rollups.
 type foldDelta struct {
-	rollup map[rollupKey]counts
-	all    map[allKey]counts
+	rollup map[rollupKey]rollupChange
+	all    map[allKey]rollupChange
 	// scratch for add
 	own    []int
 	perCat map[sevCat]int64
@@ -108,7 +108,7 @@ type foldDelta struct {
 type sevCat struct{ severity, category string }
 
 func newFoldDelta() *foldDelta {
-	return &foldDelta{rollup: map[rollupKey]counts{}, all: map[allKey]counts{},
+	return &foldDelta{rollup: map[rollupKey]rollupChange{}, all: map[allKey]rollupChange{},
 		perCat: map[sevCat]int64{}, perSev: map[string]int64{}}
 }
 
@@ -116,7 +116,7 @@ func newFoldDelta() *foldDelta {
 func (d *foldDelta) add(c *contribution, sign int64, names map[int32]kindName) {
 	bump := func(k rollupKey, n int64) {
 		v := d.rollup[k]
-		d.rollup[k] = counts{v.tasks + sign, v.messages + sign*n}
+		d.rollup[k] = rollupChange{v.tasks + sign, v.messages + sign*n}
 	}
 	// The status's severity (report_rollup): its kinds of that severity, by (category, what),
 	// per category, and the task as messaged; a Fatal task counted whatever its messages.
@@ -150,7 +150,7 @@ func (d *foldDelta) add(c *contribution, sign int64, names map[int32]kindName) {
 	// Every severity (report_all_rollup): per kind, per (severity, category) and per severity.
 	ball := func(k allKey, n int64) {
 		v := d.all[k]
-		d.all[k] = counts{v.tasks + sign, v.messages + sign*n}
+		d.all[k] = rollupChange{v.tasks + sign, v.messages + sign*n}
 	}
 	clear(d.perCat)
 	clear(d.perSev)
@@ -202,13 +202,23 @@ func (s *Store) foldBatch(ctx context.Context, q *dbsqlc.Queries, batch int) (ch
 		return 0, nil, err
 	}
 	changes = rows[0].Changes
+	// Each task's contribution now (ok: it has one), then the names of every kind met, distinct
+	// kinds only: a log's hundred messages are some forty kinds.
+	type now struct {
+		c  contribution
+		ok bool
+	}
+	cur := make([]now, len(rows))
 	names := map[int32]kindName{}
 	for i := range rows {
-		for _, id := range rows[i].OldKinds {
-			names[id] = kindName{}
+		r := &rows[i]
+		if r.Status != 0 {
+			cur[i].c, cur[i].ok = current(r.CorpusID, r.ServiceID, r.Status, r.Kinds)
 		}
-		for _, id := range rows[i].Kinds {
-			names[id] = kindName{}
+		for _, kinds := range [][]int32{r.OldKinds, cur[i].c.kinds} {
+			for _, id := range kinds {
+				names[id] = kindName{}
+			}
 		}
 	}
 	if err := s.names.lookup(ctx, q, names); err != nil {
@@ -225,11 +235,7 @@ func (s *Store) foldBatch(ctx context.Context, q *dbsqlc.Queries, batch int) (ch
 			old := contribution{corpus: r.OldCorpusID, service: r.OldServiceID, status: r.OldStatus, kinds: r.OldKinds, counts: r.OldCounts}
 			d.add(&old, -1, names)
 		}
-		var c contribution
-		ok := r.Status != 0
-		if ok {
-			c, ok = current(r.CorpusID, r.ServiceID, r.Status, r.Kinds)
-		}
+		c, ok := cur[i].c, cur[i].ok
 		if !ok {
 			if r.OldStatus != 0 {
 				gone = append(gone, r.TaskID)
@@ -273,10 +279,10 @@ func appendIntArray(b []byte, a []int32) []byte {
 }
 
 // changed returns the keys of m's nonzero changes, sorted by order.
-func changed[K comparable](m map[K]counts, order func(a, b K) int) []K {
+func changed[K comparable](m map[K]rollupChange, order func(a, b K) int) []K {
 	keys := make([]K, 0, len(m))
 	for k, v := range m {
-		if v != (counts{}) {
+		if v != (rollupChange{}) {
 			keys = append(keys, k)
 		}
 	}
@@ -286,7 +292,7 @@ func changed[K comparable](m map[K]counts, order func(a, b K) int) []K {
 
 // takes says whether a change takes away: only such a change can bring a row to zero (counts
 // are never negative).
-func (c counts) takes() bool { return c.tasks < 0 || c.messages < 0 }
+func (c rollupChange) takes() bool { return c.tasks < 0 || c.messages < 0 }
 
 // write adds d's nonzero changes to the rollups, in key order, and drops the rows they brought
 // to zero.
