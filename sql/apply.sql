@@ -68,14 +68,19 @@ WITH dispatch_deleted AS (
     -- @msg_details joined by that log's separator in @msg_detail_seps (empty: every detail is
     -- empty, NULL stored), which queue/lease chose to occur in none of them. One text a log
     -- rather than one element a message: a hundred messages' details cost one parameter
-    -- element to encode and receive, not a hundred (docs/performance.md, "Messages"). A log
-    -- with no message deletes the row instead.
+    -- element to encode and receive, not a hundred (docs/performance.md, "Messages"). Where
+    -- @msg_elided is set, an empty element stands for its kind's usual details and is stored
+    -- as NULL (migrations/00025_usual_details.sql): queue/lease sets it only for a log with no
+    -- empty details of a kind whose usual ones are not empty. A log with no message deletes the
+    -- row instead.
     INSERT INTO task_message_logs AS m (task_id, run, kinds, details)
     SELECT k.task_id, k.run, (@msg_kinds::int[])[k.kind_from:k.kind_to],
-           CASE WHEN k.detail_sep <> '' THEN string_to_array(k.details, k.detail_sep) END
+           CASE WHEN k.detail_sep <> ''
+                THEN string_to_array(k.details, k.detail_sep, CASE WHEN k.elided THEN '' END) END
     FROM (SELECT unnest(@msg_task_ids::bigint[]) AS task_id, unnest(@msg_runs::int[]) AS run,
                  unnest(@msg_kind_from::int[]) AS kind_from, unnest(@msg_kind_to::int[]) AS kind_to,
-                 unnest(@msg_details::text[]) AS details, unnest(@msg_detail_seps::text[]) AS detail_sep) AS k
+                 unnest(@msg_details::text[]) AS details, unnest(@msg_detail_seps::text[]) AS detail_sep,
+                 unnest(@msg_elided::bool[]) AS elided) AS k
     WHERE k.kind_to >= k.kind_from
     ON CONFLICT (task_id, run) DO UPDATE SET kinds = excluded.kinds, details = excluded.details
 ), messages_cleared AS (

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -141,4 +142,49 @@ func TestMigrationFoldedKindsOnly(t *testing.T) {
 	require.NoError(t, err)
 	d.ok("fold")
 	require.Equal(t, before, rollups())
+}
+
+// TestMigrationUsualDetails: rolling 00025 back writes out the details each NULL element stood
+// for (its kind's usual ones), so the code before it reads every message as it was; migrating up
+// again changes nothing a reader sees.
+func TestMigrationUsualDetails(t *testing.T) {
+	d := newTestDB(t)
+	var svc, corpus int32
+	require.NoError(t, d.pool.QueryRow(d.ctx, `INSERT INTO services (name) VALUES ('echo') RETURNING id`).Scan(&svc))
+	require.NoError(t, d.pool.QueryRow(d.ctx, `INSERT INTO corpora (name, path) VALUES ('c', '/c') RETURNING id`).Scan(&corpus))
+	_, err := d.pool.Exec(d.ctx, `INSERT INTO tasks (corpus_id, service_id, entry, status, run)
+		SELECT $1, $2, '/c/' || g || '.zip', -1, 1 FROM generate_series(1, 5) AS g`, corpus, svc)
+	require.NoError(t, err)
+	_, err = d.pool.Exec(d.ctx, `
+		INSERT INTO message_kinds (id, severity, category, what, usual_details) OVERRIDING SYSTEM VALUE VALUES
+			(901, 'info', 'loaded_file', 'a', '/p/a'), (902, 'info', 'loaded_file', 'b', NULL),
+			(903, 'warning', 'undefined', 'c', 'at line 1');
+		INSERT INTO task_message_logs (task_id, run, kinds, details)
+		SELECT id, 1, k, dt FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM tasks) t
+		JOIN (VALUES (1, '{901,902,903,901}'::int[], '{NULL,x,NULL,/q/a}'::text[]),
+		             (2, '{901,901}', '{NULL,NULL}'),
+		             (3, '{902,903}', NULL),
+		             (4, '{901,903}', '{/p/a,""}'),
+		             (5, '{901,902}', '{NULL}')) AS v (n, k, dt) ON v.n = t.n`)
+	require.NoError(t, err)
+	read := func() string {
+		var s string
+		require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT string_agg(format('%s/%s:%s', task_id, id, details), ';' ORDER BY task_id, id)
+			FROM task_messages`).Scan(&s))
+		return s
+	}
+	before := read()
+	require.Equal(t, 12, strings.Count(before, ";")+1)
+	require.Contains(t, before, "/1:/p/a;")
+	require.Contains(t, before, "/3:at line 1;")
+	require.Contains(t, before, "/2:;") // kind b has no usual details
+
+	d.ok("migrate", "down", "24")
+	require.Equal(t, before, read())
+	require.Equal(t, 0, d.count(`SELECT count(*) FROM task_message_logs
+		WHERE array_position(details, NULL) IS NOT NULL OR cardinality(details) < cardinality(kinds)`))
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM task_message_logs WHERE details IS NULL`))
+
+	d.ok("migrate", "up")
+	require.Equal(t, before, read())
 }

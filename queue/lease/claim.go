@@ -140,7 +140,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	ids := resultTasks(results)
 	// The kinds of the messages, committed before the claim (and kept in the replica's cache):
 	// the claim's transaction then writes ids it knows.
-	if err := s.kindIDs(ctx, dbsqlc.New(s.pool), resultMessages(results), map[kindKey]int32{}, true); err != nil {
+	if err := s.kindIDs(ctx, dbsqlc.New(s.pool), resultMessages(results), map[kindKey]kindRef{}, true); err != nil {
 		return nil, err
 	}
 	decisions := make([]Decision, len(results))

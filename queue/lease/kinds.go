@@ -19,52 +19,76 @@ type kindKey struct {
 
 func keyOf(m queue.Message) kindKey { return kindKey{m.Severity, m.Category, m.What} }
 
-// kindCacheMax bounds the ids a replica keeps: past it the cache starts over (a log of made-up
+// kindCacheMax bounds the kinds a replica keeps: past it the cache starts over (a log of made-up
 // whats costs a statement per new kind, not memory).
 const kindCacheMax = 1 << 16
 
-// kindCache holds message_kinds ids this replica has seen committed. Rows of message_kinds are
-// never deleted or changed, so an id once seen stays right.
-type kindCache struct {
-	mu  sync.RWMutex
-	ids map[kindKey]int32
+// maxUsualDetailsBytes bounds the details a kind keeps as its usual ones: a LaTeXML binding's
+// path is well within it; longer details (a message's own text, a trace) are seldom repeated.
+const maxUsualDetailsBytes = 256
+
+// kindRef is what a replica knows of a row of message_kinds: its id and its usual details
+// (migrations/00025_usual_details.sql; "" when it has none).
+type kindRef struct {
+	id    int32
+	usual string
 }
 
-func (c *kindCache) get(k kindKey) (int32, bool) {
+// kindCache holds message_kinds rows this replica has seen committed. Rows of message_kinds are
+// never deleted or changed, so a row once seen stays right.
+type kindCache struct {
+	mu   sync.RWMutex
+	refs map[kindKey]kindRef
+}
+
+func (c *kindCache) get(k kindKey) (kindRef, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	id, ok := c.ids[k]
-	return id, ok
+	ref, ok := c.refs[k]
+	return ref, ok
 }
 
 func (c *kindCache) put(rows []dbsqlc.MessageKindsEnsureRow) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ids == nil || len(c.ids)+len(rows) > kindCacheMax {
-		c.ids = make(map[kindKey]int32, len(rows))
+	if c.refs == nil || len(c.refs)+len(rows) > kindCacheMax {
+		c.refs = make(map[kindKey]kindRef, len(rows))
 	}
 	for _, r := range rows {
-		c.ids[kindKey{queue.Severity(r.Severity), r.Category, r.What}] = r.ID
+		c.refs[kindKey{queue.Severity(r.Severity), r.Category, r.What}] = kindRef{r.ID, r.UsualDetails}
 	}
 }
 
-// kindIDs finds the ids of the kinds of msgs, adding the missing ones to message_kinds through
-// q, into ids. With cache set (q is not inside a transaction: what it adds is committed) the
-// ids found go into the replica's cache too.
-func (s *Store) kindIDs(ctx context.Context, q *dbsqlc.Queries, msgs func(yield func(queue.Message) bool), ids map[kindKey]int32, cache bool) error {
-	var sevs, cats, whats []string
-	want := map[kindKey]bool{}
+// usualDetails is what a kind first seen in a message with details d keeps as its usual ones.
+func usualDetails(d string) string {
+	if len(d) > maxUsualDetailsBytes {
+		return ""
+	}
+	return d
+}
+
+// kindIDs finds the rows of the kinds of msgs, adding the missing ones to message_kinds through
+// q (with the details of the first message of each as their usual ones), into refs. With cache
+// set (q is not inside a transaction: what it adds is committed) the rows found go into the
+// replica's cache too.
+func (s *Store) kindIDs(ctx context.Context, q *dbsqlc.Queries, msgs func(yield func(queue.Message) bool), refs map[kindKey]kindRef, cache bool) error {
+	var sevs, cats, whats, usuals []string
+	want := map[kindKey]string{}
 	for m := range msgs {
 		k := keyOf(m)
-		if _, ok := ids[k]; ok || want[k] {
+		if _, ok := refs[k]; ok {
 			continue
 		}
-		if id, ok := s.kinds.get(k); ok {
-			ids[k] = id
+		if _, ok := want[k]; ok {
 			continue
 		}
-		want[k] = true
+		if ref, ok := s.kinds.get(k); ok {
+			refs[k] = ref
+			continue
+		}
+		want[k] = usualDetails(m.Details)
 		sevs, cats, whats = append(sevs, string(k.severity)), append(cats, k.category), append(whats, k.what)
+		usuals = append(usuals, want[k])
 	}
 	// A kind another transaction adds at the same time is not in the statement's snapshot: the
 	// next statement sees it (or adds it, if that transaction rolled back).
@@ -72,7 +96,7 @@ func (s *Store) kindIDs(ctx context.Context, q *dbsqlc.Queries, msgs func(yield 
 		if try == 5 {
 			return fmt.Errorf("message kinds: %d still missing after %d tries", len(want), try)
 		}
-		rows, err := q.MessageKindsEnsure(ctx, sevs, cats, whats)
+		rows, err := q.MessageKindsEnsure(ctx, sevs, cats, whats, usuals)
 		if err != nil {
 			return fmt.Errorf("message kinds: %w", err)
 		}
@@ -81,12 +105,13 @@ func (s *Store) kindIDs(ctx context.Context, q *dbsqlc.Queries, msgs func(yield 
 		}
 		for _, r := range rows {
 			k := kindKey{queue.Severity(r.Severity), r.Category, r.What}
-			ids[k] = r.ID
+			refs[k] = kindRef{r.ID, r.UsualDetails}
 			delete(want, k)
 		}
-		sevs, cats, whats = sevs[:0], cats[:0], whats[:0]
-		for k := range want {
+		sevs, cats, whats, usuals = sevs[:0], cats[:0], whats[:0], usuals[:0]
+		for k, usual := range want {
 			sevs, cats, whats = append(sevs, string(k.severity)), append(cats, k.category), append(whats, k.what)
+			usuals = append(usuals, usual)
 		}
 	}
 	return nil
@@ -116,10 +141,11 @@ func (w *writes) writeMessages(yield func(queue.Message) bool) {
 	}
 }
 
-// resolveKinds gives w the ids of the kinds of the messages it writes, each log's in its order
-// (w.kindSeqs): from the replica's cache, else added or found through q, the transaction's own
-// (not cached: not committed yet). One map lookup a message: a claim's batch of LaTeXML logs
-// holds some ten thousand messages (docs/performance.md, "Messages").
+// resolveKinds gives w the rows of the kinds of the messages it writes, each log's ids in its
+// order (w.kindSeqs) and each kind's usual details (w.usual): from the replica's cache, else
+// added or found through q, the transaction's own (not cached: not committed yet). One map
+// lookup a message: a claim's batch of LaTeXML logs holds some ten thousand messages
+// (docs/performance.md, "Messages").
 func (s *Store) resolveKinds(ctx context.Context, q *dbsqlc.Queries, w *writes) error {
 	if len(w.messages) == 0 {
 		return nil
@@ -129,28 +155,32 @@ func (s *Store) resolveKinds(ctx context.Context, q *dbsqlc.Queries, w *writes) 
 		seq := make([]int32, len(msgs))
 		for i, m := range msgs {
 			key := keyOf(m)
-			id, ok := w.kindIDs[key]
+			ref, ok := w.kindRefs[key]
 			if !ok {
-				if id, ok = s.kinds.get(key); ok {
-					w.kindIDs[key] = id
+				if ref, ok = s.kinds.get(key); ok {
+					w.kindRefs[key] = ref
 				} else {
 					missing = true
 				}
 			}
-			seq[i] = id
+			seq[i] = ref.id
 		}
 		w.kindSeqs[k] = seq
 	}
-	if !missing {
-		return nil
+	if missing {
+		if err := s.kindIDs(ctx, q, w.writeMessages, w.kindRefs, false); err != nil {
+			return err
+		}
+		for k, msgs := range w.messages {
+			seq := w.kindSeqs[k]
+			for i, m := range msgs {
+				seq[i] = w.kindRefs[keyOf(m)].id
+			}
+		}
 	}
-	if err := s.kindIDs(ctx, q, w.writeMessages, w.kindIDs, false); err != nil {
-		return err
-	}
-	for k, msgs := range w.messages {
-		seq := w.kindSeqs[k]
-		for i, m := range msgs {
-			seq[i] = w.kindIDs[keyOf(m)]
+	for _, ref := range w.kindRefs {
+		if ref.usual != "" {
+			w.usual[ref.id] = ref.usual
 		}
 	}
 	return nil

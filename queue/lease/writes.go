@@ -44,10 +44,11 @@ type writes struct {
 	outcomes    map[attemptKey]outcomeWrite
 	dropAttempt map[attemptKey]bool
 	messages    map[rowKey][]queue.Message // replaces the run's messages
-	// kindIDs are the message_kinds ids of the messages' kinds, and kindSeqs each log's ids in
-	// its order (Store.resolveKinds).
-	kindIDs  map[kindKey]int32
+	// kindRefs are the message_kinds rows of the messages' kinds, kindSeqs each log's ids in
+	// its order and usual the kinds' usual details, where not empty (Store.resolveKinds).
+	kindRefs map[kindKey]kindRef
 	kindSeqs map[rowKey][]int32
+	usual    map[int32]string
 }
 
 // newAttempt is an attempts row a transaction adds. Replica is the replica that handed the
@@ -75,8 +76,9 @@ func newWrites() *writes {
 		outcomes:    map[attemptKey]outcomeWrite{},
 		dropAttempt: map[attemptKey]bool{},
 		messages:    map[rowKey][]queue.Message{},
-		kindIDs:     map[kindKey]int32{},
+		kindRefs:    map[kindKey]kindRef{},
 		kindSeqs:    map[rowKey][]int32{},
+		usual:       map[int32]string{},
 	}
 }
 
@@ -179,10 +181,12 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 }
 
 // messageParams puts the messages of the changes in p: each run's log is one row, the slice of
-// the flat kinds array its messages took (1-based, inclusive) and its details joined into one
-// text by a separator none of them holds (empty: the log has no details).
+// p.MsgKinds from MsgKindFrom to MsgKindTo (1-based, inclusive) its kinds, and its details one
+// text joined by its separator, the details of a message that are its kind's usual ones left
+// empty where the log is elided (logDetails).
 func (w *writes) messageParams(p *dbsqlc.ApplyParams) error {
 	var joined strings.Builder
+	var usualAt []bool
 	for k, msgs := range w.messages {
 		p.MsgTaskIds, p.MsgRuns = append(p.MsgTaskIds, k.task), append(p.MsgRuns, k.run)
 		p.MsgKindFrom = append(p.MsgKindFrom, int32(len(p.MsgKinds)+1))
@@ -191,19 +195,20 @@ func (w *writes) messageParams(p *dbsqlc.ApplyParams) error {
 			return fmt.Errorf("write changes: the kinds of %d messages of task %d are not resolved", len(msgs), k.task)
 		}
 		p.MsgKinds = append(p.MsgKinds, seq...)
-		details := false
-		for _, m := range msgs {
-			details = details || m.Details != ""
-		}
 		p.MsgKindTo = append(p.MsgKindTo, int32(len(p.MsgKinds)))
+		usualAt = slices.Grow(usualAt[:0], len(msgs))[:len(msgs)]
+		elide, details := w.logDetails(msgs, seq, usualAt)
+		p.MsgElided = append(p.MsgElided, elide)
 		if !details {
 			p.MsgDetails, p.MsgDetailSeps = append(p.MsgDetails, ""), append(p.MsgDetailSeps, "")
 			continue
 		}
 		sep := detailSeparator(msgs)
 		size := len(sep) * (len(msgs) - 1)
-		for _, m := range msgs {
-			size += len(m.Details)
+		for i, m := range msgs {
+			if !elide || !usualAt[i] {
+				size += len(m.Details)
+			}
 		}
 		joined.Reset()
 		joined.Grow(size)
@@ -211,11 +216,37 @@ func (w *writes) messageParams(p *dbsqlc.ApplyParams) error {
 			if i > 0 {
 				joined.WriteString(sep)
 			}
-			joined.WriteString(m.Details)
+			if !elide || !usualAt[i] {
+				joined.WriteString(m.Details)
+			}
 		}
 		p.MsgDetails, p.MsgDetailSeps = append(p.MsgDetails, joined.String()), append(p.MsgDetailSeps, sep)
 	}
 	return nil
+}
+
+// logDetails decides how the details of a log (its messages and their kinds' ids) are stored.
+// usualAt[i] is set where message i has its kind's usual details (w.usual, not empty). details
+// says whether any are stored: else the log's details are NULL, all empty. elide says whether
+// those of usualAt go as NULL elements (migrations/00025_usual_details.sql): not in a log where
+// a message of a kind with usual details has empty ones (NULL would read as the usual ones),
+// nor in a log of one message (its one empty element would make an empty array).
+func (w *writes) logDetails(msgs []queue.Message, seq []int32, usualAt []bool) (elide, details bool) {
+	clash := false
+	for i, m := range msgs {
+		usualAt[i] = false
+		switch u := w.usual[seq[i]]; {
+		case u == "":
+			details = details || m.Details != ""
+		case m.Details == u:
+			usualAt[i], elide, details = true, true, true
+		case m.Details == "":
+			clash = true
+		default:
+			details = true
+		}
+	}
+	return elide && !clash && len(msgs) > 1, details
 }
 
 // detailSeparator returns a separator for joining the details of msgs that PostgreSQL's

@@ -277,7 +277,8 @@ func (q *Queries) DispatchLockReservedOfScope(ctx context.Context, serviceID int
 
 const messageListForTask = `-- name: MessageListForTask :many
 SELECT x.n::bigint AS id, l.task_id, l.run, k.severity, k.category, k.what,
-       coalesce(d.details[x.n], '')::text AS details
+       (CASE WHEN l.details IS NULL THEN ''
+             ELSE coalesce(d.details[x.n], k.usual_details, '') END)::text AS details
 FROM task_message_logs l
 CROSS JOIN LATERAL (SELECT (l.details[1:coalesce($1::int, cardinality(l.kinds))])::text[] AS details
                     OFFSET 0) AS d
@@ -300,7 +301,7 @@ type MessageListForTaskRow struct {
 }
 
 // MessageListForTask lists a task's messages, at most lim of them (NULL: all): task_messages
-// (migrations/00015_message_logs.sql) written out, each run's log cut to its first lim messages
+// (migrations/00015_message_logs.sql, 00025_usual_details.sql) written out, each run's log cut to its first lim messages
 // before they are unnested and looked up (the cut details once, OFFSET 0 keeping the subquery
 // from being folded into each message's), so the task page reads the first thousand messages of
 // a task holding a million without looking up the million (11.5 s before, docs/web.md#cost-to-the-database).

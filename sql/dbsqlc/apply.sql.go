@@ -72,14 +72,19 @@ WITH dispatch_deleted AS (
     -- @msg_details joined by that log's separator in @msg_detail_seps (empty: every detail is
     -- empty, NULL stored), which queue/lease chose to occur in none of them. One text a log
     -- rather than one element a message: a hundred messages' details cost one parameter
-    -- element to encode and receive, not a hundred (docs/performance.md, "Messages"). A log
-    -- with no message deletes the row instead.
+    -- element to encode and receive, not a hundred (docs/performance.md, "Messages"). Where
+    -- @msg_elided is set, an empty element stands for its kind's usual details and is stored
+    -- as NULL (migrations/00025_usual_details.sql): queue/lease sets it only for a log with no
+    -- empty details of a kind whose usual ones are not empty. A log with no message deletes the
+    -- row instead.
     INSERT INTO task_message_logs AS m (task_id, run, kinds, details)
     SELECT k.task_id, k.run, ($25::int[])[k.kind_from:k.kind_to],
-           CASE WHEN k.detail_sep <> '' THEN string_to_array(k.details, k.detail_sep) END
+           CASE WHEN k.detail_sep <> ''
+                THEN string_to_array(k.details, k.detail_sep, CASE WHEN k.elided THEN '' END) END
     FROM (SELECT unnest($26::bigint[]) AS task_id, unnest($27::int[]) AS run,
                  unnest($28::int[]) AS kind_from, unnest($29::int[]) AS kind_to,
-                 unnest($30::text[]) AS details, unnest($31::text[]) AS detail_sep) AS k
+                 unnest($30::text[]) AS details, unnest($31::text[]) AS detail_sep,
+                 unnest($32::bool[]) AS elided) AS k
     WHERE k.kind_to >= k.kind_from
     ON CONFLICT (task_id, run) DO UPDATE SET kinds = excluded.kinds, details = excluded.details
 ), messages_cleared AS (
@@ -132,6 +137,7 @@ type ApplyParams struct {
 	MsgKindTo     []int32         `json:"msg_kind_to"`
 	MsgDetails    []string        `json:"msg_details"`
 	MsgDetailSeps []string        `json:"msg_detail_seps"`
+	MsgElided     []bool          `json:"msg_elided"`
 }
 
 // Apply writes one transaction's decided changes in a single statement: dispatch rows deleted
@@ -176,6 +182,7 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 		arg.MsgKindTo,
 		arg.MsgDetails,
 		arg.MsgDetailSeps,
+		arg.MsgElided,
 	)
 	return err
 }

@@ -23,33 +23,45 @@ func (q *Queries) MessageDeleteEarlierRuns(ctx context.Context, taskIds []int64,
 const messageKindsEnsure = `-- name: MessageKindsEnsure :many
 WITH k AS (
     SELECT unnest($1::text[]) AS severity, unnest($2::text[]) AS category,
-           unnest($3::text[]) AS what
+           unnest($3::text[]) AS what, unnest($4::text[]) AS usual_details
 ), added AS (
-    INSERT INTO message_kinds (severity, category, what)
-    SELECT DISTINCT k.severity, k.category, k.what FROM k
+    INSERT INTO message_kinds (severity, category, what, usual_details)
+    SELECT DISTINCT ON (k.severity, k.category, k.what) k.severity, k.category, k.what,
+           nullif(k.usual_details, '')
+    FROM k
     ORDER BY 1, 2, 3
     ON CONFLICT ON CONSTRAINT message_kinds_key DO NOTHING
-    RETURNING id, severity, category, what
+    RETURNING id, severity, category, what, usual_details
 )
-SELECT a.id, a.severity, a.category::text AS category, a.what::text AS what FROM added a
+SELECT a.id, a.severity, a.category::text AS category, a.what::text AS what,
+       coalesce(a.usual_details, '')::text AS usual_details
+FROM added a
 UNION ALL
-SELECT m.id, m.severity, m.category::text, m.what::text
+SELECT m.id, m.severity, m.category::text, m.what::text, coalesce(m.usual_details, '')::text
 FROM message_kinds m
 JOIN k ON k.severity = m.severity AND k.category = m.category AND k.what = m.what
 `
 
 type MessageKindsEnsureRow struct {
-	ID       int32  `json:"id"`
-	Severity string `json:"severity"`
-	Category string `json:"category"`
-	What     string `json:"what"`
+	ID           int32  `json:"id"`
+	Severity     string `json:"severity"`
+	Category     string `json:"category"`
+	What         string `json:"what"`
+	UsualDetails string `json:"usual_details"`
 }
 
-// MessageKindsEnsure gives the message_kinds ids of (severity, category, what) triples, adding
-// those missing. A triple another transaction adds meanwhile is left out (this statement's
-// snapshot does not see it): ask again for what is missing.
-func (q *Queries) MessageKindsEnsure(ctx context.Context, severities []string, categories []string, whats []string) ([]MessageKindsEnsureRow, error) {
-	rows, err := q.db.Query(ctx, messageKindsEnsure, severities, categories, whats)
+// MessageKindsEnsure gives the message_kinds ids and usual details of (severity, category, what)
+// triples, adding those missing with @usual_details (NULL for ”), the details of the first
+// message of each (migrations/00025_usual_details.sql). A triple another transaction adds
+// meanwhile is left out (this statement's snapshot does not see it): ask again for what is
+// missing.
+func (q *Queries) MessageKindsEnsure(ctx context.Context, severities []string, categories []string, whats []string, usualDetails []string) ([]MessageKindsEnsureRow, error) {
+	rows, err := q.db.Query(ctx, messageKindsEnsure,
+		severities,
+		categories,
+		whats,
+		usualDetails,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -62,6 +74,7 @@ func (q *Queries) MessageKindsEnsure(ctx context.Context, severities []string, c
 			&i.Severity,
 			&i.Category,
 			&i.What,
+			&i.UsualDetails,
 		); err != nil {
 			return nil, err
 		}

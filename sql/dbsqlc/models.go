@@ -232,6 +232,8 @@ type MessageKind struct {
 	Severity string `json:"severity"`
 	Category string `json:"category"`
 	What     string `json:"what"`
+	// The details of the first message of this kind (NULL: none, or too long to keep); a NULL element of task_message_logs.details stands for them.
+	UsualDetails *string `json:"usual_details"`
 }
 
 type ReaperPass struct {
@@ -360,7 +362,6 @@ type TaskEntry struct {
 	Entry  string `json:"entry"`
 }
 
-// One row per log message (task_message_logs with message_kinds); id is its position in its task's log of that run.
 type TaskMessage struct {
 	ID       int64  `json:"id"`
 	TaskID   int64  `json:"task_id"`
@@ -371,7 +372,7 @@ type TaskMessage struct {
 	Details  string `json:"details"`
 }
 
-// One task's log messages of one run: message_kinds ids and details (NULL: all empty), in log order.
+// One task's log messages of one run: message_kinds ids and details (NULL: all empty; a NULL element: the kind's usual_details), in log order.
 type TaskMessageLog struct {
 	TaskID  int64    `json:"task_id"`
 	Run     int32    `json:"run"`

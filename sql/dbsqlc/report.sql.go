@@ -1175,8 +1175,10 @@ WITH picked AS (
     SELECT unnest($3::bigint[]) AS task_id, unnest($4::int[]) AS skip, unnest($5::int[]) AS take
 )
 SELECT t.id, t.entry, t.status,
-       coalesce(d.details[u.p - ps.pos[1] + 1], '')::text AS details
+       (CASE WHEN m.details IS NULL THEN ''
+             ELSE coalesce(d.details[u.p - ps.pos[1] + 1], usual.details, '') END)::text AS details
 FROM picked p
+CROSS JOIN (SELECT (SELECT k.usual_details FROM message_kinds k WHERE k.id = $1::int) AS details) usual
 CROSS JOIN LATERAL (SELECT x.id, x.entry, x.status, x.run FROM tasks x WHERE x.id = p.task_id LIMIT 1) t
 JOIN task_message_logs m ON m.task_id = t.id AND m.run = t.run
 CROSS JOIN LATERAL (SELECT (array_positions(m.kinds, $1::int))[p.skip + 1 : p.skip + p.take] AS pos OFFSET 0) ps
@@ -1206,7 +1208,7 @@ type ReportKindMessagesRow struct {
 // log order; tasks by id, and only those of the status (NULL: any). A log is read once a task:
 // the positions of the kind in it (array_positions) are sliced to the page's, and the details to
 // the span of those (a page of a task with a million messages reads its arrays once, not once
-// a message).
+// a message); a NULL detail is the kind's usual one (migrations/00025_usual_details.sql).
 func (q *Queries) ReportKindMessages(ctx context.Context, arg ReportKindMessagesParams) ([]ReportKindMessagesRow, error) {
 	rows, err := q.db.Query(ctx, reportKindMessages,
 		arg.Kind,
