@@ -68,6 +68,7 @@ func parse(r io.Reader, limit int64, maxMessages int, size int64) (queue.Report,
 	}
 	lr := lineReaders.Get().(*lineReader)
 	defer lr.release()
+	p.names = &lr.names
 	lr.r.Reset(io.LimitReader(r, n))
 	valid, truncated := true, false
 	var read int64
@@ -126,10 +127,13 @@ type lineReader struct {
 	took  int64
 	valid bool
 	utf8  utf8Stream
+	// names are the short fields of the logs this reader parsed (parser.field).
+	names interner
 }
 
-// lineReaders keeps lineReaders (a 64 KiB buffer and a line each) between parses: a replica
-// parses a log per result, and allocating (and zeroing) the buffer anew was 5% of its CPU.
+// lineReaders keeps lineReaders (a 64 KiB buffer, a line and an interner each) between parses: a
+// replica parses a log per result, and allocating (and zeroing) the buffer anew was 5% of its
+// CPU.
 var lineReaders = sync.Pool{New: func() any {
 	return &lineReader{r: bufio.NewReaderSize(nil, maxLineBytes)}
 }}
@@ -213,6 +217,8 @@ type parser struct {
 	// (the index in severities).
 	max  int
 	seen [len(severities)]int
+	// names gives the fields their strings (field).
+	names *interner
 }
 
 // severities are the message severities, in the order of their cortex/messages_truncated
@@ -240,8 +246,8 @@ func (p *parser) line(line []byte) {
 			p.report.Messages = append(p.report.Messages, queue.Message{
 				Severity: queue.SeverityInfo,
 				Category: "loaded_file",
-				What:     clean(line[nameStart:end], maxLoadedNameBytes),
-				Details:  clean(line[pathStart:end], queue.MaxDetailsBytes),
+				What:     p.field(line[nameStart:end], maxLoadedNameBytes),
+				Details:  p.field(line[pathStart:end], queue.MaxDetailsBytes),
 			})
 		}
 	}
@@ -339,8 +345,8 @@ func (p *parser) message(severityWord, category, what, details []byte) {
 	}
 	m := queue.Message{
 		Severity: severity,
-		Category: clean(category, queue.MaxCategoryBytes),
-		What:     clean(what, queue.MaxWhatBytes),
+		Category: p.field(category, queue.MaxCategoryBytes),
+		What:     p.field(what, queue.MaxWhatBytes),
 	}
 	p.current = -1
 	switch {
@@ -356,7 +362,7 @@ func (p *parser) message(severityWord, category, what, details []byte) {
 		return
 	}
 	if p.keep(severity) {
-		m.Details = clean(details, queue.MaxDetailsBytes) // the long field: only for a message kept
+		m.Details = p.field(details, queue.MaxDetailsBytes) // the long field: only for a message kept
 		p.report.Messages = append(p.report.Messages, m)
 		p.current = len(p.report.Messages) - 1
 	}
@@ -414,6 +420,39 @@ func conversionN(what string) int {
 		return 3
 	}
 	return int(n)
+}
+
+// field is clean(b, limit), as one string each time where b is short and clean already: the
+// categories, whats and binding paths of LaTeXML logs repeat from log to log, and a string
+// allocated for each was 6% of a replica's CPU (docs/performance.md, "Messages").
+func (p *parser) field(b []byte, limit int) string {
+	if len(b) < limit && len(b) <= maxInternedBytes && bytes.IndexByte(b, 0) < 0 && utf8.Valid(b) {
+		return p.names.intern(b)
+	}
+	return clean(b, limit)
+}
+
+// maxInternedBytes and maxInterned bound an interner: at most 4,096 strings of at most 128
+// bytes (half a megabyte); past that it starts over. Details that name a line (warnings) are
+// seldom repeated and would only fill it.
+const (
+	maxInternedBytes = 128
+	maxInterned      = 4096
+)
+
+// interner hands out one string for equal bytes.
+type interner struct{ strs map[string]string }
+
+func (in *interner) intern(b []byte) string {
+	if s, ok := in.strs[string(b)]; ok { // the lookup converts b without allocating
+		return s
+	}
+	s := string(b)
+	if in.strs == nil || len(in.strs) >= maxInterned {
+		in.strs = make(map[string]string, 256)
+	}
+	in.strs[s] = s
+	return s
 }
 
 // clean makes a field out of b: invalid UTF-8 bytes become U+FFFD, NULs are removed, and the

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -517,4 +519,18 @@ func FuzzMatchLoading(f *testing.F) {
 		}
 		requireLoadingAgrees(t, line)
 	})
+}
+
+// The interner gives equal bytes one string, and holds at most maxInterned of them whatever it
+// is given.
+func TestInternerIsBoundedAndShares(t *testing.T) {
+	var in interner
+	a, b := in.intern([]byte("amsmath.sty.ltxml")), in.intern([]byte("amsmath.sty.ltxml"))
+	require.Equal(t, "amsmath.sty.ltxml", a)
+	require.Same(t, unsafe.StringData(a), unsafe.StringData(b))
+	for i := range 3 * maxInterned {
+		want := "what_" + strconv.Itoa(i)
+		require.Equal(t, want, in.intern([]byte(want)))
+		require.LessOrEqual(t, len(in.strs), maxInterned)
+	}
 }
