@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"strconv"
@@ -432,27 +433,32 @@ func (p *parser) field(b []byte, limit int) string {
 	return clean(b, limit)
 }
 
-// maxInternedBytes and maxInterned bound an interner: at most 4,096 strings of at most 128
-// bytes (half a megabyte); past that it starts over. Details that name a line (warnings) are
-// seldom repeated and would only fill it.
+// maxInternedBytes and internSlots bound an interner: strings of at most 128 bytes, in 2,048
+// slots (32 KiB of string headers, and the strings). Details that name a line (warnings) are
+// seldom repeated: each takes a slot from another string, which is allocated again when next seen.
 const (
 	maxInternedBytes = 128
-	maxInterned      = 4096
+	internSlots      = 2048
 )
 
-// interner hands out one string for equal bytes.
-type interner struct{ strs map[string]string }
+// interner hands out one string for equal bytes, as long as they keep their slot: a table
+// indexed by their hash, one string a slot, the last one seen (a map of the same strings cost
+// twice as much a lookup, and had to be cleared when full).
+type interner struct {
+	seed  maphash.Seed
+	slots *[internSlots]string
+}
 
 func (in *interner) intern(b []byte) string {
-	if s, ok := in.strs[string(b)]; ok { // the lookup converts b without allocating
-		return s
+	if in.slots == nil {
+		in.seed, in.slots = maphash.MakeSeed(), new([internSlots]string)
 	}
-	s := string(b)
-	if in.strs == nil || len(in.strs) >= maxInterned {
-		in.strs = make(map[string]string, 256)
+	slot := &in.slots[maphash.Bytes(in.seed, b)%internSlots]
+	if *slot == string(b) { // the comparison converts b without allocating
+		return *slot
 	}
-	in.strs[s] = s
-	return s
+	*slot = string(b)
+	return *slot
 }
 
 // clean makes a field out of b: invalid UTF-8 bytes become U+FFFD, NULs are removed, and the

@@ -521,16 +521,18 @@ func FuzzMatchLoading(f *testing.F) {
 	})
 }
 
-// The interner gives equal bytes one string, and holds at most maxInterned of them whatever it
-// is given.
-func TestInternerIsBoundedAndShares(t *testing.T) {
+// The interner gives equal bytes one string while they keep their slot, and holds
+// internSlots strings whatever it is given.
+func TestInternerSharesWithinItsSlots(t *testing.T) {
 	var in interner
 	a, b := in.intern([]byte("amsmath.sty.ltxml")), in.intern([]byte("amsmath.sty.ltxml"))
 	require.Equal(t, "amsmath.sty.ltxml", a)
 	require.Same(t, unsafe.StringData(a), unsafe.StringData(b))
-	for i := range 3 * maxInterned {
+	for i := range 3 * internSlots {
 		want := "what_" + strconv.Itoa(i)
 		require.Equal(t, want, in.intern([]byte(want)))
-		require.LessOrEqual(t, len(in.strs), maxInterned)
 	}
+	require.Len(t, in.slots, internSlots)
+	// The empty field too.
+	require.Equal(t, "", in.intern(nil))
 }
