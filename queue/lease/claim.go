@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -49,6 +50,8 @@ type Result struct {
 	// it did and the hand-out was not attributed yet: a claim that records the attempt dates
 	// its lease that long before the claim's database clock. Zero: the claim's clock.
 	HandedOut time.Time
+	// kinds are the message_kinds ids of Messages, in order (Store.resultKinds).
+	kinds []int32
 }
 
 // Decision is what Claim decided for one Result.
@@ -138,9 +141,8 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 		return nil, nil
 	}
 	ids := resultTasks(results)
-	// The kinds of the messages, committed before the claim (and kept in the replica's cache):
-	// the claim's transaction then writes ids it knows.
-	if err := s.kindIDs(ctx, dbsqlc.New(s.pool), resultMessages(results), map[kindKey]kindRef{}, true); err != nil {
+	refs := map[kindKey]kindRef{}
+	if err := s.resultKinds(ctx, results, refs); err != nil {
 		return nil, err
 	}
 	decisions := make([]Decision, len(results))
@@ -167,6 +169,8 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 			}
 		}
 		w := newWrites()
+		// A copy: what the transaction adds to it is not committed, and a retry starts over.
+		w.kindRefs = maps.Clone(refs)
 		at = now
 		step := &claimStep{now: now, w: w, hooks: hooks}
 		for i := range results {

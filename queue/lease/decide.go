@@ -261,7 +261,15 @@ func (s *Store) settle(step *claimStep, ct *claimTask, r *Result, d *Decision, x
 	}
 	ct.task.Status = int16(status)
 	w.setTask(row.TaskID, status, ct.task.Run)
-	w.messages[rowKey{row.TaskID, row.Run}] = msgs
+	// The log's kinds as resultKinds found them, if these are the result's messages; else
+	// resolveKinds looks them up (a log this claim wrote before for the row is replaced).
+	log := rowKey{row.TaskID, row.Run}
+	w.messages[log] = msgs
+	if len(msgs) > 0 && len(r.kinds) == len(msgs) && &msgs[0] == &r.Messages[0] {
+		w.kindSeqs[log] = r.kinds
+	} else {
+		delete(w.kindSeqs, log)
+	}
 	if d.Replaced != nil && d.Replaced.Attempt != attempt {
 		w.outcome(row.TaskID, row.Run, d.Replaced.Attempt, AttemptReplaced, 0)
 	}

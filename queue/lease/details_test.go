@@ -139,3 +139,46 @@ func TestClaimElidesUsualDetails(t *testing.T) {
 	}
 	require.Equal(t, []string{"/p/a", "/p/a", "/p/a", "/q/a", "/p/a", "", "/p/a", "/p/a"}, got)
 }
+
+// One claim of several results whose logs share kinds, some new to the database, some already
+// known: each log is written with its own messages' kinds, in order (Store.resultKinds resolves
+// them once, before the transaction).
+func TestClaimBatchWritesEachLogsKinds(t *testing.T) {
+	f := newFixture(t)
+	known := queue.Message{Severity: queue.SeverityInfo, Category: "loaded_file", What: "known", Details: "/k"}
+	f.task()
+	l := f.leaseOne("w0")
+	require.Equal(t, OutcomeAccepted, f.reply(Result{TaskID: l.TaskID, Worker: l.Worker, Kind: KindReport,
+		Status: queue.StatusNoProblem, Messages: []queue.Message{known}}, nil).Outcome)
+
+	logs := [][]queue.Message{
+		{known, {Severity: queue.SeverityWarning, Category: "undefined", What: "\\x", Details: "at 1"}, known},
+		{{Severity: queue.SeverityError, Category: "expected", What: "\\end", Details: "at 2"}, known,
+			{Severity: queue.SeverityWarning, Category: "undefined", What: "\\x", Details: "at 3"}},
+		{{Severity: queue.SeverityWarning, Category: "undefined", What: "\\y"}},
+	}
+	for range logs {
+		f.task()
+	}
+	leases := f.lease("wa", "wb", "wc")
+	require.Len(t, leases, len(logs))
+	results := make([]Result, len(logs))
+	for i, l := range leases {
+		results[i] = Result{TaskID: l.TaskID, Worker: l.Worker, Kind: KindReport, Status: queue.StatusWarning, Messages: logs[i]}
+	}
+	ds, err := f.store.Claim(f.ctx, results, nil)
+	require.NoError(t, err)
+	for i, d := range ds {
+		require.Equal(t, OutcomeAccepted, d.Outcome, d.Reason)
+		rows, err := f.pool.Query(f.ctx, `SELECT severity, category::text, what::text, details::text
+			FROM task_messages WHERE task_id = $1 ORDER BY id`, leases[i].TaskID)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (queue.Message, error) {
+			var m queue.Message
+			err := row.Scan(&m.Severity, &m.Category, &m.What, &m.Details)
+			return m, err
+		})
+		require.NoError(t, err)
+		require.Equal(t, logs[i], got, "log %d", i)
+	}
+}

@@ -141,39 +141,79 @@ func (w *writes) writeMessages(yield func(queue.Message) bool) {
 	}
 }
 
-// resolveKinds gives w the rows of the kinds of the messages it writes, each log's ids in its
-// order (w.kindSeqs) and each kind's usual details (w.usual): from the replica's cache, else
-// added or found through q, the transaction's own (not cached: not committed yet). One map
-// lookup a message: a claim's batch of LaTeXML logs holds some ten thousand messages
-// (docs/performance.md, "Messages").
+// kindSeq gives the ids of the kinds of msgs, in order, from refs or else the replica's cache
+// (adding what it finds there to refs); missing says some were in neither (their ids are 0).
+func (s *Store) kindSeq(msgs []queue.Message, refs map[kindKey]kindRef) (seq []int32, missing bool) {
+	if len(msgs) == 0 {
+		return nil, false
+	}
+	seq = make([]int32, len(msgs))
+	for i, m := range msgs {
+		key := keyOf(m)
+		ref, ok := refs[key]
+		if !ok {
+			if ref, ok = s.kinds.get(key); ok {
+				refs[key] = ref
+			} else {
+				missing = true
+			}
+		}
+		seq[i] = ref.id
+	}
+	return seq, missing
+}
+
+// resultKinds gives each result the ids of its messages' kinds in order (Result.kinds), adding
+// the kinds not seen yet to message_kinds and the replica's cache, committed, before the claim's
+// transaction, which then writes ids it knows; refs gets the rows. One map lookup a message: a
+// claim's batch of LaTeXML logs holds some ten thousand (docs/performance.md, "Messages").
+func (s *Store) resultKinds(ctx context.Context, results []Result, refs map[kindKey]kindRef) error {
+	missing := false
+	for i := range results {
+		var m bool
+		results[i].kinds, m = s.kindSeq(results[i].Messages, refs)
+		missing = missing || m
+	}
+	if !missing {
+		return nil
+	}
+	if err := s.kindIDs(ctx, dbsqlc.New(s.pool), resultMessages(results), refs, true); err != nil {
+		return err
+	}
+	for i := range results {
+		for j, m := range results[i].Messages {
+			results[i].kinds[j] = refs[keyOf(m)].id
+		}
+	}
+	return nil
+}
+
+// resolveKinds gives w the ids of the kinds of the messages it writes, each log's in its order
+// (w.kindSeqs: a result's from resultKinds already), and each kind's usual details (w.usual):
+// from w.kindRefs or the replica's cache, else added or found through q, the transaction's own
+// (not cached: not committed yet).
 func (s *Store) resolveKinds(ctx context.Context, q *dbsqlc.Queries, w *writes) error {
 	if len(w.messages) == 0 {
 		return nil
 	}
-	missing := false
+	var missing []rowKey
 	for k, msgs := range w.messages {
-		seq := make([]int32, len(msgs))
-		for i, m := range msgs {
-			key := keyOf(m)
-			ref, ok := w.kindRefs[key]
-			if !ok {
-				if ref, ok = s.kinds.get(key); ok {
-					w.kindRefs[key] = ref
-				} else {
-					missing = true
-				}
-			}
-			seq[i] = ref.id
+		if len(w.kindSeqs[k]) == len(msgs) {
+			continue
 		}
+		seq, m := s.kindSeq(msgs, w.kindRefs)
 		w.kindSeqs[k] = seq
+		if m {
+			missing = append(missing, k)
+		}
 	}
-	if missing {
+	if len(missing) > 0 {
 		if err := s.kindIDs(ctx, q, w.writeMessages, w.kindRefs, false); err != nil {
 			return err
 		}
-		for k, msgs := range w.messages {
+		for _, k := range missing {
 			seq := w.kindSeqs[k]
-			for i, m := range msgs {
+			for i, m := range w.messages[k] {
 				seq[i] = w.kindRefs[keyOf(m)].id
 			}
 		}
