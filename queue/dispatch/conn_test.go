@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,6 +170,10 @@ func nullHandshake(t *testing.T, addr, socketType string) net.Conn {
 func TestFileDescriptorsRunningLowAreWarnedAbout(t *testing.T) {
 	var logs logBuffer
 	e := newEnv(t, withLogs(&logs))
+	// The server raises its limit as it starts (Server.logFDLimit): lowering it before that would
+	// race with it.
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "workers_at_most") },
+		10*time.Second, 5*time.Millisecond, "the server logs its file descriptor limit as it starts")
 	e.server.watchFDs()
 	require.NotContains(t, logs.String(), "file descriptors running low")
 	open, limit, err := openFDs()
