@@ -181,9 +181,7 @@ func (s *Store) resultKinds(ctx context.Context, results []Result, refs map[kind
 		return err
 	}
 	for i := range results {
-		for j, m := range results[i].Messages {
-			results[i].kinds[j] = refs[keyOf(m)].id
-		}
+		results[i].kinds, _ = s.kindSeq(results[i].Messages, refs) // every kind in refs now
 	}
 	return nil
 }
@@ -212,10 +210,7 @@ func (s *Store) resolveKinds(ctx context.Context, q *dbsqlc.Queries, w *writes) 
 			return err
 		}
 		for _, k := range missing {
-			seq := w.kindSeqs[k]
-			for i, m := range w.messages[k] {
-				seq[i] = w.kindRefs[keyOf(m)].id
-			}
+			w.kindSeqs[k], _ = s.kindSeq(w.messages[k], w.kindRefs) // every kind in w.kindRefs now
 		}
 	}
 	for _, ref := range w.kindRefs {
