@@ -15,6 +15,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/allowlist"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/wire"
 	"github.com/cortexq/cortexq/worker"
 )
 
@@ -325,4 +326,34 @@ func TestLoopback(t *testing.T) {
 	} {
 		require.Equal(t, want, loopback(ep), ep)
 	}
+}
+
+// TestCurveHandOutTimeReachesTheClaim: a result from a CURVE worker whose hand-out is not
+// attributed yet carries the hand-out's time to its claim, as a plain worker's does. The
+// mirror names the worker with its key's prefix, the result frame without it.
+func TestCurveHandOutTimeReachesTheClaim(t *testing.T) {
+	e, server := curveEnv(t)
+	alice := newKeyPair(t)
+	e.allow(alice, "alice")
+	ids := e.stage(1, 1000)
+	holder := newCurvePeer(t, e, "w1", server, &alice)
+	id, payload := holder.lease("echo")
+	require.Equal(t, ids[0], id)
+
+	// As if its attribution were still to be written (the lease call waited for it).
+	h, ok := e.server.hot.Get(id)
+	require.True(t, ok, "the hand-out is mirrored")
+	require.Equal(t, lease.KeyedWorker("alice", "w1"), h.Worker)
+	h.Pending, h.HandedOut = true, time.Now().Add(-2*time.Second)
+	e.server.hot.Put(h)
+
+	res := wire.Result{Identity: "w1", Service: "echo", TaskID: id, Data: [][]byte{payload}, Size: int64(len(payload))}
+	it, reason, err := e.server.prepare(withPeer(e.ctx, peer{key: "alice"}), res)
+	require.NoError(t, err, reason)
+	require.True(t, it.result.HandedOut.Equal(h.HandedOut), "the claim gets the hand-out's time, got %v", it.result.HandedOut)
+
+	// A plain peer writing the same identity is not the holder the mirror names.
+	it, reason, err = e.server.prepare(e.ctx, res)
+	require.NoError(t, err, reason)
+	require.True(t, it.result.HandedOut.IsZero())
 }

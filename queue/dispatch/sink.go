@@ -221,7 +221,8 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		file:   archive.Pending{TaskID: res.TaskID, Tag: s.fileTag},
 		size:   res.Size,
 	}
-	if h, ok := s.hot.Get(res.TaskID); ok && h.Pending && h.Worker == res.Identity {
+	// The mirror names the worker as the ventilator did: under CURVE prefixed with its key.
+	if h, ok := s.hot.Get(res.TaskID); ok && h.Pending && h.Worker == peerOf(ctx).worker(res.Identity) {
 		it.result.HandedOut = h.HandedOut // its claim may be the one recording the attempt
 	}
 	base, err := s.catalog.CorpusPath(ctx, task.CorpusID)
