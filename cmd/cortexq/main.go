@@ -1,6 +1,6 @@
 // Command cortexq dispatches tasks to CorTeX workers, with every piece of dispatch state in
 // PostgreSQL. Each command lives in a file of its own that defines a xxxCommand function; add it
-// to commands() below. Commands reach the database through openStore (or databaseURL), which
+// to commands() below. Commands reach the database through openBase (or databaseURL), which
 // honours --database-url and falls back to the embedded cluster in --home.
 package main
 

@@ -1,6 +1,6 @@
 // Package reaper runs the lease reaper as a River periodic job: River elects one leader among
 // the replicas sharing a database, the leader enqueues a reap every interval, and a replica works
-// it by calling lease.Store.ReapAll. The fold of the report rollups (lease.Store.FoldReports) is
+// it by calling [lease.Store.ReapAll]. The fold of the report rollups ([reports.Store.FoldPaced]) is
 // a periodic job of the same client, in a queue of its own. Two passes at once stay correct (rows are taken with SKIP
 // LOCKED), so a leadership change never needs care.
 package reaper
@@ -31,7 +31,7 @@ func (Args) Kind() string { return "cortexq_reap" }
 // InsertOpts runs a pass once: the next period brings the next one.
 func (Args) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1} }
 
-// FoldArgs is the periodic fold of the report rollups (lease.Store.FoldReports), in a queue of
+// FoldArgs is the periodic fold of the report rollups ([reports.Store.FoldPaced]), in a queue of
 // its own so that a long fold (the first one after migration 00011, say) never holds up a reap.
 type FoldArgs struct{}
 
@@ -69,7 +69,7 @@ func (w *foldWorker) Work(ctx context.Context, _ *river.Job[FoldArgs]) error {
 	return river.RecordOutput(ctx, sum)
 }
 
-// Timeout bounds one fold (FoldReports goes on where one stopped).
+// Timeout bounds one fold (the next one goes on where it stopped).
 func (w *foldWorker) Timeout(*river.Job[FoldArgs]) time.Duration { return 10 * time.Minute }
 
 // Config configures the reaper.

@@ -40,19 +40,19 @@ func (s *Store) FoldReports(ctx context.Context, batch int) (FoldSummary, error)
 	return s.foldReports(ctx, batch, false, false)
 }
 
-// FoldBatchPaced is the batch of the paced fold (FoldPaced): 15-60 ms of PostgreSQL's time
-// (about 230 µs a task of a LaTeXML-like log).
+// FoldBatchPaced is the batch of the paced fold (FoldPaced): tens of milliseconds of
+// PostgreSQL's time with LaTeXML-like logs (docs/performance.md#messages).
 const FoldBatchPaced = 250
 
 // foldPacedRest is how many times its own duration the paced fold rests after a batch: at most
-// half a core. A quarter (a rest of 3) fell behind 1,600 claims a second of LaTeXML-like logs,
-// whose fold costs PostgreSQL about 200 µs a task.
+// half a core. A quarter (a rest of 3) fell behind the claims of LaTeXML-like logs at full
+// speed (docs/performance.md#messages).
 const foldPacedRest = 1
 
 // FoldPaced is FoldReports for the periodic fold beside live traffic: small batches, and after
-// each a rest of foldPacedRest times its duration (docs/performance.md#latency-at-a-steady-rate). A fold of
-// 5,000 tasks in one statement held a core for 300-350 ms, and on a machine that was already
-// busy the claims behind it waited as long.
+// each a rest of foldPacedRest times its duration (docs/performance.md#latency-at-a-steady-rate):
+// a fold of thousands of tasks in one statement holds a core for hundreds of milliseconds, and
+// on a busy machine the claims behind it wait as long.
 func (s *Store) FoldPaced(ctx context.Context, batch int) (FoldSummary, error) {
 	return s.foldReports(ctx, cmp.Or(batch, FoldBatchPaced), false, true)
 }

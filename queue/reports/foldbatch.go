@@ -194,8 +194,8 @@ func current(corpus, service int32, st int16, logKinds []int32) (contribution, b
 // when last folded and what it is now (ReportFoldTake), works out the change to both rollups
 // here, and writes it with report_folded's new rows. It returns the notes taken and the
 // distinct task ids (for DiffFold). The arithmetic is the replica's, not PostgreSQL's: done in
-// SQL, grouping a LaTeXML-like log's hundred messages by kind and the kinds by name cost
-// 165-188 µs of the machine a task, here 100-128 (docs/performance.md#messages).
+// SQL, grouping a LaTeXML-like log's hundred messages by kind and the kinds by name cost the
+// machine more a task than here (docs/performance.md#messages).
 func (s *Store) foldBatch(ctx context.Context, q *dbsqlc.Queries, batch int) (changes int64, ids []int64, err error) {
 	rows, err := q.ReportFoldTake(ctx, int32(batch))
 	if err != nil || len(rows) == 0 {

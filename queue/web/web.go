@@ -1,7 +1,8 @@
 // Package web is cortexq's web dashboard: server-rendered pages of progress, reports, runs,
-// tasks and workers, read through the same queue/lease calls as the CLI, and the operator's
-// actions (rerun, pause, resume, sandbox) behind an admin token. Templates, CSS and the one
-// small script (live figures on the overview) are embedded; every page works without it.
+// tasks and workers, read through the same calls as the CLI ([inspect.Reader], [reports.Store],
+// [catalog.Catalog]), and the operator's actions (rerun, pause, resume, sandbox) behind an
+// admin token. Templates, CSS and the one small script (live figures on the overview) are
+// embedded; every page works without it.
 //
 // Safety: every value from the database or from workers reaches the page through html/template
 // (never template.HTML); pages carry a strict Content-Security-Policy (no inline script or
