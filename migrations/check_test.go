@@ -53,3 +53,13 @@ func TestCheck(t *testing.T) {
 		require.Contains(t, log.String(), "schema_version=99999")
 	})
 }
+
+func TestLatestIsTheNewestMigration(t *testing.T) {
+	db, err := migrations.Open("postgres://unused.invalid/none")
+	require.NoError(t, err)
+	defer db.Close()
+	p, err := migrations.NewProvider(db)
+	require.NoError(t, err)
+	sources := p.ListSources()
+	require.Equal(t, sources[len(sources)-1].Version, migrations.Latest())
+}

@@ -84,3 +84,15 @@ func Up(ctx context.Context, dsn string) error {
 	}
 	return nil
 }
+
+// Latest is the version of the newest migration this binary holds: the schema it expects.
+func Latest() int64 {
+	var latest int64
+	names, _ := fs.Glob(FS, "*.sql") // Glob's only error is a bad pattern
+	for _, name := range names {
+		if v, err := goose.NumericComponent(name); err == nil && v > latest {
+			latest = v
+		}
+	}
+	return max(latest, riverVersion)
+}

@@ -73,6 +73,7 @@ func commands() []*cli.Command {
 		healthcheckCommand(),
 		keysCommand(),
 		sweepCommand(),
+		versionCommand(),
 	}
 }
 
@@ -95,6 +96,7 @@ func newApp() *cli.App {
 		ExitErrHandler: func(*cli.Context, error) {},
 		Action:         groupAction,
 	}
+	setUpVersion(app)
 	app.OnUsageError = onUsageError
 	var walk func([]*cli.Command)
 	walk = func(cmds []*cli.Command) {

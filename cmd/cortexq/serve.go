@@ -139,6 +139,7 @@ func serve(c *cli.Context) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	logVersion(logger, "replica")
 	poolSize := func(cfg *pgxpool.Config) { cfg.MaxConns = int32(c.Int("db-pool-size")) }
 	root, closePool, err := openBase(c, poolSize, lease.TunePool)
 	if err != nil {
@@ -146,7 +147,7 @@ func serve(c *cli.Context) error {
 	}
 	defer closePool()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	cfg, err := replicaConfig(c, root, reg, logger)
 	if err != nil {
 		return err

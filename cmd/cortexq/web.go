@@ -69,6 +69,7 @@ func runWeb(c *cli.Context) error {
 	if token != "" && len(token) < minAdminToken {
 		return usagef(c, "--admin-token: want at least %d characters", minAdminToken)
 	}
+	logVersion(slog.Default(), "web dashboard")
 	tune := []func(*pgxpool.Config){reports.TuneReportPool}
 	if readOnly {
 		tune = append(tune, func(cfg *pgxpool.Config) {
