@@ -2,15 +2,12 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,9 +18,6 @@ import (
 
 	zmq "github.com/pebbe/zmq4"
 	"github.com/urfave/cli/v2"
-
-	"github.com/cortexq/cortexq/queue/catalog"
-	"github.com/cortexq/cortexq/queue/procstat"
 )
 
 // The fleet bench (bench --fleet N): one replica and a simulated fleet of N worker identities in
@@ -142,236 +136,6 @@ type fleet struct {
 	latencies   []time.Duration
 	longestWait time.Duration
 	perSlot     []int64
-}
-
-func runFleetBench(c *cli.Context) error {
-	wired.TuneGC()
-	n, size, tasks := c.Int("fleet"), c.Int("payload-kb")*1024, c.Int("tasks")
-	churn := max(c.Int("churn"), n)
-	if tasks < 1 || size < 0 {
-		return wired.Usagef(c, "--tasks must be at least 1 and --payload-kb not negative")
-	}
-	ctx := c.Context
-	logf := func(format string, args ...any) {
-		if !c.Bool("json") {
-			fmt.Fprintf(c.App.Writer, format+"\n", args...)
-		}
-	}
-	// Each identity holds a connection (a file descriptor here, one in the replica): raise this process's limits, the hard one too when
-	// allowed, before the replica is started and inherits them.
-	fdLimit := raiseNoFile(uint64(n + 4096))
-	dsn, err := wired.DatabaseURL(c)
-	if err != nil {
-		return err
-	}
-	root, closeStore, err := wired.OpenBase(c)
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	svc, err := EnsureService(ctx, root, "bench_echo")
-	if err != nil {
-		return err
-	}
-	if _, err := benchDiscardUnfinished(ctx, root.Pool, svc.ID); err != nil {
-		return err
-	}
-	dir := c.String("dir")
-	if dir == "" {
-		dir, err = os.MkdirTemp("", "cortexq-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-	}
-	name := "fleet-" + time.Now().Format("20060102-150405.000")
-	dir = filepath.Join(dir, name)
-	logf("staging %d archives of %d KB in %s", tasks, c.Int("payload-kb"), dir)
-	entries, err := StageCorpus(ctx, dir, tasks, size)
-	if err != nil {
-		return err
-	}
-	syscall.Sync()
-	_, err = root.Catalog.Import(ctx, catalog.ImportRequest{Corpus: name, CorpusPath: dir, ServiceID: svc.ID, Entries: entries})
-	if err != nil {
-		return err
-	}
-
-	vent := fmt.Sprintf("tcp://127.0.0.1:%d", freePort())
-	sink := fmt.Sprintf("tcp://127.0.0.1:%d", freePort())
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort())
-	metricsURLs := []string{"http://" + httpAddr + "/metrics"}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	args := []string{"--log-level", "warn", "--database-url", dsn, "serve", "--replica", "bench-fleet",
-		"--ventilator", vent, "--sink", sink, "--http", httpAddr, "--reap-interval", "1s",
-		"--max-in-flight", strconv.Itoa(c.Int("max-in-flight")), "--sweep-at-start=false"}
-	args = append(args, c.StringSlice("serve-flag")...)
-	replica := exec.Command(self, args...)
-	replica.Stderr = os.Stderr
-	if err := replica.Start(); err != nil {
-		return fmt.Errorf("start replica: %w", err)
-	}
-	stopped := false
-	stopReplica := func() {
-		if !stopped {
-			stopped = true
-			_ = replica.Process.Signal(syscall.SIGTERM)
-			_ = replica.Wait()
-		}
-	}
-	defer stopReplica()
-	if err := waitListening(ctx, vent, 30*time.Second); err != nil {
-		return fmt.Errorf("replica: %w", err)
-	}
-	pid := replica.Process.Pid
-	rss := func() float64 {
-		b, err := procstat.StatusBytes(pid, "VmRSS")
-		if err != nil {
-			return 0
-		}
-		return float64(b) / (1 << 20)
-	}
-
-	f := &fleet{vent: vent, sink: sink, service: svc.Name, prefix: fmt.Sprintf("fleet-%d", os.Getpid()),
-		throttle: c.Duration("fleet-throttle"), perSlot: make([]int64, n), dialing: make(chan struct{}, fleetDialing)}
-	f.churnLeft.Store(int64(churn - n))
-	f.restartP = min(1, float64(churn-n)/float64(tasks))
-	f.tasksLeft.Store(int64(tasks))
-	zctx, err := zmq.NewContext()
-	if err != nil {
-		return err
-	}
-	if err := zctx.SetMaxSockets(n/fleetShard + 64); err != nil {
-		return fmt.Errorf("zeromq max sockets: %w", err)
-	}
-	runCtx, stopFleet := context.WithCancel(ctx)
-	defer stopFleet()
-	var shards sync.WaitGroup
-	shardErr := make(chan error, n/fleetShard+1)
-	start := time.Now()
-	for first := 0; first < n; first += fleetShard {
-		shards.Go(func() {
-			if err := f.runShard(runCtx, zctx, first, min(first+fleetShard, n)); err != nil {
-				shardErr <- err
-				stopFleet()
-			}
-		})
-	}
-
-	rep := FleetReport{Fleet: n, Churn: churn, Tasks: tasks, PayloadKB: c.Int("payload-kb"), FDLimit: fdLimit}
-	deadline := time.Now().Add(c.Duration("deadline"))
-	lastLog := time.Now()
-	for runCtx.Err() == nil && time.Now().Before(deadline) {
-		time.Sleep(250 * time.Millisecond)
-		rep.Connected = max(rep.Connected, int(f.firstReplies.Load()))
-		if rep.StartRSS == 0 && f.firstReplies.Load() >= int64(n) {
-			rep.StartRSS = rss()
-			rep.ConnectSeconds = time.Since(start).Seconds()
-			logf("  %s: all %d identities answered once; replica RSS %.0f MB", time.Since(start).Round(time.Second), n, rep.StartRSS)
-		}
-		if time.Since(lastLog) > 5*time.Second {
-			lastLog = time.Now()
-			logf("  %s: %d tasks, %d distinct identities, replica RSS %.0f MB, per-identity entries %.0f", time.Since(start).Round(time.Second),
-				f.tasks.Load(), f.distinct.Load(), rss(), identityEntries(readEntries(metricsURLs)))
-		}
-		if f.tasksLeft.Load() <= 0 && f.churnLeft.Load() <= 0 && f.distinct.Load() >= int64(churn) {
-			open, err := benchOpen(ctx, root.Pool, svc.ID)
-			if err != nil {
-				return err
-			}
-			if !open {
-				break
-			}
-		}
-	}
-	took := time.Since(start)
-	time.Sleep(2 * time.Second) // the last claims and flushes
-	rep.FinalRSS = rss()
-	rep.EntriesConnected = readEntries(metricsURLs)
-	mem := readMetrics(metricsURLs, "go_memstats_sys_bytes", "go_memstats_heap_inuse_bytes")
-	rep.GoSysMB, rep.GoHeapMB = mem["go_memstats_sys_bytes"]/(1<<20), mem["go_memstats_heap_inuse_bytes"]/(1<<20)
-	rep.NoWorkReasons = readByLabel(metricsURLs, `cortexq_mock_replies_total{reason="`)
-	stopFleet()
-	shards.Wait()
-	if err := zctx.Term(); err != nil {
-		return fmt.Errorf("zeromq context: %w", err)
-	}
-	select {
-	case err := <-shardErr:
-		return fmt.Errorf("fleet: %w", err)
-	default:
-	}
-	// Once the fleet left, the replica's tables per identity empty (their last entries, the
-	// leases of results still on their way, go with their claims or the next resync).
-	for wait := time.Now().Add(15 * time.Second); time.Now().Before(wait); time.Sleep(250 * time.Millisecond) {
-		rep.EntriesLeft = readEntries(metricsURLs)
-		if identityEntries(rep.EntriesLeft) == 0 {
-			break
-		}
-	}
-	// The replica hands the memory of closed connections back to the system once it sees them
-	// gone (its file descriptors counted every 2 s): wait for that, then for a count after it.
-	for wait := time.Now().Add(15 * time.Second); time.Now().Before(wait); time.Sleep(250 * time.Millisecond) {
-		if readMetrics(metricsURLs, "cortexq_open_fds")["cortexq_open_fds"] < 256 {
-			break
-		}
-	}
-	time.Sleep(5 * time.Second)
-	rep.LeftRSS = rss()
-	rep.PeakRSS = peakRSSMB(pid)
-	stopReplica()
-
-	rep.Seconds = took.Seconds()
-	rep.Distinct = f.distinct.Load()
-	rep.Requests, rep.TaskReplies, rep.NoWork, rep.Unanswered = f.requests.Load(), f.tasks.Load(), f.noWork.Load(), f.unanswered.Load()
-	rep.Redials = f.redials.Load()
-	rep.TasksPerS = float64(rep.TaskReplies) / took.Seconds()
-	slices.Sort(f.latencies)
-	rep.ReplyP50, rep.ReplyP99 = percentileMS(f.latencies, 0.50), percentileMS(f.latencies, 0.99)
-	rep.ReplyMax = percentileMS(f.latencies, 1)
-	rep.LongestWait = float64(f.longestWait.Microseconds()) / 1000
-	rep.SlotMin, rep.SlotMax, rep.SlotMaxMin, rep.SlotCV = spread(f.perSlot)
-	for _, k := range f.perSlot {
-		if k == 0 {
-			rep.Starved++
-		}
-	}
-	ps, err := root.Inspect.Progress(ctx, "", svc.Name)
-	if err != nil {
-		return err
-	}
-	p := sumProgress(ps, name, nil)
-	rep.NoProblem, rep.Lost = p.NoProblem, int64(tasks)-p.Done()
-	rep.GatesOK = rep.Lost == 0 && rep.NoProblem == int64(tasks) && rep.Unanswered == 0 && rep.Starved == 0 &&
-		identityEntries(rep.EntriesLeft) == 0 && rep.Distinct >= int64(churn)
-
-	if c.Bool("json") {
-		b, _ := json.Marshal(rep)
-		fmt.Fprintln(c.App.Writer, string(b))
-	} else {
-		if rep.ConnectSeconds > 0 {
-			logf("all %d identities connected and answered in %.1fs (%d dials tried again)", rep.Connected, rep.ConnectSeconds, rep.Redials)
-		} else {
-			logf("%d of %d identities connected and answered (%d dials tried again)", rep.Connected, n, rep.Redials)
-		}
-		logf("%d identities (%d distinct, fd limit %d): %d tasks in %.1fs, %.0f tasks/s; %d requests, %d no work, %d unanswered",
-			rep.Fleet, rep.Distinct, rep.FDLimit, rep.TaskReplies, rep.Seconds, rep.TasksPerS, rep.Requests, rep.NoWork, rep.Unanswered)
-		logf("reply latency p50 %.1f ms, p99 %.1f ms, max %.1f ms; longest wait for a task %.0f ms; tasks per slot %d..%d (max/min %.2f, CV %.3f), %d starved",
-			rep.ReplyP50, rep.ReplyP99, rep.ReplyMax, rep.LongestWait, rep.SlotMin, rep.SlotMax, rep.SlotMaxMin, rep.SlotCV, rep.Starved)
-		logf("no-work replies by reason: %v", rep.NoWorkReasons)
-		logf("replica RSS: start %.0f MB, peak %.0f MB, final %.0f MB (Go runtime %.0f MB, heap in use %.0f MB), after the fleet left %.0f MB",
-			rep.StartRSS, rep.PeakRSS, rep.FinalRSS, rep.GoSysMB, rep.GoHeapMB, rep.LeftRSS)
-		logf("per-identity entries connected %v, after the fleet left %v", rep.EntriesConnected, rep.EntriesLeft)
-		logf("gates: lost %d, NoProblem %d of %d → %s", rep.Lost, rep.NoProblem, tasks, map[bool]string{true: "ok", false: "FAILED"}[rep.GatesOK])
-	}
-	if !rep.GatesOK {
-		return fmt.Errorf("fleet bench gates failed: lost %d, NoProblem %d of %d, unanswered %d, starved %d, entries left %v, distinct %d",
-			rep.Lost, rep.NoProblem, tasks, rep.Unanswered, rep.Starved, rep.EntriesLeft, rep.Distinct)
-	}
-	return nil
 }
 
 // runShard serves slots [first, last) of the fleet until ctx ends: a goroutine per identity,
