@@ -125,17 +125,18 @@ SELECT * FROM attempts WHERE task_id = @task_id ORDER BY run, attempt;
 -- name: MessageListForTask :many
 -- MessageListForTask lists a task's messages, at most lim of them (NULL: all): task_messages
 -- (migrations/00015_message_logs.sql, 00025_usual_details.sql) written out, each run's log cut to its first lim messages
--- before they are unnested and looked up (the cut details once, OFFSET 0 keeping the subquery
--- from being folded into each message's), so the task page reads the first thousand messages of
+-- before they are unnested and looked up, so the task page reads the first thousand messages of
 -- a task holding a million without looking up the million (11.5 s before, docs/web.md#cost-to-the-database).
+-- The kinds and the details are unnested together, a detail a row: a row carrying the whole
+-- details array (a lateral subquery subscripted per message) costs as many copies of the array
+-- as messages wherever the plan hashes or materializes the rows (docs/web.md#hostile-results).
 SELECT x.n::bigint AS id, l.task_id, l.run, k.severity, k.category, k.what,
        (CASE WHEN l.details IS NULL THEN ''
-             ELSE coalesce(d.details[x.n], k.usual_details, '') END)::text AS details
+             ELSE coalesce(x.detail, k.usual_details, '') END)::text AS details
 FROM task_message_logs l
-CROSS JOIN LATERAL (SELECT (l.details[1:coalesce(sqlc.narg('lim')::int, cardinality(l.kinds))])::text[] AS details
-                    OFFSET 0) AS d
-CROSS JOIN LATERAL unnest((l.kinds[1:coalesce(sqlc.narg('lim')::int, cardinality(l.kinds))])::int[])
-    WITH ORDINALITY AS x (kind, n)
+CROSS JOIN LATERAL ROWS FROM (unnest((l.kinds[1:coalesce(sqlc.narg('lim')::int, cardinality(l.kinds))])::int[]),
+                              unnest((l.details[1:coalesce(sqlc.narg('lim')::int, cardinality(l.kinds))])::text[]))
+    WITH ORDINALITY AS x (kind, detail, n)
 JOIN message_kinds k ON k.id = x.kind
 WHERE l.task_id = @task_id
 ORDER BY l.run, x.n

@@ -179,7 +179,8 @@ func (r *Reader) TaskHistory(ctx context.Context, id int64) (TaskHistory, error)
 }
 
 // TaskHistoryMessages is TaskHistory with at most maxMessages of the task's messages, the
-// earliest (0: all). A task can hold a million messages; a page showing it wants the first few.
+// earliest (0: all; below 0: none). A task can hold a million messages; a page showing it wants
+// the first few, and its other pages (the log, the downloads) none.
 func (r *Reader) TaskHistoryMessages(ctx context.Context, id int64, maxMessages int) (TaskHistory, error) {
 	var lim *int32
 	if maxMessages > 0 {
@@ -225,6 +226,9 @@ func (r *Reader) TaskHistoryMessages(ctx context.Context, id int64, maxMessages 
 				at.Outcome = *a.Outcome
 			}
 			h.Attempts = append(h.Attempts, at)
+		}
+		if maxMessages < 0 {
+			return nil
 		}
 		msgs, err := q.MessageListForTask(ctx, lim, id)
 		if err != nil {

@@ -41,7 +41,7 @@ const (
 // with a result archive holding cortex.log and index.html), task bad (fatal, with hostile
 // messages and a hostile worker), task warn (warning) and task todo.
 type fixture struct {
-	t                   *testing.T
+	t                   testing.TB
 	ctx                 context.Context
 	pool                *pgxpool.Pool
 	base                *base.Base
@@ -51,7 +51,7 @@ type fixture struct {
 	srv                 *httptest.Server
 }
 
-func newFixture(t *testing.T, cfg web.Config) *fixture {
+func newFixture(t testing.TB, cfg web.Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	pool := queuetest.NewPool(t)
@@ -133,7 +133,7 @@ func (f *fixture) status(id int64) int {
 	return st
 }
 
-func zipOf(t *testing.T, files map[string]string) []byte {
+func zipOf(t testing.TB, files map[string]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
@@ -187,7 +187,7 @@ func (c *client) post(path string, form url.Values, header ...string) response {
 	return read(c.f.t, resp)
 }
 
-func read(t *testing.T, resp *http.Response) response {
+func read(t testing.TB, resp *http.Response) response {
 	t.Helper()
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

@@ -51,7 +51,7 @@ func (s *Server) rerunTask(r *http.Request) (string, error) {
 	if err != nil || id <= 0 {
 		return "", badRequest("task %q: want a positive number", r.PostForm.Get("task"))
 	}
-	h, err := s.inspect.TaskHistoryMessages(r.Context(), id, 1)
+	h, err := s.inspect.TaskHistoryMessages(r.Context(), id, -1)
 	if err != nil {
 		return "", err
 	}
@@ -133,7 +133,7 @@ var fileLine = regexp.MustCompile(`([A-Za-z0-9_./+-]+\.[A-Za-z0-9]+); line (\d+)
 func sortMessages(id int64, msgs []inspect.RunMessage, source bool) (problems, infos []shownMessage) {
 	for _, m := range msgs {
 		sm := shownMessage{RunMessage: m}
-		if source {
+		if source && strings.Contains(m.Details, "; line ") {
 			if f := fileLine.FindStringSubmatch(m.Details); f != nil {
 				sm.Line = link("/task/"+strconv.FormatInt(id, 10)+"/file", "name", f[1]) + "#L" + f[2]
 			}
@@ -161,7 +161,7 @@ type sourceLine struct {
 // sourceFile shows a file of a task's source archive with numbered lines (each an anchor #LN),
 // as the task page's "file; line N" links open it. name is a member's path, or the end of one.
 func (s *Server) sourceFile(r *http.Request) (view, error) {
-	h, err := s.history(r)
+	h, err := s.history(r, -1)
 	if err != nil {
 		return view{}, err
 	}
@@ -240,7 +240,7 @@ var errNoArchive = httpError{http.StatusNotFound, "no archive"}
 // taskView shows a task's preview alone, in a page of its own (the task page's "open preview
 // in its own tab"): the frame is the same sandboxed one.
 func (s *Server) taskView(r *http.Request) (view, error) {
-	h, err := s.history(r)
+	h, err := s.history(r, -1)
 	if err != nil {
 		return view{}, err
 	}

@@ -63,12 +63,14 @@ func (s *Server) archivesOf(r *http.Request, h inspect.TaskHistory) (archives, e
 	return archives{base: base, source: h.Entry, result: archive.ResultPath(base, h.Entry, h.Service, sandbox)}, nil
 }
 
-func (s *Server) history(r *http.Request) (inspect.TaskHistory, error) {
+// history reads the task of the request's path, with at most messages of its messages (below 0:
+// none; only the task page lists them).
+func (s *Server) history(r *http.Request, messages int) (inspect.TaskHistory, error) {
 	id, err := taskID(r)
 	if err != nil {
 		return inspect.TaskHistory{}, err
 	}
-	h, err := s.inspect.TaskHistoryMessages(r.Context(), id, maxTaskMessages+1)
+	h, err := s.inspect.TaskHistoryMessages(r.Context(), id, messages)
 	if errors.Is(err, queue.ErrNotFound) {
 		return h, httpError{http.StatusNotFound, "task " + strconv.FormatInt(id, 10) + ": no such task"}
 	}
@@ -102,7 +104,7 @@ type taskPage struct {
 }
 
 func (s *Server) task(r *http.Request) (view, error) {
-	h, err := s.history(r)
+	h, err := s.history(r, maxTaskMessages+1)
 	if err != nil {
 		return view{}, err
 	}
@@ -231,7 +233,7 @@ func cssName(s string) string {
 // download serves a task's source (result false) or result archive as an attachment.
 func (s *Server) download(result bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		h, err := s.history(r)
+		h, err := s.history(r, -1)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -291,7 +293,7 @@ func openResult(a archives) (*zip.Reader, *os.File, error) {
 }
 
 func (s *Server) taskLog(r *http.Request) (view, error) {
-	h, err := s.history(r)
+	h, err := s.history(r, -1)
 	if err != nil {
 		return view{}, err
 	}
@@ -443,7 +445,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 	} else if !framed(r) {
 		h.Set("Content-Disposition", "attachment")
 	}
-	hist, err := s.history(r)
+	hist, err := s.history(r, -1)
 	if err != nil {
 		s.fail(w, r, err)
 		return
