@@ -33,6 +33,9 @@ func main() {
 	stop()
 	if err != nil && !errors.Is(err, errHelpShown) {
 		fmt.Fprintf(os.Stderr, "cortexq: %s\n", printable(oneLine(err.Error())))
+		if hint := poolerHint(err); hint != "" {
+			fmt.Fprintf(os.Stderr, "cortexq: %s\n", hint)
+		}
 		var u usageError
 		if errors.As(err, &u) {
 			os.Exit(2)
@@ -43,7 +46,7 @@ func main() {
 
 // engines wires the bench and demo engines (internal/bench) to the CLI.
 var engines = bench.Wiring{EnvVars: envVars, Usagef: usagef, DatabaseURL: databaseURL, OpenBase: openBase,
-	DatabaseURLFlag: flagDatabaseURL, TuneGC: tuneGC, MetricsMaxAge: metricsMaxAge,
+	DatabaseURLFlag: flagDatabaseURL, PoolerFlag: flagPooler, TuneGC: tuneGC, MetricsMaxAge: metricsMaxAge,
 	HomeFlag: flagHome, PGBinFlag: flagPGBin, LatexmlService: latexmlService, Bar: bar, IsTerminal: isTerminal, Printable: printable}
 
 // commands lists the app's commands, one file each.
@@ -137,6 +140,7 @@ func globalFlags() []cli.Flag {
 			Usage:   "PostgreSQL connection string; empty: the embedded cluster in --home",
 			EnvVars: []string{"CORTEXQ_DATABASE_URL", "DATABASE_URL"},
 		},
+		poolerFlag(),
 		&cli.StringFlag{
 			Name:    flagHome,
 			Usage:   "directory of the embedded PostgreSQL cluster, used without --database-url",
@@ -372,13 +376,26 @@ func databaseURL(c *cli.Context) (string, error) {
 	return cl.DSN(), nil
 }
 
-// connect opens a pool on the database and checks that it answers.
+// connect opens a pool on the database and checks that it answers. The session settings tune
+// asks for are made as --pooler allows (poolerTune).
 func connect(c *cli.Context, tune ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	dsn, err := databaseURL(c)
 	if err != nil {
 		return nil, err
 	}
-	return connectDSN(c.Context, dsn, tune...)
+	mode, err := pooler(c)
+	if err != nil {
+		return nil, err
+	}
+	var wanted map[string]string
+	pool, err := connectDSN(c.Context, dsn, append(tune[:len(tune):len(tune)], poolerTune(dsn, mode, &wanted))...)
+	if err != nil {
+		return nil, err
+	}
+	if mode == poolerTransaction {
+		warnSettings(c.Context, pool, wanted)
+	}
+	return pool, nil
 }
 
 // connectDSN opens a pool on dsn, its configuration adjusted by each of tune, and checks that

@@ -61,7 +61,7 @@ func withProvider(c *cli.Context, fn func(ctx context.Context, p *goose.Provider
 	if err != nil {
 		return err
 	}
-	db, err := migrations.Open(dsn)
+	db, err := openMigrationsDB(c, dsn)
 	if err != nil {
 		return err
 	}

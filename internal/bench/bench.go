@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/riverqueue/river"
@@ -243,8 +244,9 @@ func leaseAndVanish(vent, service, identity string) error {
 // benchRiver runs n no-op River jobs on the database (River tuned as its authors tune it for
 // throughput) and reports jobs per second and the CPU per job in µs, counted as the cortexq
 // run's is (sampleCPU): its client is this process.
-func benchRiver(ctx context.Context, dsn string, n int, cluster pgCluster) (float64, map[string]float64, error) {
-	pool, err := newPool(ctx, dsn, 20)
+func benchRiver(c *cli.Context, dsn string, n int, cluster pgCluster) (float64, map[string]float64, error) {
+	ctx := c.Context
+	pool, err := newPool(c, dsn, 20)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -491,14 +493,18 @@ func peakRSSMB(pid int) float64 {
 	return float64(hwm) / (1 << 20)
 }
 
-// newPool opens a pool of at most size connections on dsn.
-func newPool(ctx context.Context, dsn string, size int32) (*pgxpool.Pool, error) {
+// newPool opens a pool of at most size connections on dsn; behind a transaction-mode pooler,
+// one that keeps no prepared statement (docs/operations.md#poolers).
+func newPool(c *cli.Context, dsn string, size int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
 	cfg.MaxConns = size
-	return pgxpool.NewWithConfig(ctx, cfg)
+	if c.String(wired.PoolerFlag) == "transaction" {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	return pgxpool.NewWithConfig(c.Context, cfg)
 }
 
 // scratchDir is where the bench's workers keep their per-task files: RAM (/dev/shm) when the

@@ -127,7 +127,7 @@ func (r *fleetRun) startReplica() error {
 	if err != nil {
 		return err
 	}
-	args := []string{"--log-level", "warn", "--database-url", r.dsn, "serve", "--replica", "bench-fleet",
+	args := []string{"--log-level", "warn", "--database-url", r.dsn, "--pooler", r.c.String(wired.PoolerFlag), "serve", "--replica", "bench-fleet",
 		"--ventilator", r.vent, "--sink", r.sink, "--http", httpAddr, "--reap-interval", "1s",
 		"--max-in-flight", strconv.Itoa(r.c.Int("max-in-flight")), "--sweep-at-start=false"}
 	args = append(args, r.c.StringSlice("serve-flag")...)

@@ -161,7 +161,7 @@ func (r *benchRun) open() error {
 	r.deferUndo(closeStore)
 	// The bench's own polls go through one connection of their own, whose backend's CPU tells
 	// what they cost; it also finds the cluster whose CPU is counted.
-	if r.pollPool, err = newPool(r.ctx, r.dsn, 1); err != nil {
+	if r.pollPool, err = newPool(r.c, r.dsn, 1); err != nil {
 		return err
 	}
 	r.deferUndo(r.pollPool.Close)
@@ -300,7 +300,7 @@ func (r *benchRun) replicaArgs(i int) []string {
 	if d := r.c.Duration("lease-timeout"); d > 0 {
 		leaseTimeout = d.String()
 	}
-	args := []string{"--log-level", "warn", "--database-url", r.dsn, "serve",
+	args := []string{"--log-level", "warn", "--database-url", r.dsn, "--pooler", r.c.String(wired.PoolerFlag), "serve",
 		"--replica", fmt.Sprintf("bench-r%d", i+1), "--ventilator", r.vents[i], "--sink", r.sinks[i],
 		"--http", httpAddr, "--reap-interval", "1s", "--lease-timeout", leaseTimeout,
 		"--max-in-flight", strconv.Itoa(r.c.Int("max-in-flight")),
@@ -558,7 +558,7 @@ func (r *benchRun) vsRiver() error {
 	if !r.c.Bool("vs-river") {
 		return nil
 	}
-	jps, cpu, err := benchRiver(r.ctx, r.dsn, r.n, r.cluster)
+	jps, cpu, err := benchRiver(r.c, r.dsn, r.n, r.cluster)
 	if err != nil {
 		return fmt.Errorf("river: %w", err)
 	}

@@ -28,6 +28,9 @@ type Wiring struct {
 	OpenBase    func(c *cli.Context, tune ...func(*pgxpool.Config)) (*base.Base, func(), error)
 	// DatabaseURLFlag names the global flag of DatabaseURL.
 	DatabaseURLFlag string
+	// PoolerFlag names the global flag that says what pooler stands in front of the database
+	// (none, session or transaction): the replicas get it, and the bench's own pools follow it.
+	PoolerFlag string
 	// TuneGC sets the garbage collector as serve's.
 	TuneGC func()
 	// MetricsMaxAge is how old the metrics a replica's /metrics answers may be.

@@ -121,7 +121,9 @@ func (s *Store) txOptions(what string, retry bool) pgtx.Options {
 // translate names what failed, with PostgreSQL's errors made cortexq's (pgtx.Wrap).
 func translate(what string, err error) error { return pgtx.Wrap(what, err) }
 
-// TunePool sets what a replica's connections need:
+// TunePool sets what a replica's connections need (as RuntimeParams: the CLI makes them with a SET
+// per connection, or takes them from the role behind a transaction-mode pooler, never in the
+// startup packet: docs/operations.md#poolers):
 //
 //   - enable_seqscan off: the dispatch table's statistics between vacuums made the planner
 //     scan it whole on every claim (docs/performance.md#enable_seqscan);

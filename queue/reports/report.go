@@ -590,7 +590,8 @@ func (s *Store) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted,
 	return sum, nil
 }
 
-// TuneReportPool sets what the report, runs and diff queries need on their connections:
+// TuneReportPool sets what the report, runs and diff queries need on their connections (as
+// RuntimeParams, made as lease.TunePool's are: docs/operations.md#poolers):
 //
 //   - plan_cache_mode force_custom_plan. pgx prepares each statement; after five runs PostgreSQL
 //     may keep a generic plan made without the status, severity or runs' values, and the report's
