@@ -60,17 +60,7 @@ func main() {
 	check(cmd.Start())
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
 	base := "http://" + addr
-	for i := 0; ; i++ {
-		resp, err := http.Get(base + "/")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if i > 300 {
-			log.Fatalf("web never answered: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitAnswering(base + "/")
 	paths := []string{fmt.Sprintf("/task/%d/log", id), fmt.Sprintf("/task/%d", id),
 		"/report?corpus=hostile&service=tex_to_html&severity=warning&category=latex&what=amp&limit=1000"}
 	var mu sync.Mutex
@@ -177,5 +167,20 @@ func zipOf(files map[string][]byte) []byte {
 func check(err error) {
 	if err != nil {
 		log.Fatal(err)
+	}
+}
+
+// waitAnswering waits until url answers, for up to 30 s.
+func waitAnswering(url string) {
+	for i := 0; ; i++ {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if i > 300 {
+			log.Fatalf("web never answered: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
