@@ -45,7 +45,7 @@ func GrantAudit(ctx context.Context, pool *pgxpool.Pool, role string, login bool
 			_, err := tx.Exec(ctx, stmt)
 			return err
 		}
-		if err := auditRole(ctx, tx, exec, role, login, password, &res); err != nil {
+		if err := auditRole(ctx, tx, exec, role, login, password, "an audit role", &res); err != nil {
 			return err
 		}
 		if err := readOnlyByPrivileges(ctx, tx, exec, role, &res); err != nil {
@@ -60,7 +60,7 @@ type execFunc func(format string, args ...string) error
 
 // auditRole makes (or checks) role, its login and password, and refuses a role that may do
 // more than an audit role.
-func auditRole(ctx context.Context, tx pgx.Tx, exec execFunc, role string, login bool, password string, res *AuditGrant) error {
+func auditRole(ctx context.Context, tx pgx.Tx, exec execFunc, role string, login bool, password, kind string, res *AuditGrant) error {
 	var super, createRole, createDB, bypass, canLogin bool
 	err := tx.QueryRow(ctx, `SELECT rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, rolcanlogin FROM pg_roles WHERE rolname = $1`, role).
 		Scan(&super, &createRole, &createDB, &bypass, &canLogin)
@@ -78,7 +78,7 @@ func auditRole(ctx context.Context, tx pgx.Tx, exec execFunc, role string, login
 	case err != nil:
 		return fmt.Errorf("look up role %s: %w", role, err)
 	case super || createRole || createDB || bypass:
-		return fmt.Errorf("role %s is a superuser or may create roles or databases or bypass row security: not an audit role", role)
+		return fmt.Errorf("role %s is a superuser or may create roles or databases or bypass row security: not %s", role, kind)
 	case login && !canLogin:
 		if err := exec("ALTER ROLE %I LOGIN", role); err != nil {
 			return fmt.Errorf("alter role %s: %w", role, err)

@@ -48,6 +48,7 @@ func dbCommand() *cli.Command {
 				Action:          dbPsql,
 			},
 			grantAuditCommand(),
+			grantReplicaCommand(),
 		},
 	}
 }

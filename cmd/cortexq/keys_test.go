@@ -243,15 +243,11 @@ func TestReplicaNeedsNoSuperuser(t *testing.T) {
 	require.NoError(t, err)
 	d.importList("c", "echo", entries...)
 	role := testRole(t, d, "replica")
-	for _, stmt := range []string{
-		"CREATE ROLE " + role + " LOGIN PASSWORD 'r3plica' NOSUPERUSER NOCREATEDB NOCREATEROLE",
-		"GRANT USAGE ON SCHEMA public TO " + role,
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO " + role,
-		"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO " + role,
-	} {
-		_, err := d.pool.Exec(d.ctx, stmt)
-		require.NoError(t, err, stmt)
-	}
+	out := d.ok("db", "grant-replica", role, "--password", "r3plica")
+	require.Contains(t, out, "role "+role+" created (LOGIN): read and write on ")
+	require.Contains(t, out, "owns nothing; settings enable_seqscan=off, idle_in_transaction_session_timeout=60s, jit=off")
+	// Again, as after a migration: the same grants, the role updated.
+	require.Contains(t, d.ok("db", "grant-replica", role), "role "+role+" updated (LOGIN)")
 	env := []string{"DATABASE_URL=" + asRole(t, d.dsn, role, "r3plica")}
 	vent := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
 	sink := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
@@ -264,4 +260,32 @@ func TestReplicaNeedsNoSuperuser(t *testing.T) {
 	time.Sleep(2 * time.Second) // a reaper pass or two
 	require.Equal(t, 0, replica.stop(syscall.SIGTERM, 30*time.Second))
 	require.NotContains(t, replica.log(), "permission denied")
+	// It owns nothing and may change no schema: migrations are the owner's.
+	require.Equal(t, 0, d.count(`SELECT count(*) FROM pg_class WHERE relowner = (SELECT oid FROM pg_roles WHERE rolname = $1)`, role))
+	conn, err := pgx.Connect(d.ctx, asRole(t, d.dsn, role, "r3plica"))
+	require.NoError(t, err)
+	defer conn.Close(d.ctx)
+	var seqscan string
+	require.NoError(t, conn.QueryRow(d.ctx, "SHOW enable_seqscan").Scan(&seqscan))
+	require.Equal(t, "off", seqscan, "the role's own setting")
+	_, err = conn.Exec(d.ctx, "CREATE TABLE replica_made (x int)")
+	requireDenied(t, err, "create a table")
+	_, err = conn.Exec(d.ctx, "ALTER TABLE tasks ADD COLUMN x int")
+	require.ErrorContains(t, err, "must be owner")
+	_, err = conn.Exec(d.ctx, "TRUNCATE attempts")
+	requireDenied(t, err, "truncate")
+	_, err = conn.Exec(d.ctx, "DELETE FROM goose_db_version")
+	requireDenied(t, err, "rewrite the migrations' record")
+	// A role that owns a table is not a replica role; nor is a superuser.
+	owner := testRole(t, d, "owner")
+	for _, stmt := range []string{"CREATE ROLE " + owner, "CREATE TABLE owned_" + owner + " (x int)", "ALTER TABLE owned_" + owner + " OWNER TO " + owner} {
+		_, err := d.pool.Exec(d.ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	r := cortexq(t, d.env, "db", "grant-replica", owner)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "owns 1 tables, views or sequences of this database: a replica role owns nothing")
+	r = cortexq(t, d.env, "db", "grant-replica", "postgres")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "not a replica role")
 }

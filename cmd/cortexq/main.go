@@ -350,7 +350,7 @@ func embedded(c *cli.Context) (*pgembed.Cluster, error) {
 // that it is empty.
 var readOnlyCommands = map[string]bool{
 	"status": true, "task show": true, "service list": true, "keys list": true,
-	"migrate status": true, "migrate down": true, "db url": true, "db psql": true, "db grant-audit": true,
+	"migrate status": true, "migrate down": true, "db url": true, "db psql": true, "db grant-audit": true, "db grant-replica": true,
 	"report": true, "runs": true, "diff": true, "sandbox list": true, "web": true,
 }
 
