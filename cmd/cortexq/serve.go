@@ -139,7 +139,6 @@ func serve(c *cli.Context) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	logVersion(logger, "replica")
 	poolSize := func(cfg *pgxpool.Config) { cfg.MaxConns = int32(c.Int("db-pool-size")) }
 	root, closePool, err := openBase(c, poolSize, lease.TunePool)
 	if err != nil {
@@ -156,6 +155,7 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return usagef(c, "%v", err)
 	}
+	logVersion(logger, "replica") // once every check has passed: a refusal stays one line
 	if err := rep.Run(c.Context); err != nil {
 		return fmt.Errorf("replica %s: %w", c.String("replica"), err)
 	}

@@ -69,7 +69,6 @@ func runWeb(c *cli.Context) error {
 	if token != "" && len(token) < minAdminToken {
 		return usagef(c, "--admin-token: want at least %d characters", minAdminToken)
 	}
-	logVersion(slog.Default(), "web dashboard")
 	tune := []func(*pgxpool.Config){reports.TuneReportPool}
 	if readOnly {
 		tune = append(tune, func(cfg *pgxpool.Config) {
@@ -108,6 +107,7 @@ func runWeb(c *cli.Context) error {
 	case token != "":
 		mode = "actions for browsers signed in with the admin token"
 	}
+	logVersion(slog.Default(), "web dashboard")
 	slog.Info("web dashboard", "url", "http://"+ln.Addr().String()+"/", "mode", mode)
 	hs := srv.HTTPServer()
 	done := make(chan error, 1)
