@@ -234,6 +234,13 @@ func (c *Cluster) createTemplate() error {
 // for a unix socket's path, and reachable by the postgres user when we are root).
 func startLocal(t testing.TB) (*Cluster, error) {
 	t.Helper()
+	return startLocalWith(t, "", nil)
+}
+
+// startLocalWith is startLocal with further settings; a standby of the cluster at primaryDSN
+// (pg_basebackup, its conninfo taking the further conninfo words) when that is not empty.
+func startLocalWith(t testing.TB, primaryDSN string, extra []string, conninfo ...string) (*Cluster, error) {
+	t.Helper()
 	bin, err := findBin()
 	if err != nil {
 		return nil, err
@@ -252,7 +259,14 @@ func startLocal(t testing.TB) (*Cluster, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	pg, err := pgembed.New(pgembed.Config{Dir: dir, BinDir: bin, Database: "postgres", Throwaway: true, Settings: settings})
+	if primaryDSN != "" {
+		if err := baseBackup(bin, dir, primaryDSN, strings.Join(conninfo, "&")); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	pg, err := pgembed.New(pgembed.Config{Dir: dir, BinDir: bin, Database: "postgres", Throwaway: true,
+		Settings: append(append([]string{}, settings...), extra...)})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
