@@ -20,10 +20,14 @@ SELECT path FROM corpora WHERE id = @id FOR NO KEY UPDATE;
 
 -- name: TaskImport :execrows
 -- TaskImport adds TODO tasks for the entries not yet known for the corpus and service; entries
--- already there (the unique corpus, service, entry constraint) are skipped.
-INSERT INTO tasks (corpus_id, service_id, entry)
-SELECT @corpus_id::int, @service_id::int, e
-FROM unnest(@entries::text[]) AS e
+-- already there (the unique corpus, service, entry constraint) are skipped. Each entry's size and
+-- modification time are what `cortexq verify` compares the source with later (a size below 0:
+-- not recorded).
+INSERT INTO tasks (corpus_id, service_id, entry, source_size, source_mtime)
+SELECT @corpus_id::int, @service_id::int, k.e, CASE WHEN k.size >= 0 THEN k.size END,
+       CASE WHEN k.size >= 0 THEN k.mtime END
+FROM (SELECT unnest(@entries::text[]) AS e, unnest(@sizes::bigint[]) AS size,
+             unnest(@mtimes::timestamptz[]) AS mtime) AS k
 ON CONFLICT (corpus_id, service_id, entry) DO NOTHING;
 
 -- name: RunOpenIfNone :execrows

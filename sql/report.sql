@@ -361,8 +361,8 @@ RETURNING id;
 -- name: SandboxCopyTasks :execrows
 -- SandboxCopyTasks copies the selected tasks of a corpus and service (the selection of
 -- TaskRerun) into a sandbox as TODO tasks of its first run.
-INSERT INTO tasks (service_id, corpus_id, entry)
-SELECT s.service_id, @sandbox_id::int, s.entry
+INSERT INTO tasks (service_id, corpus_id, entry, source_size, source_mtime)
+SELECT s.service_id, @sandbox_id::int, s.entry, s.source_size, s.source_mtime
 FROM tasks s
 WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id
   AND (sqlc.narg('statuses')::smallint[] IS NULL OR s.status = ANY(sqlc.narg('statuses')::smallint[]))

@@ -77,6 +77,7 @@ func commands() []*cli.Command {
 		keysCommand(),
 		sweepCommand(),
 		versionCommand(),
+		verifyCommand(),
 	}
 }
 

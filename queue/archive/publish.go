@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,10 @@ type Pending struct {
 	// TaskID and Tag name the backup file (Sweep reads the tag).
 	TaskID int64
 	Tag    Tag
+	// Size and Digest are the archive's size and SHA-256, set by Write: what the claim records
+	// for `cortexq verify` (docs/operations.md, "Backup and restore").
+	Size   int64
+	Digest []byte
 
 	tmp       string // the archive written beside Target, renamed into place by Publish
 	backup    string // the earlier archive, kept aside by Publish until Cleanup
@@ -35,6 +40,7 @@ type Pending struct {
 // no step out of it) and readable by all under the umask (0644): frontends read results as
 // another user.
 func (p *Pending) Write(base string, data [][]byte) error {
+	p.digest(data)
 	name := p.tempName()
 	rel, err := relBeneath(base, name)
 	if err != nil {
@@ -60,6 +66,17 @@ func (p *Pending) Write(base string, data [][]byte) error {
 	}
 	p.tmp = name
 	return nil
+}
+
+// digest sets Size and Digest from the frames Write is about to write.
+func (p *Pending) digest(data [][]byte) {
+	h := sha256.New()
+	p.Size = 0
+	for _, frame := range data {
+		h.Write(frame)
+		p.Size += int64(len(frame))
+	}
+	p.Digest = h.Sum(nil)
 }
 
 // writeRoot is Write through os.Root (openBeneath), for kernels without openat2.

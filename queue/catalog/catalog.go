@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -253,7 +254,9 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (ImportSummary,
 		}
 		entries := make([]string, 0, min(batch, max(len(req.Entries), 1024)))
 		flush := func() error {
-			n, err := q.TaskImport(ctx, corpus.ID, req.ServiceID, entries)
+			sizes, mtimes := sourceStats(entries)
+			n, err := q.TaskImport(ctx, dbsqlc.TaskImportParams{CorpusID: corpus.ID, ServiceID: req.ServiceID,
+				Entries: entries, Sizes: sizes, Mtimes: mtimes})
 			if err != nil {
 				return fmt.Errorf("insert tasks: %w", err)
 			}
@@ -301,6 +304,20 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (ImportSummary,
 		}
 	}
 	return sum, err
+}
+
+// sourceStats is the size and modification time of each source archive, what `cortexq verify`
+// compares it with later (docs/operations.md, "Backup and restore"); -1 for one that cannot be
+// read now (not recorded).
+func sourceStats(entries []string) (sizes []int64, mtimes []time.Time) {
+	sizes, mtimes = make([]int64, len(entries)), make([]time.Time, len(entries))
+	for i, e := range entries {
+		sizes[i] = -1
+		if st, err := os.Stat(e); err == nil && st.Mode().IsRegular() {
+			sizes[i], mtimes[i] = st.Size(), st.ModTime()
+		}
+	}
+	return sizes, mtimes
 }
 
 // CheckCorpusName vets the name of a new corpus or sandbox: 1 to 200 bytes of UTF-8, no

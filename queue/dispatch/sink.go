@@ -242,6 +242,7 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		it.result.Messages = []queue.Message{{Severity: queue.SeverityInvalid, Category: "cortex", What: "result_too_large",
 			Details: fmt.Sprintf("worker result of %d bytes exceeded the %d-byte cap", res.Size, s.cfg.MaxResultBytes)}}
 		it.file.RemoveOld = true
+		it.result.Archive = &lease.ArchiveRecord{Size: -1}
 		return it, "", nil
 	}
 	rep, err := cortexlog.FromReaderAt(framesReader(res.Data), res.Size, cortexlog.Options{MaxMessages: s.cfg.MaxMessages})
@@ -258,6 +259,7 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		return nil, "write_failed", err
 	}
 	it.result.Status, it.result.Messages = rep.Status, rep.Messages
+	it.result.Archive = &lease.ArchiveRecord{Size: it.file.Size, Digest: it.file.Digest}
 	if rep.Retryable {
 		it.result.Kind = lease.KindRetryable
 	}

@@ -50,8 +50,19 @@ type Result struct {
 	// it did and the hand-out was not attributed yet: a claim that records the attempt dates
 	// its lease that long before the claim's database clock. Zero: the claim's clock.
 	HandedOut time.Time
+	// Archive is the result archive the claim publishes, recorded with an accepted attempt for
+	// `cortexq verify` (nil: none recorded).
+	Archive *ArchiveRecord
 	// kinds are the message_kinds ids of Messages, in order (Store.resultKinds).
 	kinds []int32
+}
+
+// ArchiveRecord is what an accepted attempt records of its result archive: its size and SHA-256
+// (migrations/00030_result_digests.sql). A Size of -1 records that no archive is kept (a result
+// too large: the earlier archive is removed).
+type ArchiveRecord struct {
+	Size   int64
+	Digest []byte
 }
 
 // Decision is what Claim decided for one Result.
@@ -87,7 +98,7 @@ type Decision struct {
 type PublishFunc func(d *Decision) error
 
 type claimTask struct {
-	task dbsqlc.Task
+	task dbsqlc.TaskLockForClaimRow
 	rows []*dbsqlc.Dispatch
 }
 
@@ -147,7 +158,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	}
 	decisions := make([]Decision, len(results))
 	var at time.Time
-	var tasks []dbsqlc.Task
+	var tasks []dbsqlc.TaskLockForClaimRow
 	var rows []dbsqlc.Dispatch
 	reads := func(q *dbsqlc.Queries) (err error) {
 		if tasks, err = q.TaskLockForClaim(ctx, ids); err != nil {

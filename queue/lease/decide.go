@@ -278,6 +278,7 @@ func (s *Store) settle(step *claimStep, ct *claimTask, r *Result, d *Decision, x
 		outcome = AttemptRetryable
 	}
 	w.outcome(row.TaskID, row.Run, attempt, outcome, status)
+	w.accepted(row.TaskID, row.Run, attempt, r.Archive)
 }
 
 // claimReserved readies a reserved row for the decision on a reply, and reports whether to go

@@ -135,3 +135,12 @@ func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, erro
 	}
 	return sum, err
 }
+
+// RecordSources records the size and modification time of the sources of tasks ids again
+// (`cortexq verify --requeue`: the source as it is now is the one their new run converts).
+func (s *Store) RecordSources(ctx context.Context, ids, sizes []int64, mtimes []time.Time) error {
+	if err := dbsqlc.New(s.pool).TaskSourceRecord(ctx, ids, sizes, mtimes); err != nil {
+		return fmt.Errorf("record sources: %w", err)
+	}
+	return nil
+}

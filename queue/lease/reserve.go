@@ -299,7 +299,7 @@ func (s *Store) Release(ctx context.Context, rs []Reserved) (int, error) {
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	var tasks []dbsqlc.Task
+	var tasks []dbsqlc.TaskLockForClaimRow
 	var rows []dbsqlc.Dispatch
 	reads := func(q *dbsqlc.Queries) (err error) {
 		if tasks, err = q.TaskLockForClaim(ctx, ids); err != nil {
@@ -314,7 +314,7 @@ func (s *Store) Release(ctx context.Context, rs []Reserved) (int, error) {
 	defer s.todo.reset() // released tasks are TODO again, below the cursors
 	err := s.pipelinedTx(ctx, "release reservations", txMode{retry: true}, reads, func(now time.Time, _ *dbsqlc.Queries) (*writes, error) {
 		released = 0
-		byID := make(map[int64]*dbsqlc.Task, len(tasks))
+		byID := make(map[int64]*dbsqlc.TaskLockForClaimRow, len(tasks))
 		for i := range tasks {
 			byID[tasks[i].ID] = &tasks[i]
 		}

@@ -66,6 +66,15 @@ type newAttempt struct {
 type outcomeWrite struct {
 	outcome AttemptOutcome
 	status  queue.Status
+	archive *ArchiveRecord // an accepted attempt's result archive, if recorded
+}
+
+// archiveParams is an outcome's archive as the statement takes it: a size below -1 for none.
+func (o outcomeWrite) archiveParams() (int64, []byte) {
+	if o.archive == nil {
+		return -2, nil
+	}
+	return o.archive.Size, o.archive.Digest
 }
 
 func newWrites() *writes {
@@ -108,7 +117,16 @@ func (w *writes) outcome(task int64, run int32, attempt int, outcome AttemptOutc
 	if prev, ok := w.outcomes[k]; ok && prev.outcome == AttemptAccepted && (outcome == AttemptSuperseded || outcome == AttemptStale) {
 		return
 	}
-	w.outcomes[k] = outcomeWrite{outcome, status}
+	w.outcomes[k] = outcomeWrite{outcome: outcome, status: status}
+}
+
+// accepted records the archive of an accepted attempt, after outcome.
+func (w *writes) accepted(task int64, run int32, attempt int, archive *ArchiveRecord) {
+	k := attemptKey{task, run, int32(attempt)}
+	if o, ok := w.outcomes[k]; ok && o.outcome == AttemptAccepted {
+		o.archive = archive
+		w.outcomes[k] = o
+	}
 }
 
 // flush writes everything collected in one statement (sql/apply.sql): one round trip, however
@@ -159,6 +177,8 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 		// Its outcome goes with the insert (the statement's update cannot see the new row).
 		o := w.outcomes[attemptKey{a.TaskID, a.Run, a.Attempt}]
 		p.NewOutcomes, p.NewStatuses = append(p.NewOutcomes, string(o.outcome)), append(p.NewStatuses, int16(o.status))
+		size, digest := o.archiveParams()
+		p.NewResultSizes, p.NewResultDigests = append(p.NewResultSizes, size), append(p.NewResultDigests, digest)
 	}
 	added := make(map[attemptKey]bool, len(w.attempts))
 	for _, a := range w.attempts {
@@ -170,6 +190,8 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 		}
 		p.OutTaskIds, p.OutRuns, p.OutAttempts = append(p.OutTaskIds, k.task), append(p.OutRuns, k.run), append(p.OutAttempts, k.attempt)
 		p.OutOutcomes, p.OutStatuses = append(p.OutOutcomes, string(o.outcome)), append(p.OutStatuses, int16(o.status))
+		size, digest := o.archiveParams()
+		p.OutResultSizes, p.OutResultDigests = append(p.OutResultSizes, size), append(p.OutResultDigests, digest)
 	}
 	if err := w.messageParams(&p); err != nil {
 		return err

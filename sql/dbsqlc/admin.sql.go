@@ -11,7 +11,7 @@ import (
 )
 
 const attemptListForTask = `-- name: AttemptListForTask :many
-SELECT task_id, run, attempt, worker, replica, leased_at, answered_at, outcome, status FROM attempts WHERE task_id = $1 ORDER BY run, attempt
+SELECT task_id, run, attempt, worker, replica, leased_at, answered_at, outcome, status, result_size, result_digest FROM attempts WHERE task_id = $1 ORDER BY run, attempt
 `
 
 func (q *Queries) AttemptListForTask(ctx context.Context, taskID int64) ([]Attempt, error) {
@@ -33,6 +33,8 @@ func (q *Queries) AttemptListForTask(ctx context.Context, taskID int64) ([]Attem
 			&i.AnsweredAt,
 			&i.Outcome,
 			&i.Status,
+			&i.ResultSize,
+			&i.ResultDigest,
 		); err != nil {
 			return nil, err
 		}
@@ -425,16 +427,34 @@ func (q *Queries) TaskDetail(ctx context.Context, id int64) (TaskDetailRow, erro
 }
 
 const taskImport = `-- name: TaskImport :execrows
-INSERT INTO tasks (corpus_id, service_id, entry)
-SELECT $1::int, $2::int, e
-FROM unnest($3::text[]) AS e
+INSERT INTO tasks (corpus_id, service_id, entry, source_size, source_mtime)
+SELECT $1::int, $2::int, k.e, CASE WHEN k.size >= 0 THEN k.size END,
+       CASE WHEN k.size >= 0 THEN k.mtime END
+FROM (SELECT unnest($3::text[]) AS e, unnest($4::bigint[]) AS size,
+             unnest($5::timestamptz[]) AS mtime) AS k
 ON CONFLICT (corpus_id, service_id, entry) DO NOTHING
 `
 
+type TaskImportParams struct {
+	CorpusID  int32       `json:"corpus_id"`
+	ServiceID int32       `json:"service_id"`
+	Entries   []string    `json:"entries"`
+	Sizes     []int64     `json:"sizes"`
+	Mtimes    []time.Time `json:"mtimes"`
+}
+
 // TaskImport adds TODO tasks for the entries not yet known for the corpus and service; entries
-// already there (the unique corpus, service, entry constraint) are skipped.
-func (q *Queries) TaskImport(ctx context.Context, corpusID int32, serviceID int32, entries []string) (int64, error) {
-	result, err := q.db.Exec(ctx, taskImport, corpusID, serviceID, entries)
+// already there (the unique corpus, service, entry constraint) are skipped. Each entry's size and
+// modification time are what `cortexq verify` compares the source with later (a size below 0:
+// not recorded).
+func (q *Queries) TaskImport(ctx context.Context, arg TaskImportParams) (int64, error) {
+	result, err := q.db.Exec(ctx, taskImport,
+		arg.CorpusID,
+		arg.ServiceID,
+		arg.Entries,
+		arg.Sizes,
+		arg.Mtimes,
+	)
 	if err != nil {
 		return 0, err
 	}

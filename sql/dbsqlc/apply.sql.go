@@ -47,25 +47,35 @@ WITH dispatch_deleted AS (
 ), attempts_added AS (
     -- An attempt a claim records (a reply for a reserved task) is inserted with its outcome:
     -- attempts_finished cannot see rows this statement inserts. A replica of '' is @replica.
-    INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, outcome, status, answered_at)
+    -- A result size below -1 is none recorded (NULL), as is a NULL digest.
+    INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, outcome, status, answered_at,
+                          result_size, result_digest)
     SELECT k.task_id, k.run, k.attempt, k.worker, coalesce(nullif(k.replica, ''), $10::text), k.leased_at,
-           nullif(k.outcome, ''), nullif(k.status, 0), CASE WHEN k.outcome <> '' THEN $11::timestamptz END
+           nullif(k.outcome, ''), nullif(k.status, 0), CASE WHEN k.outcome <> '' THEN $11::timestamptz END,
+           CASE WHEN k.result_size >= -1 THEN k.result_size END, k.result_digest
     FROM (SELECT unnest($12::bigint[]) AS task_id, unnest($13::int[]) AS run,
                  unnest($14::int[]) AS attempt, unnest($15::text[]) AS worker,
                  unnest($16::text[]) AS replica, unnest($17::text[]) AS outcome,
-                 unnest($18::smallint[]) AS status, unnest($19::timestamptz[]) AS leased_at) AS k
+                 unnest($18::smallint[]) AS status, unnest($19::timestamptz[]) AS leased_at,
+                 unnest($20::bigint[]) AS result_size,
+                 unnest($21::bytea[]) AS result_digest) AS k
 ), attempts_finished AS (
     UPDATE attempts a
     SET outcome = CASE WHEN a.outcome = 'accepted' AND k.outcome IN ('superseded', 'stale')
                        THEN a.outcome ELSE k.outcome END,
         status = CASE WHEN k.status = 0 THEN a.status ELSE k.status END,
         answered_at = CASE WHEN k.outcome IN ('expired', 'dead_lettered', 'replaced')
-                           THEN a.answered_at ELSE coalesce(a.answered_at, $11::timestamptz) END
-    FROM (SELECT unnest($20::bigint[]) AS task_id, unnest($21::int[]) AS run,
-                 unnest($22::int[]) AS attempt, unnest($23::text[]) AS outcome,
-                 unnest($24::smallint[]) AS status) AS k
+                           THEN a.answered_at ELSE coalesce(a.answered_at, $11::timestamptz) END,
+        -- The archive of an accepted result (migrations/00030_result_digests.sql): what
+        -- ` + "`" + `cortexq verify` + "`" + ` compares the file with. Below -1: none recorded, the row's stands.
+        result_size = CASE WHEN k.result_size >= -1 THEN k.result_size ELSE a.result_size END,
+        result_digest = CASE WHEN k.result_size >= -1 THEN k.result_digest ELSE a.result_digest END
+    FROM (SELECT unnest($22::bigint[]) AS task_id, unnest($23::int[]) AS run,
+                 unnest($24::int[]) AS attempt, unnest($25::text[]) AS outcome,
+                 unnest($26::smallint[]) AS status, unnest($27::bigint[]) AS result_size,
+                 unnest($28::bytea[]) AS result_digest) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
-      AND a.task_id = ANY($20::bigint[])
+      AND a.task_id = ANY($22::bigint[])
 ), messages_written AS (
     -- A run's log, one row (migrations/00015_message_logs.sql): its message_kinds ids, the
     -- slice [kind_from:kind_to] of @msg_kinds, and its details, one text per log in
@@ -78,21 +88,21 @@ WITH dispatch_deleted AS (
     -- empty details of a kind whose usual ones are not empty. A log with no message deletes the
     -- row instead.
     INSERT INTO task_message_logs AS m (task_id, run, kinds, details)
-    SELECT k.task_id, k.run, ($25::int[])[k.kind_from:k.kind_to],
+    SELECT k.task_id, k.run, ($29::int[])[k.kind_from:k.kind_to],
            CASE WHEN k.detail_sep <> ''
                 THEN string_to_array(k.details, k.detail_sep, CASE WHEN k.elided THEN '' END) END
-    FROM (SELECT unnest($26::bigint[]) AS task_id, unnest($27::int[]) AS run,
-                 unnest($28::int[]) AS kind_from, unnest($29::int[]) AS kind_to,
-                 unnest($30::text[]) AS details, unnest($31::text[]) AS detail_sep,
-                 unnest($32::bool[]) AS elided) AS k
+    FROM (SELECT unnest($30::bigint[]) AS task_id, unnest($31::int[]) AS run,
+                 unnest($32::int[]) AS kind_from, unnest($33::int[]) AS kind_to,
+                 unnest($34::text[]) AS details, unnest($35::text[]) AS detail_sep,
+                 unnest($36::bool[]) AS elided) AS k
     WHERE k.kind_to >= k.kind_from
     ON CONFLICT (task_id, run) DO UPDATE SET kinds = excluded.kinds, details = excluded.details
 ), messages_cleared AS (
     DELETE FROM task_message_logs m
-    USING (SELECT unnest($26::bigint[]) AS task_id, unnest($27::int[]) AS run,
-                  unnest($28::int[]) AS kind_from, unnest($29::int[]) AS kind_to) AS k
+    USING (SELECT unnest($30::bigint[]) AS task_id, unnest($31::int[]) AS run,
+                  unnest($32::int[]) AS kind_from, unnest($33::int[]) AS kind_to) AS k
     WHERE m.task_id = k.task_id AND m.run = k.run AND k.kind_to < k.kind_from
-      AND m.task_id = ANY($26::bigint[])
+      AND m.task_id = ANY($30::bigint[])
 ), report_noted AS (
     -- The tasks given a final status (and with it their messages: a claim or a dead letter),
     -- for the report's next fold (migrations/00011_report_rollups.sql): one row each in an
@@ -106,38 +116,42 @@ SELECT 1
 `
 
 type ApplyParams struct {
-	DelTaskIds    []int64         `json:"del_task_ids"`
-	DelRuns       []int32         `json:"del_runs"`
-	Upserts       json.RawMessage `json:"upserts"`
-	TaskIds       []int64         `json:"task_ids"`
-	TaskStatuses  []int16         `json:"task_statuses"`
-	TaskRuns      []int32         `json:"task_runs"`
-	DropTaskIds   []int64         `json:"drop_task_ids"`
-	DropRuns      []int32         `json:"drop_runs"`
-	DropAttempts  []int32         `json:"drop_attempts"`
-	Replica       string          `json:"replica"`
-	Now           time.Time       `json:"now"`
-	NewTaskIds    []int64         `json:"new_task_ids"`
-	NewRuns       []int32         `json:"new_runs"`
-	NewAttempts   []int32         `json:"new_attempts"`
-	NewWorkers    []string        `json:"new_workers"`
-	NewReplicas   []string        `json:"new_replicas"`
-	NewOutcomes   []string        `json:"new_outcomes"`
-	NewStatuses   []int16         `json:"new_statuses"`
-	NewLeasedAts  []time.Time     `json:"new_leased_ats"`
-	OutTaskIds    []int64         `json:"out_task_ids"`
-	OutRuns       []int32         `json:"out_runs"`
-	OutAttempts   []int32         `json:"out_attempts"`
-	OutOutcomes   []string        `json:"out_outcomes"`
-	OutStatuses   []int16         `json:"out_statuses"`
-	MsgKinds      []int32         `json:"msg_kinds"`
-	MsgTaskIds    []int64         `json:"msg_task_ids"`
-	MsgRuns       []int32         `json:"msg_runs"`
-	MsgKindFrom   []int32         `json:"msg_kind_from"`
-	MsgKindTo     []int32         `json:"msg_kind_to"`
-	MsgDetails    []string        `json:"msg_details"`
-	MsgDetailSeps []string        `json:"msg_detail_seps"`
-	MsgElided     []bool          `json:"msg_elided"`
+	DelTaskIds       []int64         `json:"del_task_ids"`
+	DelRuns          []int32         `json:"del_runs"`
+	Upserts          json.RawMessage `json:"upserts"`
+	TaskIds          []int64         `json:"task_ids"`
+	TaskStatuses     []int16         `json:"task_statuses"`
+	TaskRuns         []int32         `json:"task_runs"`
+	DropTaskIds      []int64         `json:"drop_task_ids"`
+	DropRuns         []int32         `json:"drop_runs"`
+	DropAttempts     []int32         `json:"drop_attempts"`
+	Replica          string          `json:"replica"`
+	Now              time.Time       `json:"now"`
+	NewTaskIds       []int64         `json:"new_task_ids"`
+	NewRuns          []int32         `json:"new_runs"`
+	NewAttempts      []int32         `json:"new_attempts"`
+	NewWorkers       []string        `json:"new_workers"`
+	NewReplicas      []string        `json:"new_replicas"`
+	NewOutcomes      []string        `json:"new_outcomes"`
+	NewStatuses      []int16         `json:"new_statuses"`
+	NewLeasedAts     []time.Time     `json:"new_leased_ats"`
+	NewResultSizes   []int64         `json:"new_result_sizes"`
+	NewResultDigests [][]byte        `json:"new_result_digests"`
+	OutTaskIds       []int64         `json:"out_task_ids"`
+	OutRuns          []int32         `json:"out_runs"`
+	OutAttempts      []int32         `json:"out_attempts"`
+	OutOutcomes      []string        `json:"out_outcomes"`
+	OutStatuses      []int16         `json:"out_statuses"`
+	OutResultSizes   []int64         `json:"out_result_sizes"`
+	OutResultDigests [][]byte        `json:"out_result_digests"`
+	MsgKinds         []int32         `json:"msg_kinds"`
+	MsgTaskIds       []int64         `json:"msg_task_ids"`
+	MsgRuns          []int32         `json:"msg_runs"`
+	MsgKindFrom      []int32         `json:"msg_kind_from"`
+	MsgKindTo        []int32         `json:"msg_kind_to"`
+	MsgDetails       []string        `json:"msg_details"`
+	MsgDetailSeps    []string        `json:"msg_detail_seps"`
+	MsgElided        []bool          `json:"msg_elided"`
 }
 
 // Apply writes one transaction's decided changes in a single statement: dispatch rows deleted
@@ -170,11 +184,15 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 		arg.NewOutcomes,
 		arg.NewStatuses,
 		arg.NewLeasedAts,
+		arg.NewResultSizes,
+		arg.NewResultDigests,
 		arg.OutTaskIds,
 		arg.OutRuns,
 		arg.OutAttempts,
 		arg.OutOutcomes,
 		arg.OutStatuses,
+		arg.OutResultSizes,
+		arg.OutResultDigests,
 		arg.MsgKinds,
 		arg.MsgTaskIds,
 		arg.MsgRuns,

@@ -22,6 +22,10 @@ type Attempt struct {
 	AnsweredAt *time.Time `json:"answered_at"`
 	Outcome    *string    `json:"outcome"`
 	Status     *int16     `json:"status"`
+	// Size in bytes of the result archive this attempt published when accepted (-1: none kept; NULL: not recorded).
+	ResultSize *int64 `json:"result_size"`
+	// SHA-256 of the result archive this attempt published when accepted (NULL: not recorded).
+	ResultDigest []byte `json:"result_digest"`
 }
 
 // Per corpus and service with anything moving: dead letters of the current runs, replies and leases over the last minute, and the corpus's share of its service's leases.
@@ -354,6 +358,10 @@ type Task struct {
 	Entry     string `json:"entry"`
 	Status    int16  `json:"status"`
 	Run       int32  `json:"run"`
+	// Size in bytes of the source archive when imported (NULL: not recorded).
+	SourceSize *int64 `json:"source_size"`
+	// Modification time of the source archive when imported (NULL: not recorded).
+	SourceMtime *time.Time `json:"source_mtime"`
 }
 
 // Each task's entry again, for the search's trigram index: written at import, never on a status change.

@@ -1864,8 +1864,8 @@ func (q *Queries) RunSnapshot(ctx context.Context, runID int64, corpusID int32, 
 }
 
 const sandboxCopyTasks = `-- name: SandboxCopyTasks :execrows
-INSERT INTO tasks (service_id, corpus_id, entry)
-SELECT s.service_id, $1::int, s.entry
+INSERT INTO tasks (service_id, corpus_id, entry, source_size, source_mtime)
+SELECT s.service_id, $1::int, s.entry, s.source_size, s.source_mtime
 FROM tasks s
 WHERE s.corpus_id = $2 AND s.service_id = $3
   AND ($4::smallint[] IS NULL OR s.status = ANY($4::smallint[]))

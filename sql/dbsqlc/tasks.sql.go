@@ -33,16 +33,25 @@ ORDER BY id
 FOR NO KEY UPDATE
 `
 
+type TaskLockForClaimRow struct {
+	ID        int64  `json:"id"`
+	ServiceID int32  `json:"service_id"`
+	CorpusID  int32  `json:"corpus_id"`
+	Entry     string `json:"entry"`
+	Status    int16  `json:"status"`
+	Run       int32  `json:"run"`
+}
+
 // TaskLockForClaim locks the tasks results arrived for, in id order.
-func (q *Queries) TaskLockForClaim(ctx context.Context, ids []int64) ([]Task, error) {
+func (q *Queries) TaskLockForClaim(ctx context.Context, ids []int64) ([]TaskLockForClaimRow, error) {
 	rows, err := q.db.Query(ctx, taskLockForClaim, ids)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Task
+	var items []TaskLockForClaimRow
 	for rows.Next() {
-		var i Task
+		var i TaskLockForClaimRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.ServiceID,

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/internal/bench"
+	"github.com/cortexq/cortexq/queue/pgembed"
+	"github.com/cortexq/cortexq/queue/queuetest"
+)
+
+// verifyFindings runs verify --json on d and returns its exit code and findings as
+// "kind base-dir/file" strings, sorted (paths relative to root).
+func verifyFindings(t *testing.T, d *testDB, root string, args ...string) (int, []string) {
+	t.Helper()
+	r := cortexq(t, d.env, append([]string{"verify", "--json"}, args...)...)
+	require.Contains(t, []int{0, 1}, r.code, "verify:\n%s\n%s", r.stdout, r.stderr)
+	var found []string
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	for sc.Scan() {
+		var f struct {
+			Kind string `json:"kind"`
+			Path string `json:"path"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &f), sc.Text())
+		if f.Kind == "" {
+			continue // the counts
+		}
+		rel, err := filepath.Rel(root, f.Path)
+		require.NoError(t, err)
+		found = append(found, f.Kind+" "+rel)
+	}
+	slices.Sort(found)
+	return r.code, found
+}
+
+// convertAll runs a replica and an echo worker on d until no task is TODO or dispatched.
+func convertAll(t *testing.T, d *testDB) {
+	t.Helper()
+	vent := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
+	sink := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
+	replica := d.start("serve", "--replica", "r-verify", "--ventilator", vent, "--sink", sink,
+		"--http", fmt.Sprintf("127.0.0.1:%d", loopbackPort(t)), "--reap-interval", "500ms")
+	worker := d.start("worker", "echo", "--service", "echo", "--ventilator", vent, "--sink", sink,
+		"--identity", "w-verify", "--concurrency", "2", "--io-timeout", "10s")
+	require.Eventually(t, func() bool {
+		return d.count(`SELECT count(*) FROM tasks WHERE status >= 0`) == 0
+	}, time.Minute, 100*time.Millisecond, "every task converted; replica:\n%s", replica.log())
+	require.Equal(t, 0, worker.stop(syscall.SIGTERM, 30*time.Second), worker.log())
+	require.Equal(t, 0, replica.stop(syscall.SIGTERM, 30*time.Second), replica.log())
+}
+
+// pgTool runs pg_dump or pg_restore from the PostgreSQL binaries the tests use.
+func pgTool(t *testing.T, name string, args ...string) {
+	t.Helper()
+	dir, err := pgembed.FindBin()
+	require.NoError(t, err)
+	out, err := exec.Command(filepath.Join(dir, name), args...).CombinedOutput()
+	require.NoError(t, err, "%s %v:\n%s", name, args, out)
+}
+
+// restoreInto restores a pg_dump archive into a new database and returns a testDB on it.
+func restoreInto(t *testing.T, dump string) *testDB {
+	t.Helper()
+	c := queuetest.Shared(t)
+	name := fmt.Sprintf("t_restore_%d_%d", os.Getpid(), time.Now().UnixNano())
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, c.AdminDSN())
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, c.AdminDSN())
+		if err == nil {
+			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+			conn.Close(ctx)
+		}
+	})
+	dsn := c.DSN(name)
+	pgTool(t, "pg_restore", "--no-owner", "--exit-on-error", "-d", dsn, dump)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return &testDB{t: t, ctx: ctx, dsn: dsn, env: []string{"DATABASE_URL=" + dsn}, pool: pool}
+}
+
+// copyTree copies a directory tree with its files' modification times (cp -a).
+func copyTree(t *testing.T, from, to string) {
+	t.Helper()
+	require.NoError(t, os.RemoveAll(to))
+	out, err := exec.Command("cp", "-a", from, to).CombinedOutput()
+	require.NoError(t, err, "cp -a:\n%s", out)
+}
+
+// A restore puts a database and files of different times together. verify finds every
+// inconsistency planted, and nothing else, both ways: an older dump under newer files, and
+// older files under a newer database; the import again and verify --requeue, then a worker
+// run, leave verify with nothing to say.
+func TestVerifyAfterRestore(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("service", "add", "echo")
+	root := filepath.Join(t.TempDir(), "corpus")
+	all, err := bench.StageCorpus(d.ctx, root, 10, 2048)
+	require.NoError(t, err)
+	first, extra := all[:8], all[8:]
+	d.importList("c", "echo", first...)
+	convertAll(t, d)
+	code, found := verifyFindings(t, d, root)
+	require.Equal(t, 0, code, "a consistent corpus: %v", found)
+	require.Empty(t, found)
+	require.Equal(t, 8, d.count(`SELECT count(*) FROM attempts WHERE outcome = 'accepted' AND result_digest IS NOT NULL`))
+
+	// The backup: a dump and a copy of the files, taken together.
+	backup := t.TempDir()
+	dump := filepath.Join(backup, "db.dump")
+	pgTool(t, "pg_dump", "--format=custom", "--file", dump, d.dsn)
+	oldFiles := filepath.Join(backup, "files")
+	copyTree(t, root, oldFiles)
+
+	// Later work: two entries imported and converted, a source replaced and run again.
+	d.importList("c", "echo", extra...)
+	changed := first[3]
+	bigger, err := bench.StageCorpus(d.ctx, t.TempDir(), 1, 8192)
+	require.NoError(t, err)
+	other, err := os.ReadFile(bigger[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(changed, other, 0o644))
+	convertAll(t, d)
+	code, found = verifyFindings(t, d, root)
+	require.Equal(t, 1, code)
+	require.Equal(t, []string{"source_changed " + relTo(t, root, changed)}, found)
+	r := cortexq(t, d.env, "verify", "--requeue")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stdout, "1 tasks back to TODO")
+	convertAll(t, d)
+	code, found = verifyFindings(t, d, root)
+	require.Equal(t, 0, code, "%v", found)
+	newDump := filepath.Join(backup, "new.dump")
+	pgTool(t, "pg_dump", "--format=custom", "--file", newDump, d.dsn)
+	newFiles := filepath.Join(backup, "newfiles")
+	copyTree(t, root, newFiles)
+
+	res := func(entry string) string { return relTo(t, root, filepath.Join(filepath.Dir(entry), "echo.zip")) }
+
+	t.Run("OlderDumpUnderNewerFiles", func(t *testing.T) {
+		copyTree(t, newFiles, root)
+		od := restoreInto(t, dump)
+		require.NoError(t, os.Remove(filepath.Join(root, res(first[0]))))
+		truncate(t, filepath.Join(root, res(first[1])))
+		alter(t, filepath.Join(root, res(first[2])))
+		_, found := verifyFindings(t, od, root)
+		want := []string{
+			"missing " + res(first[0]),
+			"size_differs " + res(first[1]),
+			"altered " + res(first[2]),
+			"size_differs " + res(changed), // the new source's result, not the one the dump knows
+			"source_changed " + relTo(t, root, changed),
+			"orphan " + res(extra[0]), // imported after the dump
+			"orphan " + res(extra[1]),
+		}
+		slices.Sort(want)
+		require.Equal(t, want, found)
+		od.importList("c", "echo", extra...) // the imports the dump forgot
+		r := cortexq(t, od.env, "verify", "--requeue")
+		require.Equal(t, 1, r.code, r.stderr)
+		convertAll(t, od)
+		code, found := verifyFindings(t, od, root)
+		require.Equal(t, 0, code, "%v", found)
+		require.Empty(t, found)
+	})
+
+	t.Run("OlderFilesUnderNewerDump", func(t *testing.T) {
+		copyTree(t, oldFiles, root)
+		nd := restoreInto(t, newDump)
+		alter(t, filepath.Join(root, res(first[5])))
+		_, found := verifyFindings(t, nd, root)
+		want := []string{
+			"missing " + res(extra[0]), // converted after the files' copy
+			"missing " + res(extra[1]),
+			"altered " + res(first[5]),
+			"size_differs " + res(changed), // the old source's result
+			"source_changed " + relTo(t, root, changed),
+		}
+		slices.Sort(want)
+		require.Equal(t, want, found)
+		r := cortexq(t, nd.env, "verify", "--requeue")
+		require.Equal(t, 1, r.code, r.stderr)
+		convertAll(t, nd)
+		code, found := verifyFindings(t, nd, root)
+		require.Equal(t, 0, code, "%v", found)
+		require.Empty(t, found)
+	})
+}
+
+func relTo(t *testing.T, root, path string) string {
+	t.Helper()
+	r, err := filepath.Rel(root, path)
+	require.NoError(t, err)
+	return r
+}
+
+// truncate cuts a file to half its size.
+func truncate(t *testing.T, path string) {
+	t.Helper()
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(path, st.Size()/2))
+}
+
+// alter changes a byte of a file in place, keeping its size.
+func alter(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	b[len(b)/2] ^= 0xff
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+}
