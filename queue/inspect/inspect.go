@@ -230,21 +230,36 @@ func (r *Reader) TaskHistoryMessages(ctx context.Context, id int64, maxMessages 
 		if maxMessages < 0 {
 			return nil
 		}
-		msgs, err := q.MessageListForTask(ctx, lim, id)
-		if err != nil {
-			return fmt.Errorf("messages: %w", err)
-		}
-		for _, m := range msgs {
-			h.Messages = append(h.Messages, RunMessage{Run: m.Run, Message: queue.Message{
-				Severity: queue.Severity(m.Severity), Category: m.Category, What: m.What, Details: m.Details,
-			}})
-		}
-		return nil
+		h.Messages, err = taskMessages(ctx, q, id, lim)
+		return err
 	})
 	if err != nil {
 		return TaskHistory{}, pgtx.Wrap(fmt.Sprintf("task %d", id), err)
 	}
 	return h, nil
+}
+
+// TaskMessages reads the first maxMessages messages of a task (at least one), as
+// TaskHistoryMessages does but on their own: the web dashboard reads them within a deadline
+// (docs/web.md#hostile-results).
+func (r *Reader) TaskMessages(ctx context.Context, id int64, maxMessages int) ([]RunMessage, error) {
+	n := int32(min(max(maxMessages, 1), math.MaxInt32))
+	msgs, err := taskMessages(ctx, dbsqlc.New(r.pool), id, &n)
+	return msgs, pgtx.Wrap(fmt.Sprintf("task %d", id), err)
+}
+
+func taskMessages(ctx context.Context, q *dbsqlc.Queries, id int64, lim *int32) ([]RunMessage, error) {
+	msgs, err := q.MessageListForTask(ctx, lim, id)
+	if err != nil {
+		return nil, fmt.Errorf("messages: %w", err)
+	}
+	var out []RunMessage
+	for _, m := range msgs {
+		out = append(out, RunMessage{Run: m.Run, Message: queue.Message{
+			Severity: queue.Severity(m.Severity), Category: m.Category, What: m.What, Details: m.Details,
+		}})
+	}
+	return out, nil
 }
 
 // DispatchCounts counts dispatch rows of all replicas by state.

@@ -70,15 +70,30 @@ func clip(n int, s string) string { return clipWith(text.Printable, n, s) }
 
 // clipWith is clip with printable as the way to make s printable.
 func clipWith(printable func(string) string, n int, s string) string {
-	raw := s
-	if len(raw) > n {
-		raw = raw[:n] // escaped, never shorter than its source: n bytes of it are enough
+	// Escaped, a text is never shorter than its source: n bytes of it are enough.
+	shown, _ := clipPrefix(printable, n, s[:min(len(s), n)], int64(len(s)))
+	return shown
+}
+
+// clipPrefix is clipWith of a text of which prefix is at hand (at least its first n bytes, or
+// all of it), total bytes in all: a long line of a log read in pieces. It reports whether it cut.
+func clipPrefix(printable func(string) string, n int, prefix string, total int64) (string, bool) {
+	if int64(len(prefix)) < total {
+		// Cut within a character: its first bytes would show as bytes that are not UTF-8.
+		for i := len(prefix) - 1; i >= max(0, len(prefix)-utf8.UTFMax); i-- {
+			if utf8.RuneStart(prefix[i]) {
+				if !utf8.FullRuneInString(prefix[i:]) {
+					prefix = prefix[:i]
+				}
+				break
+			}
+		}
 	}
-	shown, cut := htmlCut(printable(raw), n)
-	if !cut && len(raw) == len(s) {
-		return shown
+	shown, cut := htmlCut(printable(prefix), n)
+	if !cut && int64(len(prefix)) == total {
+		return shown, false
 	}
-	return shown + " … [cut: " + commas(int64(len(s))) + " bytes in all]"
+	return shown + " … [cut: " + commas(total) + " bytes in all]", true
 }
 
 // htmlCut cuts s at a rune boundary so that, as html/template escapes it, it takes at most

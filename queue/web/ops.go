@@ -122,7 +122,8 @@ func severityRank(s queue.Severity) int {
 // shownMessage is a message on the task page, with the link to the source line it names.
 type shownMessage struct {
 	inspect.RunMessage
-	Line string // /task/N/file?name=F#LN, when the details name a file and line
+	Line         string // /task/N/file?name=F#LN, when the details name a file and line
+	DetailsShown string // the details, printable and clipped within the page's budget (textBudget)
 }
 
 // fileLine finds "file.tex; line 23" in a message's details (LaTeXML's way of saying where).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
 	"slices"
@@ -401,7 +402,7 @@ type reportPage struct {
 	Heading     string
 	All, Total  int64
 	Rows        []reportRow
-	Messages    []reports.ReportMessage
+	Messages    []shownReportMessage
 	Crumbs      []reportRow
 	Limit       int
 	Offset      int
@@ -412,7 +413,23 @@ type reportPage struct {
 	Fold string
 	// ByStatus and AllTasks are the two views' links at this level.
 	ByStatus, AllTasks string
+	// MessagesLate: the messages were not read by the page's deadline (d, of PageDeadline).
+	MessagesLate bool
+	PageDeadline time.Duration
+	d            *deadline
 }
+
+// shownReportMessage is a message of the report's messages level, its details clipped within
+// the page's budget (textBudget).
+type shownReportMessage struct {
+	reports.ReportMessage
+	DetailsShown string
+}
+
+// MessagesShown are the messages the page lists by its deadline, and Late whether it passed
+// (docs/web.md#hostile-results).
+func (p reportPage) MessagesShown() iter.Seq[shownReportMessage] { return upTo(p.d, p.Messages) }
+func (p reportPage) Late() bool                                  { return p.d.Passed() }
 
 // shareW is the width of a report row's share bar.
 const shareW = 120
@@ -440,6 +457,7 @@ func (s *Server) report(r *http.Request) (view, error) {
 		return view{}, err
 	}
 	p := newReportPage(sl, counts, limit, offset)
+	p.d, p.PageDeadline = pageDeadline(r), s.cfg.PageDeadline
 	switch {
 	case sl.Severity == "" && sl.Every:
 		err = s.reportAllSeverities(ctx, scope, &p)
@@ -583,15 +601,25 @@ func (s *Server) reportSlice(ctx context.Context, scope queue.Scope, counts map[
 }
 
 // reportMessages fills p with the messages of one what and their tasks.
-func (s *Server) reportMessages(ctx context.Context, rs reports.Slice, p *reportPage) (err error) {
+// They are read within the page's deadline: past it the page says so instead.
+func (s *Server) reportMessages(ctx context.Context, rs reports.Slice, p *reportPage) error {
 	p.Level, p.Heading = "messages", "Messages and their tasks"
+	dctx, cancel := p.d.within(ctx)
+	defer cancel()
+	read := s.reports.ReportMessages
 	if p.Every {
-		p.Messages, err = s.reports.ReportAllMessages(ctx, rs)
-	} else {
-		p.Messages, err = s.reports.ReportMessages(ctx, rs)
+		read = s.reports.ReportAllMessages
+	}
+	msgs, err := read(dctx, rs)
+	if p.MessagesLate = p.d.missed(ctx, err); p.MessagesLate {
+		return nil
 	}
 	if err != nil {
 		return err
+	}
+	b := newTextBudget()
+	for _, m := range msgs {
+		p.Messages = append(p.Messages, shownReportMessage{ReportMessage: m, DetailsShown: b.clipLines(m.Details)})
 	}
 	if len(p.Messages) == p.Limit && p.Offset+p.Limit <= reports.ReportMaxOffset {
 		p.Next = link("/report", append(p.pairs(), "offset", strconv.Itoa(p.Offset+p.Limit), "limit", strconv.Itoa(p.Limit))...)

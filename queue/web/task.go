@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"errors"
 	"io"
+	"iter"
 	"mime"
 	"net/http"
 	"net/url"
@@ -20,7 +21,6 @@ import (
 	"github.com/cortexq/cortexq/queue/cortexlog"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/reports"
-	"github.com/cortexq/cortexq/queue/text"
 )
 
 // previewService is the service whose results hold an HTML page to preview.
@@ -28,11 +28,6 @@ const previewService = "tex_to_html"
 
 // maxTaskMessages is how many messages the task page lists (cortexq task show lists all).
 const maxTaskMessages = 1000
-
-// maxLogShown bounds the cortex.log shown on the log page, escaped for HTML: a log of '<'
-// grows fourfold in HTML, so the page reads at most this much of the log and shows what
-// escapes within it.
-const maxLogShown = 1 << 20
 
 // maxPreviewMember bounds a preview member served from a result archive.
 const maxPreviewMember = 64 << 20
@@ -101,14 +96,32 @@ type taskPage struct {
 	CurrentRun  int64
 	AttemptRuns []int64
 	RunsURL     string
+	// MessagesLate: the messages were not read by the page's deadline (d, of PageDeadline).
+	MessagesLate bool
+	PageDeadline time.Duration
+	d            *deadline
 }
 
+// ProblemsShown and InfosShown are the messages the page lists by its deadline, and Late
+// whether it passed (docs/web.md#hostile-results).
+func (p taskPage) ProblemsShown() iter.Seq[shownMessage] { return upTo(p.d, p.Problems) }
+func (p taskPage) InfosShown() iter.Seq[shownMessage]    { return upTo(p.d, p.Infos) }
+func (p taskPage) Late() bool                            { return p.d.Passed() }
+
 func (s *Server) task(r *http.Request) (view, error) {
-	h, err := s.history(r, maxTaskMessages+1)
+	h, err := s.history(r, -1)
 	if err != nil {
 		return view{}, err
 	}
-	p := taskPage{TaskHistory: h, ReportBack: link("/report", "corpus", h.Corpus, "service", h.Service)}
+	p := taskPage{ReportBack: link("/report", "corpus", h.Corpus, "service", h.Service),
+		d: pageDeadline(r), PageDeadline: s.cfg.PageDeadline}
+	ctx, cancel := p.d.within(r.Context())
+	h.Messages, err = s.inspect.TaskMessages(ctx, h.ID, maxTaskMessages+1)
+	cancel()
+	if p.MessagesLate = p.d.missed(r.Context(), err); err != nil && !p.MessagesLate {
+		return view{}, err
+	}
+	p.TaskHistory = h
 	p.Shown = h.Messages[:min(len(h.Messages), maxTaskMessages)]
 	p.More = len(h.Messages) > len(p.Shown)
 	runs, err := s.reports.Runs(r.Context(), queue.Scope{CorpusID: h.CorpusID, ServiceID: h.ServiceID})
@@ -125,6 +138,12 @@ func (s *Server) task(r *http.Request) (view, error) {
 	p.Timeline, p.TimelineH = timeline(h.Attempts, p.AttemptRuns, time.Now())
 	s.readArchives(r, &p)
 	p.Problems, p.Infos = sortMessages(h.ID, p.Shown, p.HasSource)
+	b := newTextBudget()
+	for _, list := range [][]shownMessage{p.Problems, p.Infos} {
+		for i := range list {
+			list[i].DetailsShown = b.clipLines(list[i].Details)
+		}
+	}
 	if p.Preview == "" && h.Service == previewService {
 		p.NoPreview = noPreview(p)
 	}
@@ -290,56 +309,6 @@ func openResult(a archives) (*zip.Reader, *os.File, error) {
 		return nil, nil, errors.New("too many members")
 	}
 	return zr, f, nil
-}
-
-func (s *Server) taskLog(r *http.Request) (view, error) {
-	h, err := s.history(r, -1)
-	if err != nil {
-		return view{}, err
-	}
-	a, err := s.archivesOf(r, h)
-	if err != nil {
-		return view{}, err
-	}
-	zr, f, err := openResult(a)
-	if err != nil {
-		return view{}, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": no result archive readable here"}
-	}
-	defer f.Close()
-	var log string
-	var cut bool
-	var size uint64
-	for _, m := range zr.File {
-		if m.Name != cortexlog.LogName {
-			continue
-		}
-		rc, err := m.Open()
-		if err != nil {
-			return view{}, httpError{http.StatusNotFound, "cortex.log: " + err.Error()}
-		}
-		// Escaped, the log never takes fewer bytes than it has: maxLogShown+1 of them tell
-		// whether it fits.
-		b, err := io.ReadAll(io.LimitReader(rc, maxLogShown+1))
-		rc.Close()
-		if err != nil {
-			return view{}, httpError{http.StatusNotFound, "cortex.log: " + err.Error()}
-		}
-		log, cut = htmlCut(text.PrintableLines(string(b)), maxLogShown)
-		if cut = cut || len(b) > maxLogShown; cut {
-			if i := strings.LastIndexByte(log, '\n'); i > 0 {
-				log = log[:i+1] // whole lines
-			}
-		}
-		size = max(m.UncompressedSize64, uint64(len(b)))
-		break
-	}
-	return view{Page: "log", Title: "cortex.log of task " + strconv.FormatInt(h.ID, 10), Data: struct {
-		ID    int64
-		Log   string
-		Cut   bool
-		Lines int64
-		Size  int64
-	}{h.ID, log, cut, int64(strings.Count(log, "\n")), int64(min(size, 1<<62))}}, nil
 }
 
 // previewMember picks the HTML page of a result archive: index.html, else the shortest *.html.

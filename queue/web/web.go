@@ -9,8 +9,9 @@
 // style); actions are POSTs that need the admin session (a token compared in constant time) and
 // a CSRF token bound to it; a result's HTML preview is served with CSP sandbox, in an opaque
 // origin, so its scripts never run with the dashboard's origin (or from a separate preview
-// origin). Against hostile results and clients (docs/web.md#hostile-results) pages are bounded,
-// streamed and made at most HeavyLimit at once, and text is shown through text.Printable.
+// origin). Against hostile results and clients (docs/web.md#hostile-results) pages are bounded
+// in bytes and in work, streamed, made at most HeavyLimit at once (the log pages LogLimit, in
+// slots of their own) within PageDeadline, and text is shown through text.Printable.
 package web
 
 import (
@@ -66,12 +67,21 @@ type Config struct {
 	// LiveBudget is the database time a second the live figures may cost, all browsers
 	// together (default 5 ms): on a corpus where reading them is slow they refresh less often.
 	LiveBudget time.Duration
-	// HeavyLimit bounds the pages being made at once (every page but sign-in, and the previews;
+	// HeavyLimit bounds the pages being made at once (every page but sign-in and the log pages;
 	// not /live, the static files or the downloads): past it a request waits up to HeavyWait for
 	// its turn, then gets 503 with Retry-After. Default HeavyLimitDefault.
 	HeavyLimit int
+	// LogLimit bounds the log pages being made at once, apart from HeavyLimit's, so that pages
+	// of hostile results never take the others' turns: the pages that read a task's messages,
+	// log or archives (the task page, its log, source file, view and previews) and the report's
+	// messages. Default LogLimitDefault.
+	LogLimit int
 	// HeavyWait is how long a page waits for its turn (default 3 s).
 	HeavyWait time.Duration
+	// PageDeadline is how long a page may work once it has its turn (default 2 s): past it, the
+	// parts whose work grows with what results hold (a log's lines, a task's or a what's
+	// messages) stop, and the page shows what it has with a note (docs/web.md#hostile-results).
+	PageDeadline time.Duration
 	// PreviewOrigin, if set (https://preview.example.org), is the origin that serves the result
 	// previews: the task page frames the preview from there, and a preview asked of any other
 	// host is redirected to it. Without it previews come from the dashboard's own origin,
@@ -87,6 +97,10 @@ type Config struct {
 // most maxPageBytes and its data bounded, 8 keep the process within about 100 MB whatever the
 // results hold (docs/web.md#hostile-results).
 const HeavyLimitDefault = 8
+
+// LogLimitDefault is Config.LogLimit's default: the log pages made at once, each bounded like
+// any page (docs/web.md#hostile-results).
+const LogLimitDefault = 4
 
 // maxPageBytes bounds a page: past it the page is cut (and a warning logged). The pages' own
 // bounds (the log's 1 MiB, messages clipped) keep them well under it.
@@ -126,6 +140,12 @@ type Server struct {
 
 	signIn *signInLimiter
 	heavy  chan struct{} // a slot for each page being made
+	logs   chan struct{} // a slot for each log page being made
+	// The log pages being made for every request that asks for them meanwhile (shared), and
+	// a token for each request writing one.
+	flightsMu sync.Mutex
+	flights   map[string]*flight
+	sharing   chan struct{}
 	// previewURL is PreviewOrigin parsed, if one is set.
 	previewURL *url.URL
 
@@ -157,8 +177,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.HeavyLimit <= 0 {
 		cfg.HeavyLimit = HeavyLimitDefault
 	}
+	if cfg.LogLimit <= 0 {
+		cfg.LogLimit = LogLimitDefault
+	}
 	if cfg.HeavyWait <= 0 {
 		cfg.HeavyWait = 3 * time.Second
+	}
+	if cfg.PageDeadline <= 0 {
+		cfg.PageDeadline = 2 * time.Second
 	}
 	for _, d := range []struct {
 		p   *time.Duration
@@ -180,7 +206,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, store: cfg.Store, catalog: cfg.Base.Catalog,
 		inspect: cfg.Base.Inspect, reports: cfg.Base.Reports, logger: cfg.Logger,
 		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux(),
-		signIn: newSignInLimiter(), revoked: map[string]time.Time{}, heavy: make(chan struct{}, cfg.HeavyLimit),
+		signIn: newSignInLimiter(), revoked: map[string]time.Time{}, heavy: make(chan struct{}, cfg.HeavyLimit), logs: make(chan struct{}, cfg.LogLimit),
+		flights: map[string]*flight{}, sharing: make(chan struct{}, maxSharing),
 		previewURL: preview}
 	s.outcomes = &background[map[inspect.WorkerKey]inspect.WorkerOutcomes]{what: "worker outcomes", read: s.inspect.AllWorkerOutcomes}
 	s.deadLetters = &background[[]inspect.DeadLetter]{what: "dead letters", read: func(ctx context.Context) ([]inspect.DeadLetter, error) {
@@ -215,17 +242,18 @@ func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /{$}", s.page(s.overview))
 	m.HandleFunc("GET /live", s.liveJSON)
-	m.HandleFunc("GET /report", s.page(s.report))
-	m.HandleFunc("GET /task/{id}", s.page(s.task))
+	m.HandleFunc("GET /report", s.reportPage(s.report))
+	m.HandleFunc("GET /task/{id}", s.logPage(s.task))
 	m.HandleFunc("GET /task/{id}/source", s.download(false))
 	m.HandleFunc("GET /task/{id}/result", s.download(true))
-	m.HandleFunc("GET /task/{id}/log", s.page(s.taskLog))
-	m.HandleFunc("GET /task/{id}/preview/{member...}", s.heavyOnly(s.preview))
+	m.HandleFunc("GET /task/{id}/log", s.logPage(s.taskLog))
+	m.HandleFunc("GET /task/{id}/cortex.log", s.rawLog)
+	m.HandleFunc("GET /task/{id}/preview/{member...}", s.inSlots(s.logs, s.preview))
 	m.HandleFunc("GET /search", s.heavyOnly(s.search))
 	m.HandleFunc("GET /dead", s.page(s.dead))
 	m.HandleFunc("GET /workers/attempts", s.page(s.workerAttempts))
-	m.HandleFunc("GET /task/{id}/view", s.page(s.taskView))
-	m.HandleFunc("GET /task/{id}/file", s.page(s.sourceFile))
+	m.HandleFunc("GET /task/{id}/view", s.logPage(s.taskView))
+	m.HandleFunc("GET /task/{id}/file", s.logPage(s.sourceFile))
 	m.HandleFunc("POST /rerun-task", s.action(s.rerunTask))
 	m.HandleFunc("GET /runs", s.page(s.runs))
 	m.HandleFunc("GET /runs/cell", s.page(s.diffCell))
@@ -359,14 +387,36 @@ func (s *Server) page(fn func(*http.Request) (view, error)) http.HandlerFunc {
 	return s.heavyOnly(s.light(fn))
 }
 
-// heavyOnly runs h once one of the HeavyLimit slots is free: it waits up to HeavyWait, then
-// answers 503 with Retry-After. Memory then grows with HeavyLimit, not with the clients.
-func (s *Server) heavyOnly(h http.HandlerFunc) http.HandlerFunc {
+// logPage wraps a handler that renders a log page, one of at most LogLimit at once, made once
+// for the identical requests that arrive while it is made (shared).
+func (s *Server) logPage(fn func(*http.Request) (view, error)) http.HandlerFunc {
+	return s.shared(s.inSlots(s.logs, s.light(fn)))
+}
+
+// reportPage wraps the report page: its messages level is a log page, its other levels pages.
+func (s *Server) reportPage(fn func(*http.Request) (view, error)) http.HandlerFunc {
+	logs, other := s.logPage(fn), s.page(fn)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("what") != "" {
+			logs(w, r)
+			return
+		}
+		other(w, r)
+	}
+}
+
+// heavyOnly runs h in one of the HeavyLimit slots.
+func (s *Server) heavyOnly(h http.HandlerFunc) http.HandlerFunc { return s.inSlots(s.heavy, h) }
+
+// inSlots runs h once one of slots is free: it waits up to HeavyWait, then answers 503 with
+// Retry-After. Memory then grows with the slots, not with the clients. Once in, the page has
+// PageDeadline to work (pageDeadline).
+func (s *Server) inSlots(slots chan struct{}, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		t := time.NewTimer(s.cfg.HeavyWait)
 		defer t.Stop()
 		select {
-		case s.heavy <- struct{}{}:
+		case slots <- struct{}{}:
 		case <-t.C:
 			w.Header().Set("Retry-After", "2")
 			s.fail(w, r, httpError{http.StatusServiceUnavailable, "the dashboard is busy making other pages: try again in a few seconds"})
@@ -374,8 +424,8 @@ func (s *Server) heavyOnly(h http.HandlerFunc) http.HandlerFunc {
 		case <-r.Context().Done():
 			return
 		}
-		defer func() { <-s.heavy }()
-		h(w, r)
+		defer func() { <-slots }()
+		h(w, withDeadline(r, s.cfg.PageDeadline))
 	}
 }
 
