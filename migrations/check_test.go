@@ -52,6 +52,30 @@ func TestCheck(t *testing.T) {
 		require.Contains(t, log.String(), "the database schema is newer than this binary")
 		require.Contains(t, log.String(), "schema_version=99999")
 	})
+
+	t.Run("ContractedPastThisBinaryIsRefused", func(t *testing.T) {
+		t.Parallel()
+		pool := queuetest.NewPool(t)
+		_, err := pool.Exec(ctx, `INSERT INTO goose_db_version (version_id, is_applied) VALUES (99999, true)`)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `UPDATE upgrade_window SET oldest_schema = $1, oldest_release = 'v9.0.0'`, migrations.Latest()+1)
+		require.NoError(t, err)
+		err = migrations.Check(ctx, pool, quiet)
+		var tooOld *migrations.TooOldError
+		require.ErrorAs(t, err, &tooOld)
+		require.Equal(t, migrations.TooOldError{Schema: 99999, Expects: migrations.Latest(), OldestSchema: migrations.Latest() + 1,
+			OldestRelease: "v9.0.0"}, *tooOld)
+		require.Contains(t, err.Error(), "install cortexq v9.0.0 or newer")
+	})
+
+	t.Run("WindowOfThisReleaseAdmitsIt", func(t *testing.T) {
+		t.Parallel()
+		pool := queuetest.NewPool(t)
+		var oldest int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT oldest_schema FROM upgrade_window`).Scan(&oldest))
+		require.LessOrEqual(t, oldest, migrations.Latest())
+		require.Equal(t, int64(25), oldest, "v0.1.0's replicas (schema 25) may still run: nothing contracted since")
+	})
 }
 
 func TestLatestIsTheNewestMigration(t *testing.T) {

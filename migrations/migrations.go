@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	// The pgx database/sql driver, registered as "pgx".
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
@@ -66,6 +68,12 @@ func Open(dsn string) (*sql.DB, error) {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	return db, nil
+}
+
+// IsLockTimeout reports whether err is a statement that gave up waiting for a lock.
+func IsLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03" // lock_not_available
 }
 
 // Up applies every pending migration to the database at dsn.

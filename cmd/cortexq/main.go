@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/internal/bench"
+	"github.com/cortexq/cortexq/internal/version"
 	"github.com/cortexq/cortexq/migrations"
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/base"
@@ -424,7 +425,11 @@ func connectDSN(ctx context.Context, dsn string, tune ...func(*pgxpool.Config)) 
 
 // checkMigrated refuses a database whose schema is behind this binary (migrations.Check).
 func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
-	return migrations.Check(ctx, pool, slog.Default())
+	err := migrations.Check(ctx, pool, slog.Default())
+	if tooOld := (*migrations.TooOldError)(nil); errors.As(err, &tooOld) {
+		return fmt.Errorf("%w (this is cortexq %s)", err, version.Release())
+	}
+	return err
 }
 
 // openBase connects and returns the composition root (queue/base) on the database: its rooms,

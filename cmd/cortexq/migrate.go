@@ -26,10 +26,18 @@ func migrateCommand() *cli.Command {
 				Name:  "up",
 				Usage: "apply every pending migration",
 				Description: "With --wait, a database that does not answer yet (a server still starting) is asked again\n" +
-					"every 1 s, a log line per attempt, until it answers or the wait is over.",
+					"every 1 s, a log line per attempt, until it answers or the wait is over.\n\n" +
+					"Safe against a live database while replicas dispatch (docs/operations.md, Upgrades): every\n" +
+					"statement waits at most --lock-timeout for a lock (PostgreSQL's lock_timeout), so the\n" +
+					"replicas' statements never queue behind it for longer; a migration that times out is rolled\n" +
+					"back, logged, and tried again after a pause (1 s, 2 s, ... up to 10 s), at most --lock-retries times.",
 				Flags: []cli.Flag{
 					&cli.DurationFlag{Name: "wait", Usage: "how long to keep retrying a database that does not answer yet (0: one try)",
 						EnvVars: envVars("MIGRATE_WAIT")},
+					&cli.DurationFlag{Name: "lock-timeout", Usage: "how long a migration's statement may wait for a lock before the migration is rolled back and retried (0: wait as long as it takes)",
+						Value: migrateLockTimeoutDefault, EnvVars: envVars("MIGRATE_LOCK_TIMEOUT")},
+					&cli.IntFlag{Name: "lock-retries", Usage: "how many times a migration that timed out waiting for a lock is tried again",
+						Value: migrateLockRetriesDefault, EnvVars: envVars("MIGRATE_LOCK_RETRIES")},
 				},
 				Action: migrateUp,
 			},
@@ -55,7 +63,15 @@ func migrateCommand() *cli.Command {
 	}
 }
 
-// withProvider runs fn with a goose provider on the database.
+// Defaults of migrate up's lock flags: a replica's statement waits at most about half a second
+// behind a migration's (docs/operations.md, "Upgrades").
+const (
+	migrateLockTimeoutDefault = 500 * time.Millisecond
+	migrateLockRetriesDefault = 30
+)
+
+// withProvider runs fn with a goose provider on the database; with migrate up's --lock-timeout,
+// every connection has that lock_timeout (openMigrationsDB).
 func withProvider(c *cli.Context, fn func(ctx context.Context, p *goose.Provider, db *sql.DB) error) error {
 	dsn, err := databaseURL(c)
 	if err != nil {
@@ -128,14 +144,55 @@ func migrateUp(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
+	if c.Int("lock-retries") < 0 {
+		return usagef(c, "--lock-retries %d: want 0 or more", c.Int("lock-retries"))
+	}
 	return withProvider(c, func(ctx context.Context, p *goose.Provider, db *sql.DB) error {
-		results, err := p.Up(ctx)
-		printResults(c, "apply", results)
-		if err != nil {
+		return upRetrying(c, p)
+	})
+}
+
+// upRetrying applies the pending migrations; one rolled back because a statement waited past
+// --lock-timeout for a lock is tried again, up to --lock-retries times, after a pause that grows.
+func upRetrying(c *cli.Context, p *goose.Provider) error {
+	lockTimeout, retries := c.Duration("lock-timeout"), c.Int("lock-retries")
+	if lockTimeout > 0 {
+		slog.Info("migrate up: each statement waits at most lock_timeout for a lock; a migration that times out is rolled back and tried again",
+			"lock_timeout", lockTimeout, "lock_retries", retries)
+	}
+	applied := 0
+	for attempt := 1; ; attempt++ {
+		results, err := p.Up(c.Context)
+		var partial *goose.PartialError
+		if errors.As(err, &partial) {
+			results = partial.Applied
+		}
+		if len(results) > 0 {
+			printResults(c, "apply", results)
+		}
+		applied += len(results)
+		if err == nil {
+			if applied == 0 {
+				printResults(c, "apply", nil)
+			}
+			return nil
+		}
+		if !migrations.IsLockTimeout(err) || attempt > retries {
 			return fmt.Errorf("migrate up: %w", err)
 		}
-		return nil
-	})
+		pause := time.Duration(min(attempt, 10)) * time.Second
+		failed := int64(0)
+		if partial != nil {
+			failed = partial.Failed.Source.Version
+		}
+		slog.Warn("migrate up: a statement waited past lock_timeout for a lock; the migration was rolled back and will be tried again",
+			"migration", fmt.Sprintf("%05d", failed), "attempt", attempt, "retries", retries, "retry_in", pause, "error", oneLine(err.Error()))
+		select {
+		case <-time.After(pause):
+		case <-c.Context.Done():
+			return fmt.Errorf("migrate up: %w", c.Context.Err())
+		}
+	}
 }
 
 func migrateDown(c *cli.Context) error {

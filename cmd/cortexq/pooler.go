@@ -172,7 +172,9 @@ func warnSettings(ctx context.Context, pool *pgxpool.Pool, wanted map[string]str
 var errRollback = errors.New("rolled back")
 
 // openMigrationsDB opens dsn for goose and River's migrator (database/sql), with the pgx
-// configuration --pooler asks for.
+// configuration --pooler asks for. With migrate up's --lock-timeout, each connection SETs that
+// lock_timeout as it opens (docs/operations.md#online-migrations); a transaction-mode pooler
+// would keep the SET on a server connection other clients then use, so none is sent through one.
 func openMigrationsDB(c *cli.Context, dsn string) (*sql.DB, error) {
 	mode, err := pooler(c)
 	if err != nil {
@@ -185,7 +187,22 @@ func openMigrationsDB(c *cli.Context, dsn string) (*sql.DB, error) {
 	if mode == poolerTransaction {
 		execMode(cfg)
 	}
-	return stdlib.OpenDB(*cfg), nil
+	lockTimeout := c.Duration("lock-timeout")
+	if lockTimeout <= 0 {
+		return stdlib.OpenDB(*cfg), nil
+	}
+	if mode == poolerTransaction {
+		slog.Warn("through a transaction-mode pooler migrate up cannot set lock_timeout: its statements wait for locks as long as the role's lock_timeout says; " +
+			"run migrate up on a direct connection to the server to keep the replicas from queueing behind it (docs/operations.md#online-migrations)")
+		return stdlib.OpenDB(*cfg), nil
+	}
+	set := setStatements(map[string]string{"lock_timeout": fmt.Sprintf("%dms", max(lockTimeout.Milliseconds(), 1))})
+	return stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, set); err != nil {
+			return fmt.Errorf("session settings (%s): %w", set, err)
+		}
+		return nil
+	})), nil
 }
 
 // poolerHint names the likely cause of err when it is pgx's prepared statements meeting a
