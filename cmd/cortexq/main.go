@@ -79,6 +79,7 @@ func commands() []*cli.Command {
 		sweepCommand(),
 		versionCommand(),
 		verifyCommand(),
+		whyCommand(),
 	}
 }
 

@@ -230,3 +230,17 @@ func alter(t *testing.T, path string) {
 	b[len(b)/2] ^= 0xff
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 }
+
+// why names the cause of a corpus with no worker, and its fix, and a pause once paused.
+func TestWhyCommand(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("service", "add", "echo")
+	d.importList("c", "echo", entries("w", 3)...)
+	out := d.ok("why", "--corpus", "c", "--service", "echo")
+	require.Contains(t, out, "no_workers: no worker asked for service echo in the last minute")
+	require.Contains(t, out, "fix: start workers")
+	d.ok("pause", "--corpus", "c", "--service", "echo")
+	out = d.ok("why", "--corpus", "c", "--service", "echo", "--json")
+	require.Contains(t, out, `"cause": "paused"`)
+	require.Contains(t, out, "cortexq resume --corpus c --service echo")
+}

@@ -396,6 +396,13 @@ type TaskTotal struct {
 	Tasks     int64 `json:"tasks"`
 }
 
+// One row: binaries expecting a schema older than oldest_schema (their newest migration) must not run against this database; oldest_release is the first release that may.
+type UpgradeWindow struct {
+	OnlyRow       bool   `json:"only_row"`
+	OldestSchema  int64  `json:"oldest_schema"`
+	OldestRelease string `json:"oldest_release"`
+}
+
 type Worker struct {
 	Name        string     `json:"name"`
 	ServiceID   int32      `json:"service_id"`
