@@ -62,6 +62,8 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-in-flight", Usage: "--max-in-flight of each replica", Value: 5000, EnvVars: wired.EnvVars("BENCH_MAX_IN_FLIGHT")},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of replica 1 to this file (pprof)", EnvVars: wired.EnvVars("BENCH_CPUPROFILE")},
 			&cli.StringFlag{Name: "corpora", Usage: "TODO tasks per corpus, comma-separated (e.g. 1000000,100): several corpora of the service, served by fair share; the run stops once --tasks are converted, and reports when each corpus finished (archives are staged only for the tasks a run can reach)", EnvVars: wired.EnvVars("BENCH_CORPORA")},
+			&cli.BoolFlag{Name: "statements", Usage: "also report what PostgreSQL ran during the measurement, statement by statement, per task (pg_stat_statements, which the server must preload)", EnvVars: wired.EnvVars("BENCH_STATEMENTS")},
+			&cli.BoolFlag{Name: "pin", Usage: "pin PostgreSQL's processes to CPU 0 and the replicas and the workers to the other CPUs for the run (the embedded or a local cluster; at least 2 CPUs), so that they do not compete for cores as they would not where the database has a machine of its own", EnvVars: wired.EnvVars("BENCH_PIN")},
 			&cli.StringSliceFlag{Name: "serve-flag", Usage: "an extra flag for every replica's serve command, e.g. --serve-flag=--claimers=1 (repeatable)", EnvVars: wired.EnvVars("BENCH_SERVE_FLAGS")},
 		},
 		Action: runBench,
@@ -128,11 +130,15 @@ type Report struct {
 	RiverCPUMicrosPerJob map[string]float64 `json:"river_cpu_us_per_job,omitempty"`
 	RatioVsRiver         float64            `json:"ratio_vs_river,omitempty"`
 	// Corpora is, with --corpora, each corpus's tasks and when it finished.
-	Corpora     []benchCorpusReport `json:"corpora,omitempty"`
-	NoProblem   int64               `json:"no_problem"`
-	Lost        int64               `json:"lost"`
-	BadArchives int                 `json:"bad_archives"`
-	GatesOK     bool                `json:"gates_ok"`
+	Corpora []benchCorpusReport `json:"corpora,omitempty"`
+	// Statements is, with --statements, what PostgreSQL ran during the measurement, per task;
+	// Pinned, with --pin, the CPUs PostgreSQL and the rest were pinned to.
+	Statements  []StatementStat `json:"statements,omitempty"`
+	Pinned      string          `json:"pinned,omitempty"`
+	NoProblem   int64           `json:"no_problem"`
+	Lost        int64           `json:"lost"`
+	BadArchives int             `json:"bad_archives"`
+	GatesOK     bool            `json:"gates_ok"`
 }
 
 // counted is the bench fleet's handler: it counts the conversions, which tells the drain check

@@ -35,7 +35,7 @@ func runBench(c *cli.Context) error {
 		return err
 	}
 	defer r.cleanUp()
-	for _, phase := range []func() error{r.open, r.stage, r.startReplicas, r.drain, r.stop, r.fold, r.gates, r.vsRiver} {
+	for _, phase := range []func() error{r.open, r.stage, r.startReplicas, r.pin, r.drain, r.stop, r.fold, r.gates, r.vsRiver} {
 		if err := phase(); err != nil {
 			return err
 		}
@@ -92,6 +92,9 @@ type benchRun struct {
 	doneAtStop  int64 // --corpora: the results recorded when the measurement stopped
 	measured    int64 // the results the measurement counts
 	batches     map[string]float64
+	statements  []StatementStat // --statements
+	pinPlan     *pinPlan        // --pin
+	pinned      string          // --pin: what was pinned where
 
 	rep Report
 }
@@ -167,6 +170,11 @@ func (r *benchRun) open() error {
 	r.deferUndo(r.pollPool.Close)
 	r.poll = base.New(r.pollPool, nil, slog.Default())
 	r.cluster = findCluster(r.ctx, r.pollPool, r.c.String(wired.DatabaseURLFlag) != "")
+	if r.c.Bool("pin") {
+		if r.pinPlan, err = planPin(r.cluster); err != nil {
+			return err
+		}
+	}
 	if r.svc, err = EnsureService(r.ctx, root, "bench_echo"); err != nil {
 		return err
 	}
@@ -177,6 +185,26 @@ func (r *benchRun) open() error {
 	} else if left > 0 {
 		slog.Warn("deleted unfinished tasks an earlier bench left", "service", r.svc.Name, "tasks", left)
 	}
+	return nil
+}
+
+// pin pins, with --pin, PostgreSQL's processes to one CPU and the replicas and this process to
+// the others (bench_pin.go), until the run is over; the replicas run with GOMAXPROCS set to
+// those (startReplicas).
+func (r *benchRun) pin() error {
+	if r.pinPlan == nil {
+		return nil
+	}
+	pids := make([]int, len(r.procs))
+	for i, p := range r.procs {
+		pids[i] = p.Process.Pid
+	}
+	r.deferUndo(r.pinPlan.undo)
+	if err := r.pinPlan.apply(r.cluster, pids); err != nil {
+		return err
+	}
+	r.pinned = r.pinPlan.String()
+	r.logf("pinned: %s", r.pinned)
 	return nil
 }
 
@@ -264,8 +292,12 @@ func (r *benchRun) startReplicas() error {
 	for i := range r.replicas {
 		cmd := exec.Command(self, r.replicaArgs(i)...)
 		cmd.Stderr = os.Stderr
+		cmd.Env = os.Environ()
 		if i == 0 && r.c.String("cpuprofile") != "" {
-			cmd.Env = append(os.Environ(), "CORTEXQ_CPUPROFILE="+r.c.String("cpuprofile"))
+			cmd.Env = append(cmd.Env, "CORTEXQ_CPUPROFILE="+r.c.String("cpuprofile"))
+		}
+		if r.pinPlan != nil {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", len(r.pinPlan.restCPUs)))
 		}
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("start replica: %w", err)
@@ -337,6 +369,11 @@ func (r *benchRun) drain() error {
 	if _, err := benchOpen(r.ctx, r.pollPool, r.svc.ID); err != nil {
 		return err
 	}
+	if r.c.Bool("statements") {
+		if err := statementsReset(r.ctx, r.pollPool); err != nil {
+			return err
+		}
+	}
 	var err error
 	if r.dbStart, err = r.root.Now(r.ctx); err != nil {
 		return err
@@ -357,6 +394,12 @@ func (r *benchRun) drain() error {
 	}
 	r.took = time.Since(start)
 	r.cpu[1], r.pollSecs[1] = sampleCPU(r.procs, r.cluster), r.pollCPU()
+	if r.c.Bool("statements") {
+		// Read at once: what the replicas run while they stop is not the measurement's.
+		if r.statements, err = statementsRead(r.ctx, r.pollPool, max(r.handler.n.Load(), 1)); err != nil {
+			return err
+		}
+	}
 	r.sampleRSS()
 	return nil
 }
@@ -463,6 +506,7 @@ func (r *benchRun) fold() error {
 	rep.FoldTasks, rep.FoldSeconds = folded.Tasks, foldTook.Seconds()
 	rep.FoldPostgresMicrosPerTask = foldCPU["postgres"]
 	rep.PostgresCPU, rep.DrainPolls = r.cluster.String(), r.polls
+	rep.Statements, rep.Pinned = r.statements, r.pinned
 	rep.ReserveBatchAvg, rep.AttributeBatchAvg, rep.ClaimBatchAvg = r.batches["reserve"], r.batches["attribute"], r.batches["claim"]
 	rep.AttributedAtClaim = r.batches["attributed_at_claim"]
 	return nil
@@ -588,6 +632,9 @@ func (r *benchRun) print() {
 			r.logf("PostgreSQL CPU: cortexq %.1f µs/task, River %.1f µs/job (cortexq/River = %.2f)",
 				rep.CPUMicrosPerTask["postgres"], pg, rep.CPUMicrosPerTask["postgres"]/pg)
 		}
+	}
+	if rep.Statements != nil {
+		r.logf("%s", formatStatements(rep.Statements, 20))
 	}
 	for _, bc := range rep.Corpora {
 		finished := "not finished"
