@@ -150,3 +150,22 @@ VALUES (@replica, now(), now(), @stopped)
 ON CONFLICT (replica) DO UPDATE
 SET seen_at = now(), stopped = excluded.stopped,
     started_at = CASE WHEN h.stopped THEN now() ELSE h.started_at END;
+
+-- name: DemandNote :many
+-- DemandNote notes a replica's requests per second for each service and returns the service's
+-- whole demand: the replica's own rate plus the other replicas' notes of the last few seconds
+-- (docs/performance.md#replicas-sharing-one-database). Rows are written in key order.
+WITH mine AS (
+    SELECT unnest(@service_ids::int[]) AS service_id, unnest(@rates::float8[]) AS rate
+), noted AS (
+    INSERT INTO service_demand AS d (service_id, replica, requests_per_s, seen_at)
+    SELECT m.service_id, @replica::text, m.rate, now() FROM mine m
+    ORDER BY m.service_id
+    ON CONFLICT (service_id, replica) DO UPDATE
+    SET requests_per_s = excluded.requests_per_s, seen_at = excluded.seen_at
+)
+SELECT m.service_id::int AS service_id,
+       (m.rate + coalesce((SELECT sum(o.requests_per_s) FROM service_demand o
+                           WHERE o.service_id = m.service_id AND o.replica <> @replica::text
+                             AND o.seen_at > now() - make_interval(secs => @fresh_seconds::float8)), 0))::float8 AS total
+FROM mine m;

@@ -43,6 +43,10 @@ type Server struct {
 	// (ventilator.serve): the claimer that next shrinks the backlog wakes the ventilator's loop,
 	// whose waiting requests would otherwise wait for a poll interval.
 	backpressured atomic.Bool
+	// claimShare is the replicas' demand over this replica's, all services together, as
+	// float64 bits (ventilator.shares): the claimer waits for its batch ClaimFlush times this
+	// (claimWait). Zero: 1.
+	claimShare atomic.Uint64
 	// leasing counts the ventilator's reservation jobs (reserve, release, check) not yet
 	// delivered: Drain waits for them too; stocked counts the tasks in its stock, reserved and
 	// not handed out. attrib writes the hand-outs' workers (attribute.go).

@@ -316,6 +316,7 @@ func (s *Server) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
 // after a claim, if the loop held hand-outs back for the sink's backlog.
 func (s *Server) claimer(ctx context.Context, in <-chan *item, poke func()) {
 	batch := make([]*item, 0, s.cfg.ClaimBatch)
+	var last time.Duration // the last claim's time
 	for {
 		it, ok := <-in
 		if !ok {
@@ -324,10 +325,10 @@ func (s *Server) claimer(ctx context.Context, in <-chan *item, poke func()) {
 		batch = append(batch[:0], it)
 		weight := it.weight
 		// The batch takes the results already queued, then waits for more until its first has
-		// waited ClaimFlush since it was queued: a first that waited through the claim before
-		// goes at once. (Waiting ClaimFlush after the pickup added it to every wait behind a
+		// waited ClaimFlush (times the replicas' share: claimWait) since it was queued: a first
+		// that waited through the claim before goes at once. (Waiting ClaimFlush after the pickup added it to every wait behind a
 		// claim: at a steady 1,000 results/s the lease → result tail, docs/performance.md.)
-		wait := s.cfg.ClaimFlush
+		wait := s.claimWait(last)
 		if !it.queued.IsZero() {
 			wait -= time.Since(it.queued)
 		}
@@ -352,7 +353,9 @@ func (s *Server) claimer(ctx context.Context, in <-chan *item, poke func()) {
 		}
 		timer.Stop()
 		held := s.claiming.lock(batch)
+		began := time.Now()
 		s.claim(ctx, batch)
+		last = time.Since(began)
 		s.claiming.unlock(held)
 		for _, it := range batch {
 			s.parsed.Release(it.weight)
@@ -362,6 +365,29 @@ func (s *Server) claimer(ctx context.Context, in <-chan *item, poke func()) {
 			poke()
 		}
 	}
+}
+
+// claimShareMax bounds the replicas' share a claim's wait counts (claimWait), and
+// claimWaitMax the wait it adds: a quarter of the attribution delay, so that a result's claim
+// still comes before its hand-out needs an attribution statement.
+const (
+	claimShareMax = 4
+	claimWaitMax  = attributeDelay / 4
+)
+
+// claimWait is how long a claim batch waits for more results after its first was queued. One
+// replica alone waits ClaimFlush; the results that came during its last claim are in the batch
+// too. Where this replica has 1/share of its services' demand (claimShare), a batch waits
+// as long as it takes to gather what one replica serving the whole demand would: share times
+// ClaimFlush and the last claim's time together, less the last claim's time (already waited),
+// at most claimWaitMax more than ClaimFlush (docs/performance.md#replicas-sharing-one-database).
+func (s *Server) claimWait(last time.Duration) time.Duration {
+	share := 1.0
+	if b := s.claimShare.Load(); b != 0 {
+		share = math.Float64frombits(b)
+	}
+	extra := time.Duration((share - 1) * float64(s.cfg.ClaimFlush+last))
+	return s.cfg.ClaimFlush + min(extra, claimWaitMax)
 }
 
 // claimBatchWeight bounds the messages one claim transaction writes (in parsedWeight, past its

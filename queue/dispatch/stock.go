@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"maps"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,9 @@ const (
 	// checkEvery is how often the stock is checked against the database: a reservation taken
 	// back (pause, rerun, delete, deadline) leaves the stock within about this long.
 	checkEvery = 500 * time.Millisecond
+	// demandEvery is how often the replica notes its demand per service in the database and
+	// reads the whole service's (lease.Store.NoteDemand).
+	demandEvery = time.Second
 )
 
 // stockItem is a reserved task waiting for a request. at is when its reserve began, local
@@ -48,6 +53,13 @@ type stock struct {
 	// older than that which the stock cannot serve get no work.
 	dry   bool
 	dryAt time.Time
+	// asked counts the requests since the demand was last noted; noted is the rate last noted,
+	// and share the service's whole demand over it (1 while this replica is alone, or unknown):
+	// the stock is sized as if this replica served the whole service's demand, so that several
+	// replicas reserve in batches as large as one would (docs/performance.md#replicas-sharing-one-database).
+	asked int
+	noted float64
+	share float64
 }
 
 // demand counts requests over the last demandWindow, in ten buckets.
@@ -89,6 +101,7 @@ const (
 	jobReserve jobKind = iota
 	jobRelease
 	jobCheck
+	jobDemand
 )
 
 // leaseJob is one transaction a leaser runs for the ventilator.
@@ -98,6 +111,7 @@ type leaseJob struct {
 	n       int              // jobReserve: how many
 	items   []lease.Reserved // jobRelease: what to give back
 	ids     []int64          // jobCheck: which reservations to check
+	rates   []demandRate     // jobDemand: this replica's requests per second, per service
 	issued  time.Time
 }
 
@@ -105,7 +119,14 @@ type leaseDone struct {
 	job      leaseJob
 	reserved []lease.Reserved
 	still    map[int64]bool
+	whole    map[int32]float64 // jobDemand: each service's whole demand
 	err      error
+}
+
+// demandRate is a service's requests per second at this replica since the last note.
+type demandRate struct {
+	service int32
+	rate    float64
 }
 
 // leaser runs the ventilator's jobs and pokes it when one is done.
@@ -128,6 +149,12 @@ func (v *ventilator) leaser(ctx context.Context, poke func()) {
 			v.s.metrics.returns.Add(float64(n))
 		case jobCheck:
 			d.still, d.err = v.s.store.StillReserved(tctx, job.ids)
+		case jobDemand:
+			ids, rates := make([]int32, len(job.rates)), make([]float64, len(job.rates))
+			for i, r := range job.rates {
+				ids[i], rates[i] = r.service, r.rate
+			}
+			d.whole, d.err = v.s.store.NoteDemand(tctx, ids, rates)
 		}
 		cancel()
 		v.s.health.record(d.err)
@@ -184,6 +211,8 @@ func (v *ventilator) finish(d leaseDone) {
 			v.s.logger.Warn("reservations not released; the reaper takes them back at their deadline",
 				"tasks", len(d.job.items), "error", d.err)
 		}
+	case jobDemand:
+		v.shares(d)
 	case jobCheck:
 		if d.err != nil {
 			return
@@ -322,7 +351,7 @@ func (v *ventilator) plan(now time.Time) {
 		if p := v.pending[st.service.ID]; p != nil {
 			pending = len(p.reqs)
 		}
-		target := min(max(st.demand.count(now), reserveMin), v.s.cfg.ReserveBatch)
+		target := min(max(int(float64(st.demand.count(now))*max(st.share, 1)), reserveMin), v.s.cfg.ReserveBatch)
 		need := 0
 		switch {
 		case pending > len(st.items):
@@ -348,6 +377,7 @@ func (v *ventilator) plan(now time.Time) {
 	if len(v.pendingRelease) > 0 && v.submit(leaseJob{kind: jobRelease, items: v.pendingRelease}) {
 		v.pendingRelease = nil
 	}
+	v.noteDemand(now)
 	if now.Sub(v.lastCheck) >= checkEvery && v.s.stocks.len() > 0 {
 		var ids []int64
 		for _, st := range v.stock {
@@ -358,6 +388,75 @@ func (v *ventilator) plan(now time.Time) {
 		if v.submit(leaseJob{kind: jobCheck, ids: ids}) {
 			v.lastCheck = now
 		}
+	}
+}
+
+// noteDemand notes, every demandEvery, each service's requests per second at this replica
+// (those asked since the last note, and those noted before and idle now, at 0), through a
+// leaser: the answer, the services' whole demand, sets the stocks' shares (shares).
+//
+// Counting starts at the first request; for demandEvery after it, the notes come every
+// demandWindow instead, so that a replica's first second is not sized by its own slice alone.
+func (v *ventilator) noteDemand(now time.Time) {
+	if v.demandFrom.IsZero() {
+		for _, st := range v.stock {
+			if st.asked > 0 {
+				v.demandFrom, v.lastDemand = now, now
+			}
+		}
+		return
+	}
+	every := demandEvery
+	if now.Sub(v.demandFrom) < demandEvery {
+		every = demandWindow
+	}
+	if now.Sub(v.lastDemand) < every {
+		return
+	}
+	secs := now.Sub(v.lastDemand).Seconds()
+	var rates []demandRate
+	for _, id := range slices.Sorted(maps.Keys(v.stock)) {
+		st := v.stock[id]
+		if st.asked == 0 && st.noted == 0 {
+			continue
+		}
+		rates = append(rates, demandRate{service: id, rate: float64(st.asked) / secs})
+	}
+	if len(rates) == 0 {
+		v.lastDemand = now
+		return
+	}
+	if !v.submit(leaseJob{kind: jobDemand, rates: rates}) {
+		return // no free leaser: the next loop tries again, with the requests counted since
+	}
+	v.lastDemand = now
+	for _, r := range rates {
+		st := v.stock[r.service]
+		st.asked, st.noted = 0, r.rate
+	}
+}
+
+// shares takes in a demand note's answer: each stock's share is its service's whole demand over
+// this replica's own (1 when this replica's is none, or on error), and the sink's claims wait
+// for their batch as many times ClaimFlush as the replicas' demand is of this one's, all
+// services together (Server.claimShare).
+func (v *ventilator) shares(d leaseDone) {
+	var own, whole float64
+	for _, r := range d.job.rates {
+		st := v.stock[r.service]
+		st.share = 1
+		if d.err == nil && r.rate > 0 {
+			st.share = max(d.whole[r.service]/r.rate, 1)
+			own, whole = own+r.rate, whole+d.whole[r.service]
+		}
+	}
+	share := 1.0
+	if own > 0 {
+		share = min(whole/own, claimShareMax)
+	}
+	v.s.claimShare.Store(math.Float64bits(share))
+	if d.err != nil {
+		v.s.logger.Debug("demand not noted; reservations sized by this replica's own", "error", d.err)
 	}
 }
 

@@ -85,6 +85,9 @@ type ventilator struct {
 	stock          map[int32]*stock
 	pendingRelease []lease.Reserved
 	lastCheck      time.Time
+	// lastDemand is when the demand was last noted, demandFrom when it was first counted
+	// (noteDemand).
+	lastDemand, demandFrom time.Time
 	// lookupFailed is when a service lookup last failed, with lookupErr (lookupService).
 	lookupFailed time.Time
 	lookupErr    error
@@ -386,6 +389,7 @@ func (v *ventilator) admit(svc catalog.Service, r *request) {
 	p.reqs = append(p.reqs, r)
 	st := v.stockOf(svc)
 	st.demand.add(r.at)
+	st.asked++
 	st.last = r.at
 	v.waiting[string(r.identity)] = true
 	v.queued++

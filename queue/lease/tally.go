@@ -238,3 +238,23 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// DemandFresh is how old another replica's note of its demand may be to count in a service's
+// whole demand (NoteDemand): three of the notes each replica writes every second.
+const DemandFresh = 3 * time.Second
+
+// NoteDemand notes this replica's requests per second for each of services (rates, in the
+// same order) and returns each one's whole demand, its own rate plus the other replicas' fresh
+// notes (docs/performance.md#replicas-sharing-one-database): the dispatcher sizes its
+// reservations by the service's demand, not by its own slice of it.
+func (s *Store) NoteDemand(ctx context.Context, services []int32, rates []float64) (map[int32]float64, error) {
+	rows, err := dbsqlc.New(s.pool).DemandNote(ctx, s.cfg.Replica, DemandFresh.Seconds(), services, rates)
+	if err != nil {
+		return nil, translate("note demand", err)
+	}
+	out := make(map[int32]float64, len(rows))
+	for _, r := range rows {
+		out[r.ServiceID] = r.Total
+	}
+	return out, nil
+}

@@ -205,6 +205,56 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 	return err
 }
 
+const demandNote = `-- name: DemandNote :many
+WITH mine AS (
+    SELECT unnest($3::int[]) AS service_id, unnest($4::float8[]) AS rate
+), noted AS (
+    INSERT INTO service_demand AS d (service_id, replica, requests_per_s, seen_at)
+    SELECT m.service_id, $1::text, m.rate, now() FROM mine m
+    ORDER BY m.service_id
+    ON CONFLICT (service_id, replica) DO UPDATE
+    SET requests_per_s = excluded.requests_per_s, seen_at = excluded.seen_at
+)
+SELECT m.service_id::int AS service_id,
+       (m.rate + coalesce((SELECT sum(o.requests_per_s) FROM service_demand o
+                           WHERE o.service_id = m.service_id AND o.replica <> $1::text
+                             AND o.seen_at > now() - make_interval(secs => $2::float8)), 0))::float8 AS total
+FROM mine m
+`
+
+type DemandNoteRow struct {
+	ServiceID int32   `json:"service_id"`
+	Total     float64 `json:"total"`
+}
+
+// DemandNote notes a replica's requests per second for each service and returns the service's
+// whole demand: the replica's own rate plus the other replicas' notes of the last few seconds
+// (docs/performance.md#replicas-sharing-one-database). Rows are written in key order.
+func (q *Queries) DemandNote(ctx context.Context, replica string, freshSeconds float64, serviceIds []int32, rates []float64) ([]DemandNoteRow, error) {
+	rows, err := q.db.Query(ctx, demandNote,
+		replica,
+		freshSeconds,
+		serviceIds,
+		rates,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DemandNoteRow
+	for rows.Next() {
+		var i DemandNoteRow
+		if err := rows.Scan(&i.ServiceID, &i.Total); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const replicaHeartbeat = `-- name: ReplicaHeartbeat :exec
 INSERT INTO replica_heartbeats AS h (replica, started_at, seen_at, stopped)
 VALUES ($1, now(), now(), $2)

@@ -351,6 +351,14 @@ type Service struct {
 	CreatedAt           time.Time `json:"created_at"`
 }
 
+// Each replica's requests per second for each service (noted every second), which sizes every replica's reservations by the whole service's demand.
+type ServiceDemand struct {
+	ServiceID    int32     `json:"service_id"`
+	Replica      string    `json:"replica"`
+	RequestsPerS float64   `json:"requests_per_s"`
+	SeenAt       time.Time `json:"seen_at"`
+}
+
 type Task struct {
 	ID        int64  `json:"id"`
 	ServiceID int32  `json:"service_id"`
