@@ -386,6 +386,9 @@ func (s *Server) claimWait(last time.Duration) time.Duration {
 	if b := s.claimShare.Load(); b != 0 {
 		share = math.Float64frombits(b)
 	}
+	if s.cfg.ClaimFlush == 0 {
+		return 0 // no wait asked for
+	}
 	extra := time.Duration((share - 1) * float64(s.cfg.ClaimFlush+last))
 	return s.cfg.ClaimFlush + min(extra, claimWaitMax)
 }
