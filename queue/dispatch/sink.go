@@ -368,11 +368,11 @@ func (s *Server) claimer(ctx context.Context, in <-chan *item, poke func()) {
 }
 
 // claimShareMax bounds the replicas' share a claim's wait counts (claimWait), and
-// claimWaitMax the wait it adds: a quarter of the attribution delay, so that a result's claim
+// claimWaitMax the wait it adds: two fifths of the attribution delay, so that a result's claim
 // still comes before its hand-out needs an attribution statement.
 const (
 	claimShareMax = 4
-	claimWaitMax  = attributeDelay / 4
+	claimWaitMax  = attributeDelay * 2 / 5
 )
 
 // claimWait is how long a claim batch waits for more results after its first was queued. One
