@@ -28,6 +28,11 @@ const (
 	// checkEvery is how often the stock is checked against the database: a reservation taken
 	// back (pause, rerun, delete, deadline) leaves the stock within about this long.
 	checkEvery = 500 * time.Millisecond
+	// dryRetry is how long after a reserve that came back short (the backlog is dry) the next
+	// reserve for the same service begins: while workers keep asking of a drained service, each
+	// replica asks the database at most this often, not as fast as its leasers go (each empty
+	// reserve runs the full path, docs/performance.md#replicas-sharing-one-database).
+	dryRetry = 100 * time.Millisecond
 	// demandEvery is how often the replica notes its demand per service in the database and
 	// reads the whole service's (lease.Store.NoteDemand).
 	demandEvery = time.Second
@@ -354,7 +359,7 @@ func (v *ventilator) plan(now time.Time) {
 		target := min(max(int(float64(st.demand.count(now))*max(st.share, 1)), reserveMin), v.s.cfg.ReserveBatch)
 		need := 0
 		switch {
-		case pending > len(st.items):
+		case pending > len(st.items) && (!st.dry || now.Sub(st.dryAt) >= dryRetry):
 			need = min(pending-len(st.items)+target, v.s.cfg.ReserveBatch)
 		case !st.dry && len(st.items) < target/2:
 			need = target - len(st.items)
