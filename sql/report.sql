@@ -166,8 +166,12 @@ UPDATE report_fold_state SET folded_at = now();
 
 -- name: ReportFoldState :one
 -- ReportFoldState says when the rollups were last folded (NULL: never) and how many changes
--- wait for the next fold.
-SELECT s.folded_at, (SELECT count(*) FROM report_changes)::bigint AS pending
+-- wait for the next fold; on a hot standby (standby), also how long ago the last transaction it
+-- replayed committed on the primary (replay_age_seconds, by the standby's clock; -1: none
+-- replayed since it started).
+SELECT s.folded_at, (SELECT count(*) FROM report_changes)::bigint AS pending,
+       pg_is_in_recovery()::bool AS standby,
+       coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), -1)::float8 AS replay_age_seconds
 FROM report_fold_state s;
 
 -- name: ReportChangesAdd :exec

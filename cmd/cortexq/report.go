@@ -455,11 +455,17 @@ func reportLevel(c *cli.Context, root *base.Base, slice reports.Slice, q reportQ
 
 // foldAge says how fresh the rollups a category or what level reads are.
 func foldAge(f reports.FoldState) string {
+	var s string
 	if f.FoldedAt == nil {
-		return fmt.Sprintf("counts as of no fold yet (%s changes wait for one: cortexq fold, or a replica's periodic fold)", commas(f.Pending))
+		s = fmt.Sprintf("counts as of no fold yet (%s changes wait for one: cortexq fold, or a replica's periodic fold)", commas(f.Pending))
+	} else {
+		s = fmt.Sprintf("counts as of the fold %s ago (%s; %s changes wait for the next)",
+			f.Age.Round(time.Second), f.FoldedAt.UTC().Format("2006-01-02 15:04:05 UTC"), commas(f.Pending))
 	}
-	return fmt.Sprintf("counts as of the fold %s ago (%s; %s changes wait for the next)",
-		f.Age.Round(time.Second), f.FoldedAt.UTC().Format("2006-01-02 15:04:05 UTC"), commas(f.Pending))
+	if note := f.StandbyNote(); note != "" {
+		s += "; " + note
+	}
+	return s
 }
 
 // runReportAll is cortexq report --all: a severity's messages in every task whatever its

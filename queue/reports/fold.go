@@ -190,6 +190,24 @@ type FoldState struct {
 	Age      time.Duration `json:"-"`
 	// Pending is the number of change notes (of every corpus) waiting for the next fold.
 	Pending int64 `json:"pending"`
+	// Standby is set when the database is a hot standby: its rollups are the primary's as of
+	// its replay, which Replayed says the age of (the last replayed commit's, by the
+	// standby's clock; negative: nothing replayed since the standby started). The primary's
+	// replicas fold; a standby never does (docs/operations.md#audits-on-a-standby).
+	Standby  bool          `json:"standby,omitempty"`
+	Replayed time.Duration `json:"-"`
+}
+
+// StandbyNote says, on a hot standby, how fresh its copy of the primary is; "" on a primary.
+func (f FoldState) StandbyNote() string {
+	switch {
+	case !f.Standby:
+		return ""
+	case f.Replayed < 0:
+		return "a standby: nothing replayed since it started"
+	default:
+		return fmt.Sprintf("a standby: its last replayed commit is %s old", f.Replayed.Round(time.Second))
+	}
 }
 
 // ReportFoldState says when the rollups were last folded and what waits for the next fold.
@@ -199,7 +217,8 @@ func (s *Store) ReportFoldState(ctx context.Context) (FoldState, error) {
 	if err != nil {
 		return FoldState{}, pgtx.Wrap("report fold state", err)
 	}
-	st := FoldState{FoldedAt: r.FoldedAt, Pending: r.Pending}
+	st := FoldState{FoldedAt: r.FoldedAt, Pending: r.Pending, Standby: r.Standby,
+		Replayed: time.Duration(r.ReplayAgeSeconds * float64(time.Second))}
 	if r.FoldedAt != nil {
 		now, err := q.ClockNow(ctx, s.injectedNow())
 		if err != nil {

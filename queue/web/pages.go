@@ -670,10 +670,14 @@ func (s *Server) reportNames(ctx context.Context, rs reports.Slice, of int64, p 
 
 // foldAge says how fresh the report rollups are, as cortexq report says it.
 func foldAge(f reports.FoldState) string {
-	if f.FoldedAt == nil {
-		return fmt.Sprintf("Counts as of no fold yet (%s changes wait for one).", commas(f.Pending))
+	s := fmt.Sprintf("Counts as of no fold yet (%s changes wait for one).", commas(f.Pending))
+	if f.FoldedAt != nil {
+		s = fmt.Sprintf("Counts as of the fold %s ago (%s changes wait for the next).", f.Age.Round(time.Second), commas(f.Pending))
 	}
-	return fmt.Sprintf("Counts as of the fold %s ago (%s changes wait for the next).", f.Age.Round(time.Second), commas(f.Pending))
+	if note := f.StandbyNote(); note != "" {
+		s += " On " + note + "."
+	}
+	return s
 }
 
 // statusName is a status's name in reports: in_flight for dispatched.

@@ -1066,21 +1066,32 @@ func (q *Queries) ReportFoldSettings(ctx context.Context) error {
 }
 
 const reportFoldState = `-- name: ReportFoldState :one
-SELECT s.folded_at, (SELECT count(*) FROM report_changes)::bigint AS pending
+SELECT s.folded_at, (SELECT count(*) FROM report_changes)::bigint AS pending,
+       pg_is_in_recovery()::bool AS standby,
+       coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), -1)::float8 AS replay_age_seconds
 FROM report_fold_state s
 `
 
 type ReportFoldStateRow struct {
-	FoldedAt *time.Time `json:"folded_at"`
-	Pending  int64      `json:"pending"`
+	FoldedAt         *time.Time `json:"folded_at"`
+	Pending          int64      `json:"pending"`
+	Standby          bool       `json:"standby"`
+	ReplayAgeSeconds float64    `json:"replay_age_seconds"`
 }
 
 // ReportFoldState says when the rollups were last folded (NULL: never) and how many changes
-// wait for the next fold.
+// wait for the next fold; on a hot standby (standby), also how long ago the last transaction it
+// replayed committed on the primary (replay_age_seconds, by the standby's clock; -1: none
+// replayed since it started).
 func (q *Queries) ReportFoldState(ctx context.Context) (ReportFoldStateRow, error) {
 	row := q.db.QueryRow(ctx, reportFoldState)
 	var i ReportFoldStateRow
-	err := row.Scan(&i.FoldedAt, &i.Pending)
+	err := row.Scan(
+		&i.FoldedAt,
+		&i.Pending,
+		&i.Standby,
+		&i.ReplayAgeSeconds,
+	)
 	return i, err
 }
 
