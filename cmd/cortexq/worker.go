@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -135,13 +137,39 @@ func openSandbox(c *cli.Context) (*sandbox.Sandbox, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w\nconversions cannot be sandboxed on this machine (docs/security.md, \"Conversions\", says what bwrap needs, in a container too); "+
-			"to run them unconfined, which is unsafe for papers you do not trust, start the worker with --sandbox=none", err)
+		hint := `docs/security.md, "Conversions", says what bwrap needs`
+		if inContainer() {
+			hint = `in a container, bwrap needs --security-opt seccomp=unconfined, apparmor=unconfined and systempaths=unconfined ` +
+				`(docker-compose.yml's worker-latexml has them; docs/security.md, "Conversions in a container")`
+		}
+		return nil, fmt.Errorf("%w; conversions cannot be sandboxed here: %s; "+
+			"to run them unconfined, which is unsafe for papers you do not trust, start the worker with --sandbox=none", err, hint)
 	}
 	if mode == sandbox.None {
 		slog.Warn("conversions run unconfined (--sandbox=none): a hostile source can read and write what this worker can, and reach its network")
 	}
 	return sb, nil
+}
+
+// inContainer reports whether this process seems to run in a container: Docker's /.dockerenv,
+// Podman's /run/.containerenv, a container manager's $container, or a container runtime's
+// cgroup (cgroup v1).
+func inContainer() bool {
+	for _, f := range []string{"/.dockerenv", "/run/.containerenv"} {
+		if _, err := os.Stat(f); err == nil {
+			return true
+		}
+	}
+	if os.Getenv("container") != "" {
+		return true
+	}
+	cg, _ := os.ReadFile("/proc/self/cgroup")
+	for _, w := range []string{"/docker", "/kubepods", "/containerd", "/lxc", "/libpod"} {
+		if bytes.Contains(cg, []byte(w)) {
+			return true
+		}
+	}
+	return false
 }
 
 // sandboxLine is the start-up line's sandbox.

@@ -195,8 +195,12 @@ func (s *Sandbox) probe(ctx context.Context) error {
 		Argv: []string{"/bin/sh", "-c", "cat /task/probe && echo probe > " + OutDir + "/probe"}, Dir: "/task",
 		Mounts: []Mount{{Host: dir, Sandbox: "/task"}}, Stdout: &stdout, Stderr: &stderr, OutHost: dir,
 	})
-	if r.Err != nil || r.ExitCode != 0 || stdout.String() != "ok\n" {
-		return fmt.Errorf("sandbox: %s cannot run a sandbox here (%v, exit %d): %s", s.bwrap, r.Err, r.ExitCode, lastLine(stderr.String(), 300))
+	switch {
+	case r.Err != nil:
+		// bwrap's exit status and last words, once.
+		return fmt.Errorf("sandbox: %s cannot run a sandbox here (%s)", s.bwrap, strings.TrimPrefix(r.Err.Error(), "sandbox: "))
+	case r.ExitCode != 0 || stdout.String() != "ok\n":
+		return fmt.Errorf("sandbox: %s cannot run a sandbox here (the probe exited %d: %s)", s.bwrap, r.ExitCode, lastLine(stderr.String(), 300))
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "probe")); err != nil || string(b) != "probe\n" {
 		return fmt.Errorf("sandbox: probe: the sandbox's output did not come back: %v", err)
