@@ -76,3 +76,34 @@ SELECT (SELECT count(*) FROM old_attempts)::bigint AS attempts,
        (SELECT count(*) FROM old_logs)::bigint AS message_logs,
        (SELECT count(*) FROM da)::bigint AS attempts_deleted,
        (SELECT count(*) FROM dm)::bigint AS message_logs_deleted;
+
+-- name: ReaperPassesPrune :execrows
+-- ReaperPassesPrune deletes up to @lim reaper passes older than @keep_seconds (at the database
+-- clock, or @now), never the last one (replicas watch it to reap in a missing leader's stead).
+DELETE FROM reaper_passes
+WHERE id IN (
+    SELECT p.id FROM reaper_passes p
+    WHERE p.at < coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => @keep_seconds::float8)
+      AND p.at < (SELECT max(at) FROM reaper_passes)
+    ORDER BY p.id
+    LIMIT @lim::int
+);
+
+-- name: WorkersPrune :execrows
+-- WorkersPrune deletes up to @lim workers not seen (first seen, asked, answered) for @keep_seconds:
+-- a worker process that restarted under a new name, or left. attempts keeps their names.
+DELETE FROM workers w
+USING (
+    SELECT x.name, x.service_id FROM workers x
+    WHERE greatest(x.first_seen, x.last_request, x.last_result)
+          < coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => @keep_seconds::float8)
+    ORDER BY x.name, x.service_id
+    LIMIT @lim::int
+) k
+WHERE w.name = k.name AND w.service_id = k.service_id;
+
+-- name: TablesCount :one
+-- TablesCount counts the rows of the tables prune bounds by age.
+SELECT (SELECT count(*) FROM reaper_passes)::bigint AS reaper_passes,
+       (SELECT count(*) FROM workers)::bigint AS workers,
+       (SELECT count(*) FROM message_kinds)::bigint AS message_kinds;

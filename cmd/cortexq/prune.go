@@ -21,7 +21,9 @@ func pruneCommand() *cli.Command {
 			"for one --corpus and --service, or every one left out. The current run and the last closed one\n" +
 			"(that diff compares the current run with) are always kept, as is everything of a task's current\n" +
 			"run. --dry-run counts what would go and drops nothing. It deletes in batches, each its own\n" +
-			"statement, so it holds no long transaction: stopped, it can be run again. See\n" +
+			"statement, so it holds no long transaction: stopped, it can be run again. --tables drops the\n" +
+			"rows that grow with time instead: reaper passes (one every --reap-interval) and workers (one per\n" +
+			"worker process: a restart adds one); serve does it every --prune-tables-every. See\n" +
 			"docs/operations.md#retention.",
 		Flags: append([]cli.Flag{
 			corpusFlag("the corpus (or sandbox) whose runs to prune; empty: every one"),
@@ -29,7 +31,8 @@ func pruneCommand() *cli.Command {
 			&cli.IntFlag{Name: "keep", Usage: "keep the last N runs of each corpus and service (at least 2)", EnvVars: envVars("PRUNE_KEEP")},
 			&cli.StringFlag{Name: "before", Usage: "drop the runs that ended before this date (2006-01-02 UTC, or RFC 3339)", EnvVars: envVars("PRUNE_BEFORE")},
 			&cli.BoolFlag{Name: "dry-run", Usage: "count what would be dropped, drop nothing", EnvVars: envVars("PRUNE_DRY_RUN")},
-		}, formatFlags("prune")...),
+			&cli.BoolFlag{Name: "tables", Usage: "also (or only, without --keep and --before) drop the reaper passes older than --reaper-passes-age and the workers not seen for --workers-age", EnvVars: envVars("PRUNE_TABLES")},
+		}, append(tablesRetentionFlags(), formatFlags("prune")...)...),
 		Action: runPrune,
 	}
 }
@@ -57,8 +60,12 @@ func runPrune(c *cli.Context) error {
 		}
 		opt.Before = t
 	}
-	if c.Int("keep") < 0 || ((opt.Keep == 0) == opt.Before.IsZero()) || (opt.Keep != 0 && opt.Keep < lease.MinKeep) {
+	tablesOnly := c.Bool("tables") && opt.Keep == 0 && opt.Before.IsZero() && c.Int("keep") == 0
+	if !tablesOnly && (c.Int("keep") < 0 || ((opt.Keep == 0) == opt.Before.IsZero()) || (opt.Keep != 0 && opt.Keep < lease.MinKeep)) {
 		return usagef(c, "%v", lease.ErrPruneSelection)
+	}
+	if c.Bool("tables") && c.Bool("dry-run") {
+		return usagef(c, "--tables has no --dry-run: its rows are a week of routine records")
 	}
 	root, done, err := openBase(c)
 	if err != nil {
@@ -66,6 +73,11 @@ func runPrune(c *cli.Context) error {
 	}
 	defer done()
 	store := root.Lease(lease.Config{})
+	if c.Bool("tables") {
+		if err := pruneTables(c, store); err != nil || tablesOnly {
+			return err
+		}
+	}
 	scope, err := scopeOfNamed(c, root)
 	if err != nil {
 		return err
@@ -106,4 +118,34 @@ func runPrune(c *cli.Context) error {
 		t.Note = "dry run: nothing dropped"
 	}
 	return t.print(c)
+}
+
+// tablesRetentionFlags are the ages prune --tables and serve keep reaper passes and workers for.
+func tablesRetentionFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "reaper-passes-age", Usage: "reaper passes older than this go (0: kept)", Value: lease.TablesRetentionDefault.ReaperPasses, EnvVars: envVars("REAPER_PASSES_AGE")},
+		&cli.DurationFlag{Name: "workers-age", Usage: "workers not seen for this long go (0: kept)", Value: lease.TablesRetentionDefault.Workers, EnvVars: envVars("WORKERS_AGE")},
+	}
+}
+
+// tablesRetention reads tablesRetentionFlags.
+func tablesRetention(c *cli.Context) lease.TablesRetention {
+	return lease.TablesRetention{ReaperPasses: c.Duration("reaper-passes-age"), Workers: c.Duration("workers-age")}
+}
+
+func pruneTables(c *cli.Context, store *lease.Store) error {
+	if c.Duration("reaper-passes-age") < 0 || c.Duration("workers-age") < 0 {
+		return usagef(c, "--reaper-passes-age and --workers-age: want 0 or a positive duration")
+	}
+	sum, err := store.PruneTables(c.Context, tablesRetention(c))
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	if c.Bool("json") || c.Bool("csv") {
+		w = c.App.ErrWriter // stdout is the runs' document
+	}
+	fmt.Fprintf(w, "prune --tables: dropped %s reaper passes (%s left) and %s workers (%s left); %s message kinds\n",
+		commas(sum.ReaperPasses), commas(sum.ReaperPassesLeft), commas(sum.Workers), commas(sum.WorkersLeft), commas(sum.MessageKindsLeft))
+	return nil
 }

@@ -65,7 +65,8 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica (at least 4)", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
 			curveSecretKeyFileFlag(),
 			keysRefreshFlag(),
-		}, clockSkewFlags()...),
+			&cli.DurationFlag{Name: "prune-tables-every", Usage: "time between prunes of the reaper passes and workers past --reaper-passes-age and --workers-age (run by the elected leader, as prune --tables; 0: never)", Value: time.Hour, EnvVars: envVars("PRUNE_TABLES_EVERY")},
+		}, append(tablesRetentionFlags(), clockSkewFlags()...)...),
 		Action: serve,
 	}
 }
@@ -107,6 +108,9 @@ func checkServeFlags(c *cli.Context) error {
 		{"keys-refresh", time.Millisecond, "a positive duration"},
 		{"claim-flush", 0, "0 or more"},
 		{"drain-timeout", 0, "0 or more"},
+		{"prune-tables-every", 0, "0 (never) or more"},
+		{"reaper-passes-age", 0, "0 (kept) or more"},
+		{"workers-age", 0, "0 (kept) or more"},
 		{"late-result-window", 0, "0 (none) or more"},
 		{"db-outage-budget", 0, "0 (never give up) or more"},
 		{"sweep-orphan-age", 0, "0 (only this replica's) or more"},
@@ -196,6 +200,7 @@ func replicaConfig(c *cli.Context, root *base.Base, reg *prometheus.Registry, lo
 			Logger: logger, Registerer: reg,
 		},
 		Reaper: reaper.Config{Interval: c.Duration("reap-interval"), FoldInterval: c.Duration("fold-interval"),
+			PruneEvery: c.Duration("prune-tables-every"), Retention: tablesRetention(c),
 			Logger: logger, OnPass: reaped.observe, NowFunc: clockSkew(c)}, // clockSkew: nil outside the test binary
 		Fallback:     true,
 		DrainTimeout: c.Duration("drain-timeout"),

@@ -244,3 +244,18 @@ func TestWhyCommand(t *testing.T) {
 	require.Contains(t, out, `"cause": "paused"`)
 	require.Contains(t, out, "cortexq resume --corpus c --service echo")
 }
+
+// prune --tables drops the reaper passes and workers past their ages, alone or with runs.
+func TestPruneTablesCommand(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("service", "add", "echo")
+	_, err := d.pool.Exec(d.ctx, `INSERT INTO reaper_passes (replica, at, requeued, dead_lettered, forgotten)
+		SELECT 'r1', now() - g * interval '1 hour', 0, 0, 0 FROM generate_series(0, 47) g`)
+	require.NoError(t, err)
+	_, err = d.pool.Exec(d.ctx, `INSERT INTO workers (name, service_id, first_seen, last_request)
+		SELECT 'w' || g, 1, now() - g * interval '1 hour', now() - g * interval '1 hour' FROM generate_series(0, 47) g`)
+	require.NoError(t, err)
+	out := d.ok("prune", "--tables", "--reaper-passes-age", "24h", "--workers-age", "12h")
+	require.Contains(t, out, "dropped 24 reaper passes (24 left) and 36 workers (12 left)")
+	require.Equal(t, 24, d.count(`SELECT count(*) FROM reaper_passes`))
+}

@@ -72,6 +72,42 @@ func (w *foldWorker) Work(ctx context.Context, _ *river.Job[FoldArgs]) error {
 // Timeout bounds one fold (the next one goes on where it stopped).
 func (w *foldWorker) Timeout(*river.Job[FoldArgs]) time.Duration { return 10 * time.Minute }
 
+// PruneArgs is the periodic prune of the tables that grow with time
+// ([lease.Store.PruneTables]), in a queue of its own: replicas of earlier releases, which do not
+// know the job, never fetch it.
+type PruneArgs struct{}
+
+// Kind names the job in river_job.
+func (PruneArgs) Kind() string { return "cortexq_prune_tables" }
+
+// InsertOpts runs a prune once, in the prune queue: the next period brings the next one.
+func (PruneArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 1, Queue: PruneQueue}
+}
+
+// PruneQueue is the River queue of the periodic prunes.
+const PruneQueue = "cortexq_prune"
+
+type pruneWorker struct {
+	river.WorkerDefaults[PruneArgs]
+	store     *lease.Store
+	retention lease.TablesRetention
+	logger    *slog.Logger
+}
+
+// Work prunes the reaper passes and workers past their retention.
+func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
+	sum, err := w.store.PruneTables(ctx, w.retention)
+	if err != nil {
+		return fmt.Errorf("prune tables: %w", err)
+	}
+	if sum.ReaperPasses+sum.Workers > 0 {
+		w.logger.Info("pruned", "reaper_passes", sum.ReaperPasses, "workers", sum.Workers,
+			"reaper_passes_left", sum.ReaperPassesLeft, "workers_left", sum.WorkersLeft)
+	}
+	return river.RecordOutput(ctx, sum)
+}
+
 // Config configures the reaper.
 type Config struct {
 	// Interval between reap passes (0: IntervalDefault).
@@ -82,6 +118,10 @@ type Config struct {
 	OnPass func(lease.ReapSummary)
 	// FoldInterval is the time between folds of the report rollups (0: FoldIntervalDefault).
 	FoldInterval time.Duration
+	// PruneEvery is the time between prunes of the reaper passes and workers past Retention
+	// (0: never).
+	PruneEvery time.Duration
+	Retention  lease.TablesRetention
 	// NowFunc, if set, replaces the local clock (time.Now) River reads; tests inject a skewed
 	// clock with it. Either way River's readings are corrected to the database clock.
 	NowFunc func() time.Time
@@ -98,6 +138,9 @@ func (c Config) WithDefaults() Config {
 func (c Config) validate() error {
 	if c.Interval < 0 {
 		return fmt.Errorf("reaper: negative interval %s", c.Interval)
+	}
+	if c.PruneEvery < 0 {
+		return fmt.Errorf("reaper: negative prune interval %s", c.PruneEvery)
 	}
 	if c.FoldInterval < 0 {
 		return fmt.Errorf("reaper: negative fold interval %s", c.FoldInterval)
@@ -160,17 +203,26 @@ func New(b *base.Base, store *lease.Store, cfg Config) (*river.Client[pgx.Tx], e
 	if err := river.AddWorkerSafely(workers, &foldWorker{reports: b.Reports, logger: logger.With("component", "report_fold")}); err != nil {
 		return nil, fmt.Errorf("fold worker: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &pruneWorker{store: store, retention: cfg.Retention, logger: logger.With("component", "prune")}); err != nil {
+		return nil, fmt.Errorf("prune worker: %w", err)
+	}
+	periodic := []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.Interval),
+			func() (river.JobArgs, *river.InsertOpts) { return Args{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.FoldInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return FoldArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+	}
+	if cfg.PruneEvery > 0 {
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.PruneEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return PruneArgs{}, nil }, nil))
+	}
 	client, err := river.NewClient(riverpgxv5.New(b.Pool), &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}, FoldQueue: {MaxWorkers: 1}},
-		Workers: workers,
-		PeriodicJobs: []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.Interval),
-				func() (river.JobArgs, *river.InsertOpts) { return Args{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}),
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.FoldInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return FoldArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}),
-		},
+		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}, FoldQueue: {MaxWorkers: 1},
+			PruneQueue: {MaxWorkers: 1}},
+		Workers:       workers,
+		PeriodicJobs:  periodic,
 		Logger:        slog.New(routineDebug{logger.Handler()}).With("component", "river"),
 		FetchCooldown: 50 * time.Millisecond,
 		// No LISTEN: any session of the database may NOTIFY River's channels (privileges cannot

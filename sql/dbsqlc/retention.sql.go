@@ -10,6 +10,27 @@ import (
 	"time"
 )
 
+const reaperPassesPrune = `-- name: ReaperPassesPrune :execrows
+DELETE FROM reaper_passes
+WHERE id IN (
+    SELECT p.id FROM reaper_passes p
+    WHERE p.at < coalesce($1::timestamptz, now()) - make_interval(secs => $2::float8)
+      AND p.at < (SELECT max(at) FROM reaper_passes)
+    ORDER BY p.id
+    LIMIT $3::int
+)
+`
+
+// ReaperPassesPrune deletes up to @lim reaper passes older than @keep_seconds (at the database
+// clock, or @now), never the last one (replicas watch it to reap in a missing leader's stead).
+func (q *Queries) ReaperPassesPrune(ctx context.Context, now *time.Time, keepSeconds float64, lim int32) (int64, error) {
+	result, err := q.db.Exec(ctx, reaperPassesPrune, now, keepSeconds, lim)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const runDiffsCountOfRuns = `-- name: RunDiffsCountOfRuns :one
 SELECT count(*) FROM run_diffs WHERE from_run = ANY($1::bigint[]) OR to_run = ANY($1::bigint[])
 `
@@ -157,6 +178,26 @@ func (q *Queries) RunsOfScopeOldestFirst(ctx context.Context, corpusID int32, se
 	return items, nil
 }
 
+const tablesCount = `-- name: TablesCount :one
+SELECT (SELECT count(*) FROM reaper_passes)::bigint AS reaper_passes,
+       (SELECT count(*) FROM workers)::bigint AS workers,
+       (SELECT count(*) FROM message_kinds)::bigint AS message_kinds
+`
+
+type TablesCountRow struct {
+	ReaperPasses int64 `json:"reaper_passes"`
+	Workers      int64 `json:"workers"`
+	MessageKinds int64 `json:"message_kinds"`
+}
+
+// TablesCount counts the rows of the tables prune bounds by age.
+func (q *Queries) TablesCount(ctx context.Context) (TablesCountRow, error) {
+	row := q.db.QueryRow(ctx, tablesCount)
+	var i TablesCountRow
+	err := row.Scan(&i.ReaperPasses, &i.Workers, &i.MessageKinds)
+	return i, err
+}
+
 const taskHistoryPruneBatch = `-- name: TaskHistoryPruneBatch :one
 WITH b AS (
     SELECT id, run FROM tasks
@@ -239,4 +280,26 @@ func (q *Queries) TaskIDRangeOfScope(ctx context.Context, corpusID int32, servic
 	var i TaskIDRangeOfScopeRow
 	err := row.Scan(&i.Lo, &i.Hi)
 	return i, err
+}
+
+const workersPrune = `-- name: WorkersPrune :execrows
+DELETE FROM workers w
+USING (
+    SELECT x.name, x.service_id FROM workers x
+    WHERE greatest(x.first_seen, x.last_request, x.last_result)
+          < coalesce($1::timestamptz, now()) - make_interval(secs => $2::float8)
+    ORDER BY x.name, x.service_id
+    LIMIT $3::int
+) k
+WHERE w.name = k.name AND w.service_id = k.service_id
+`
+
+// WorkersPrune deletes up to @lim workers not seen (first seen, asked, answered) for @keep_seconds:
+// a worker process that restarted under a new name, or left. attempts keeps their names.
+func (q *Queries) WorkersPrune(ctx context.Context, now *time.Time, keepSeconds float64, lim int32) (int64, error) {
+	result, err := q.db.Exec(ctx, workersPrune, now, keepSeconds, lim)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
