@@ -408,6 +408,7 @@ func connectDSN(ctx context.Context, dsn string, tune ...func(*pgxpool.Config)) 
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
+	base.TuneNetwork(pcfg) // dead connections found and dropped (docs/operations.md#networks)
 	for _, t := range tune {
 		t(pcfg)
 	}

@@ -50,6 +50,9 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "reap-interval", Usage: "time between reaper passes (run by the elected leader)", Value: reaper.IntervalDefault, EnvVars: envVars("REAP_INTERVAL")},
 			&cli.DurationFlag{Name: "drain-timeout", Usage: "on SIGTERM, how long to wait for the results of this replica's leases", Value: 60 * time.Second, EnvVars: envVars("DRAIN_TIMEOUT")},
 			&cli.DurationFlag{Name: "db-outage-budget", Usage: "how long database calls may keep failing, from the first failure, before the replica stops and exits non-zero (stopping takes up to ~10 s more; nothing is lost: restart it later); 0: never", Value: dispatch.OutageBudgetDefault, EnvVars: envVars("DB_OUTAGE_BUDGET")},
+			&cli.DurationFlag{Name: "db-call-timeout", Usage: "deadline of each database call of the worker-facing side (reservation, claim, attribution, lookup): a call on a link gone silent fails after it, and the replica holds results and stops leasing until the database answers again", Value: dispatch.DBTimeoutDefault, EnvVars: envVars("DB_CALL_TIMEOUT")},
+			&cli.IntFlag{Name: "outage-held-results", Usage: "results held in memory while the database is away, claimed once it is back; past it (or --outage-held-bytes) a result is refused and its task runs again once its lease expires", Value: dispatch.OutageHeldResultsDefault, EnvVars: envVars("OUTAGE_HELD_RESULTS")},
+			&cli.Int64Flag{Name: "outage-held-bytes", Usage: "bytes of the results held in memory while the database is away (see --outage-held-results)", Value: dispatch.OutageHeldBytesDefault, EnvVars: envVars("OUTAGE_HELD_BYTES")},
 			&cli.Int64Flag{Name: "max-result-bytes", Usage: "results larger than this are recorded Invalid (cortex/result_too_large)", Value: dispatch.MaxResultBytesDefault, EnvVars: envVars("MAX_RESULT_BYTES")},
 			&cli.IntFlag{Name: "max-messages", Usage: "log messages of each severity a result keeps (1 to 100000); the rest are counted in one cortex/messages_truncated message of that severity", Value: dispatch.MaxMessagesDefault, EnvVars: envVars("MAX_MESSAGES")},
 			&cli.IntFlag{Name: "message-size", Usage: "payload chunk size in bytes; keep 100000 with upstream CorTeX workers, which end a payload at its first frame shorter than 100000 bytes (another size cuts their archives; warned at start)", Value: wire.MessageSize, EnvVars: envVars("MESSAGE_SIZE")},
@@ -83,7 +86,7 @@ func checkServeFlags(c *cli.Context) error {
 		min  int
 	}{
 		{"max-in-flight", 1}, {"io-threads", 1}, {"max-in-flight-per-worker", 1}, {"max-in-flight-per-key", 0},
-		{"message-size", 1}, {"reserve-batch", 1}, {"leasers", 1}, {"claimers", 1}, {"claim-batch", 1},
+		{"message-size", 1}, {"reserve-batch", 1}, {"outage-held-results", 1}, {"leasers", 1}, {"claimers", 1}, {"claim-batch", 1},
 		// Leases, claims, the hot mirror's resync, River's leader election and the reaper's pass.
 		{"db-pool-size", 4},
 	} {
@@ -94,8 +97,10 @@ func checkServeFlags(c *cli.Context) error {
 	if n := c.Int("max-messages"); n < 1 || n > maxMessagesLimit {
 		return usagef(c, "--max-messages %d: want 1 to %d", n, maxMessagesLimit)
 	}
-	if n := c.Int64("max-result-bytes"); n < 1 {
-		return usagef(c, "--max-result-bytes %d: want at least 1", n)
+	for _, name := range []string{"max-result-bytes", "outage-held-bytes"} {
+		if n := c.Int64(name); n < 1 {
+			return usagef(c, "--%s %d: want at least 1", name, n)
+		}
 	}
 	for _, f := range []struct {
 		name string
@@ -113,6 +118,7 @@ func checkServeFlags(c *cli.Context) error {
 		{"workers-age", 0, "0 (kept) or more"},
 		{"late-result-window", 0, "0 (none) or more"},
 		{"db-outage-budget", 0, "0 (never give up) or more"},
+		{"db-call-timeout", 100 * time.Millisecond, "at least 100ms"},
 		{"sweep-orphan-age", 0, "0 (only this replica's) or more"},
 	} {
 		if d := c.Duration(f.name); d < f.min {
@@ -195,7 +201,9 @@ func replicaConfig(c *cli.Context, root *base.Base, reg *prometheus.Registry, lo
 			MaxResultBytes: c.Int64("max-result-bytes"), MaxMessages: c.Int("max-messages"),
 			TCPKeepaliveIdle: c.Int("tcp-keepalive-idle"),
 			SyncArchives:     c.Bool("sync-archives"), OutageBudget: budget,
-			ReserveBatch: c.Int("reserve-batch"), Leasers: c.Int("leasers"), Claimers: c.Int("claimers"),
+			DBTimeout: c.Duration("db-call-timeout"), OutageHeldResults: c.Int("outage-held-results"),
+			OutageHeldBytes: c.Int64("outage-held-bytes"),
+			ReserveBatch:    c.Int("reserve-batch"), Leasers: c.Int("leasers"), Claimers: c.Int("claimers"),
 			ClaimBatch: c.Int("claim-batch"), ClaimFlush: c.Duration("claim-flush"),
 			Logger: logger, Registerer: reg,
 		},

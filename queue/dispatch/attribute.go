@@ -175,13 +175,12 @@ func (a *attributor) write(ctx context.Context, batch []handOut) bool {
 		hs[i] = h.HandOut
 	}
 	start := time.Now()
-	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	tctx, cancel := context.WithTimeout(ctx, a.s.cfg.DBTimeout)
 	leases, err := a.s.store.Attribute(tctx, hs)
 	cancel()
-	a.s.health.record(err)
+	a.s.health.record("attribute", err) // which logs the failure (dblink.go), not each retry
 	if err != nil {
 		a.s.metrics.dbErrors.WithLabelValues("attribute").Inc()
-		a.s.logger.Warn("attribution failed; retrying", "hand_outs", len(hs), "error", err)
 		a.putBack(now)
 		return false
 	}

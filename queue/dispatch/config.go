@@ -84,6 +84,15 @@ type Config struct {
 	// with an error (durable state means nothing is lost; a restart finishes the work).
 	// Zero takes the default; negative never gives up.
 	OutageBudget time.Duration
+	// DBTimeout bounds each database call of the worker-facing side (a reservation, a claim,
+	// an attribution, a lookup, a resync of the hot mirror): a call on a link gone silent fails
+	// after it rather than waiting for the kernel (docs/operations.md#networks).
+	DBTimeout time.Duration
+	// OutageHeldResults and OutageHeldBytes bound the results held in memory while the database
+	// is away, to be claimed once it is back; past them a result is refused and its task runs
+	// again once its lease expires (docs/operations.md#networks).
+	OutageHeldResults int
+	OutageHeldBytes   int64
 	// Security turns CURVE on and bounds what hostile peers can cost (curve.go).
 	Security Security
 	// Logger receives the server's logs; nil discards them.
@@ -110,6 +119,9 @@ const (
 	TCPKeepaliveIdleDefault     = 120
 	BindRetryDefault            = 75 * time.Second
 	IOThreadsDefault            = 2
+	DBTimeoutDefault            = 10 * time.Second
+	OutageHeldResultsDefault    = 10000
+	OutageHeldBytesDefault      = int64(64) << 20
 )
 
 // Defaults of Config's ZMTP heartbeats.
@@ -139,6 +151,9 @@ func (c Config) WithDefaults() Config {
 	c.HeartbeatInterval = orDefault(c.HeartbeatInterval, HeartbeatIntervalDefault)
 	c.HeartbeatTimeout = orDefault(c.HeartbeatTimeout, HeartbeatTimeoutDefault)
 	c.IOThreads = orDefault(c.IOThreads, IOThreadsDefault)
+	c.DBTimeout = orDefault(c.DBTimeout, DBTimeoutDefault)
+	c.OutageHeldResults = orDefault(c.OutageHeldResults, OutageHeldResultsDefault)
+	c.OutageHeldBytes = orDefault(c.OutageHeldBytes, OutageHeldBytesDefault)
 	c.BindRetry = max(c.BindRetry, 0)
 	c.OutageBudget = cmp.Or(c.OutageBudget, OutageBudgetDefault)
 	if c.OutageBudget < 0 {

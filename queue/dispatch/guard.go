@@ -160,11 +160,11 @@ func (s *Server) lookupBatches(ctx context.Context, reqs <-chan lookup) {
 
 // taskInfos runs one cold lookup query.
 func (s *Server) taskInfos(ctx context.Context, ids []int64) answers {
-	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	qctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
 	defer cancel()
 	s.sec.lookups.Inc()
 	infos, err := s.store.TaskInfos(qctx, ids)
-	s.health.record(err)
+	s.health.record("lookup", err)
 	return answers{infos: infos, err: err}
 }
 

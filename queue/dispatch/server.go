@@ -35,8 +35,10 @@ type Server struct {
 	logger  *slog.Logger
 	metrics *metrics
 	health  *health
-	sec     *security   // CURVE allow-list, bogus-result budgets (curve.go, guard.go)
-	fileTag archive.Tag // in the names of this process's temp and backup files
+	outage  *outageHeld                     // results held while the database is away (outage.go)
+	ping    func(ctx context.Context) error // the outage probe's call (dblink.go)
+	sec     *security                       // CURVE allow-list, bogus-result budgets (curve.go, guard.go)
+	fileTag archive.Tag                     // in the names of this process's temp and backup files
 
 	stopLeasing atomic.Bool
 	// backpressured is set when the ventilator held hand-outs back for the sink's backlog
@@ -117,7 +119,9 @@ func New(b *base.Base, store *lease.Store, cfg Config) (*Server, error) {
 		logger:  cfg.Logger.With("component", "dispatch"),
 		unknown: xsync.NewMap[string, time.Time](),
 		bound:   make(chan struct{}),
-		health:  newHealth(cfg.OutageBudget),
+		health:  newHealth(cfg.OutageBudget, cfg.Logger.With("component", "dispatch"), cfg.Registerer),
+		outage:  newOutageHeld(cfg.OutageHeldResults, cfg.OutageHeldBytes, cfg.Registerer),
+		ping:    b.Pool.Ping,
 		held:    semaphore.NewWeighted(resultsHeldMax),
 		// One resync asked for is enough for every request that asks meanwhile.
 		resyncNow: make(chan struct{}, 1),
@@ -141,6 +145,8 @@ func New(b *base.Base, store *lease.Store, cfg Config) (*Server, error) {
 		func() float64 { return float64(s.parsedBytes.Load()) }, func() float64 { return float64(s.stocks.len()) },
 		s.identityEntries)
 	s.attrib = newAttributor(s)
+	s.health.onUp = s.outage.poke
+	s.health.heldCounts = s.outage.counts
 	return s, nil
 }
 
@@ -355,6 +361,7 @@ func (s *Server) startSink(runCtx context.Context, cancel context.CancelCauseFun
 	for range s.cfg.Writers {
 		writers.Go(func() { s.writer(wctx, inbox, s.claimIn) })
 	}
+	writers.Go(func() { s.replayHeld(wctx, runCtx.Done(), s.claimIn) })
 	for range s.cfg.Claimers {
 		claimers.Go(func() {
 			err := v.withPoke(zctx, func(poke func()) { s.claimer(runCtx, s.claimIn, poke) })
@@ -386,8 +393,8 @@ func sinkFrameMax(maxResult int64) int64 {
 }
 
 // maintain resyncs the hot mirror, every hotResync and when asked (resyncSoon), watches the
-// file descriptors, and stops the server when the database has been away longer than the
-// outage budget.
+// file descriptors and the database link (probing it while no call succeeds, dblink.go), and
+// stops the server when the database has been away longer than the outage budget.
 func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) error {
 	tick := time.NewTicker(hotResync)
 	defer tick.Stop()
@@ -395,6 +402,10 @@ func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) err
 	defer check.Stop()
 	var last time.Time
 	var soon <-chan time.Time // the resync asked for, once hotResyncMin after the last
+	// A probe of the database runs while no call has succeeded for a while (dblink.go).
+	var probing atomic.Bool
+	var probes sync.WaitGroup
+	defer probes.Wait()
 	fds := time.NewTicker(fdsWatch)
 	defer fds.Stop()
 	s.watchFDs()
@@ -405,6 +416,10 @@ func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) err
 		case <-fds.C:
 			s.watchFDs()
 		case <-check.C:
+			if s.health.watch() && !probing.Load() {
+				probing.Store(true)
+				probes.Go(func() { defer probing.Store(false); s.probe(ctx) })
+			}
 			if s.health.expired() {
 				err := fmt.Errorf("database unreachable for longer than the outage budget (%s): %w",
 					s.health.budget, s.health.lastErr())
@@ -431,8 +446,10 @@ func (s *Server) resync(ctx context.Context) {
 	s.resyncs.begun.Add(1)
 	defer s.resyncs.done.Add(1)
 	since := s.hot.Generation()
-	rows, err := s.store.InFlightRows(ctx)
-	s.health.record(err)
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	defer cancel()
+	rows, err := s.store.InFlightRows(rctx)
+	s.health.record("resync", err)
 	if err != nil {
 		return
 	}
@@ -489,7 +506,7 @@ func (s *Server) service(ctx context.Context, name string) (catalog.Service, err
 		// Only a failure is news about the database: the catalog answers a known service from
 		// its cache, and counting that as a success would hide an outage from the budget for
 		// as long as workers keep asking.
-		s.health.record(err)
+		s.health.record("lookup", err)
 	}
 	return svc, err
 }
@@ -515,41 +532,6 @@ func (s *Server) unusableResult(res wire.Result, reason string, err error) {
 		s.logger.Warn("unusable result: the task is left to the reaper to retry", "count", n, "reason", reason,
 			"task_id", res.TaskID, "worker", res.Identity, "service", res.Service, "bytes", res.Size, "error", err)
 	}
-}
-
-// health tracks whether the database answers, for the outage budget.
-type health struct {
-	budget    time.Duration
-	mu        sync.Mutex
-	failSince time.Time
-	err       error
-}
-
-func newHealth(budget time.Duration) *health { return &health{budget: budget} }
-
-func (h *health) record(err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err == nil || errors.Is(err, queue.ErrNotFound) {
-		h.failSince, h.err = time.Time{}, nil
-		return
-	}
-	if h.failSince.IsZero() {
-		h.failSince = time.Now()
-	}
-	h.err = err
-}
-
-func (h *health) expired() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.budget > 0 && !h.failSince.IsZero() && time.Since(h.failSince) > h.budget
-}
-
-func (h *health) lastErr() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.err
 }
 
 // Incarnation reports the random name of this process in its temp and backup files' names,

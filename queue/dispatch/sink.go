@@ -23,6 +23,8 @@ type inbound struct {
 	res    wire.Result
 	from   peer
 	weight int64 // held against Server.held until the writer is done with res.Data
+	// wasHeld: the result has been held for the database's return (outage.go) at least once.
+	wasHeld bool
 }
 
 // item is a result ready to be claimed: its reply for the lease state machine and what
@@ -133,9 +135,15 @@ func (s *Server) writer(ctx context.Context, inbox <-chan inbound, out chan<- *i
 }
 
 // place is a writer's work on one result. A result whose sender is past its bogus budget is
-// parked in the slow lane (guard.go), which places it later.
+// parked in the slow lane (guard.go), which places it later; one that arrives while the
+// database is away, or whose lookups fail, is held until it is back (outage.go).
 func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
-	pctx, cancel := context.WithTimeout(withPeer(ctx, in.from), 10*time.Second)
+	if s.health.isDown() {
+		s.held.Release(in.weight)
+		s.holdResult(in)
+		return
+	}
+	pctx, cancel := context.WithTimeout(withPeer(ctx, in.from), s.cfg.DBTimeout)
 	it, reason, err := s.prepare(pctx, in.res)
 	cancel()
 	if errors.Is(err, errParked) {
@@ -146,18 +154,12 @@ func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 		reason = "slow_lane_full"
 	}
 	s.held.Release(in.weight)
+	if reason == "db_error" && ctx.Err() == nil {
+		s.holdResult(in)
+		return
+	}
 	if it != nil {
-		in.from.stamp(&it.result)
-		it.from = in.from
-		// The claimer releases the weight and never waits for it, so this wait ends.
-		it.weight = min(parsedWeight(it.result.Messages), s.cfg.MaxParsedBytes)
-		if err := s.parsed.Acquire(ctx, it.weight); err != nil {
-			it.file.Cleanup() // stopped: the task stays in flight for the reaper
-			return
-		}
-		s.parsedBytes.Add(it.weight)
-		it.queued = time.Now()
-		out <- it
+		s.queueItem(ctx, in, it, out)
 		return
 	}
 	if reason == "write_failed" {
@@ -171,6 +173,40 @@ func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 	if n, emit := s.logLimits.dropped.Record(); emit {
 		s.logger.Warn("results dropped", "count", n, "reason", reason, "task_id", in.res.TaskID,
 			"worker", in.res.Identity, "service", in.res.Service, "peer", in.from.budgetName(), "error", err)
+	}
+}
+
+// placeHeld places a result held through an outage: its receive weight is already released.
+func (s *Server) placeHeld(ctx context.Context, in inbound, out chan<- *item) {
+	in.weight = 0
+	s.place(ctx, in, out)
+}
+
+// queueItem hands a prepared result to the claimers, within the budget of parsed reports.
+func (s *Server) queueItem(ctx context.Context, in inbound, it *item, out chan<- *item) {
+	in.from.stamp(&it.result)
+	it.from = in.from
+	// The claimer releases the weight and never waits for it, so this wait ends.
+	it.weight = min(parsedWeight(it.result.Messages), s.cfg.MaxParsedBytes)
+	if err := s.parsed.Acquire(ctx, it.weight); err != nil {
+		it.file.Cleanup() // stopped: the task stays in flight for the reaper
+		return
+	}
+	s.parsedBytes.Add(it.weight)
+	it.queued = time.Now()
+	out <- it
+}
+
+// holdResult holds a result until the database is back, or refuses it past the bounds: its
+// task then runs again once its lease expires.
+func (s *Server) holdResult(in inbound) {
+	if s.outage.hold(in) {
+		return
+	}
+	s.metrics.discards.WithLabelValues("sink", "outage_refused").Inc()
+	if n, emit := s.logLimits.dropped.Record(); emit {
+		s.logger.Warn("results refused: too many held while the database is away; their tasks run again once their leases expire",
+			"count", n, "max_results", s.cfg.OutageHeldResults, "max_bytes", s.cfg.OutageHeldBytes)
 	}
 }
 
@@ -289,7 +325,7 @@ func (s *Server) checkHolder(ctx context.Context, id int64) (string, error) {
 		return "not_holder_rate_limited", fmt.Errorf("task %d: %w", id, errBogusBudget)
 	}
 	held, err := s.store.KeyHoldsAttempt(ctx, id, p.key)
-	s.health.record(err)
+	s.health.record("lookup", err)
 	if err != nil {
 		return "db_error", err
 	}
@@ -399,6 +435,9 @@ func (s *Server) claimWait(last time.Duration) time.Duration {
 // 70-100 ms to a claim on an idle test cluster.
 const claimBatchWeight = 2 << 20
 
+// claimRetries is how often a claim that fails while the database answers is tried again.
+const claimRetries = 20
+
 // claim runs one claim transaction for batch, retrying it while the database is away (within
 // the outage budget); results that cannot be claimed stay with the reaper.
 func (s *Server) claim(ctx context.Context, batch []*item) {
@@ -434,20 +473,21 @@ func (s *Server) claim(ctx context.Context, batch []*item) {
 	dbctx := context.WithoutCancel(ctx)
 	var decisions []lease.Decision
 	var err error
+	// While the database is away the claim is tried again until the outage budget is spent (the
+	// outage's log lines say so, not each try); otherwise claimRetries times.
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		tctx, cancel := context.WithTimeout(dbctx, 30*time.Second)
+		tctx, cancel := context.WithTimeout(dbctx, s.cfg.DBTimeout)
 		decisions, err = s.store.ClaimWithHooks(tctx, results, hooks)
 		cancel()
-		s.health.record(err)
+		s.health.record("claim", err)
 		s.metrics.claimSeconds.Observe(time.Since(start).Seconds())
-		if err == nil || s.health.expired() || attempt >= 20 {
+		if err == nil || s.health.expired() || (attempt >= claimRetries && !s.health.isDown()) {
 			break
 		}
 		s.unpublishAfter(pubs, err)
 		s.metrics.dbErrors.WithLabelValues("claim").Inc()
-		s.logger.Warn("claim failed; retrying", "results", len(batch), "attempt", attempt+1, "error", err)
-		time.Sleep(min(time.Duration(attempt+1)*250*time.Millisecond, 3*time.Second))
+		time.Sleep(min(time.Duration(attempt+1)*250*time.Millisecond, 2*time.Second))
 	}
 	s.metrics.claimBatch.Observe(float64(len(batch)))
 	if err != nil {

@@ -109,6 +109,9 @@ const (
 	jobDemand
 )
 
+// jobNames name the jobs in the outage's log lines.
+var jobNames = map[jobKind]string{jobReserve: "reserve", jobRelease: "release", jobCheck: "check_stock"}
+
 // leaseJob is one transaction a leaser runs for the ventilator.
 type leaseJob struct {
 	kind    jobKind
@@ -140,7 +143,7 @@ func (v *ventilator) leaser(ctx context.Context, poke func()) {
 	dbctx := context.WithoutCancel(ctx)
 	for job := range v.jobs {
 		d := leaseDone{job: job}
-		tctx, cancel := context.WithTimeout(dbctx, 30*time.Second)
+		tctx, cancel := context.WithTimeout(dbctx, v.s.cfg.DBTimeout)
 		start := time.Now()
 		switch job.kind {
 		case jobReserve:
@@ -162,7 +165,7 @@ func (v *ventilator) leaser(ctx context.Context, poke func()) {
 			d.whole, d.err = v.s.store.NoteDemand(tctx, ids, rates)
 		}
 		cancel()
-		v.s.health.record(d.err)
+		v.s.health.record(jobNames[job.kind], d.err)
 		v.done <- d
 		poke()
 	}
@@ -198,8 +201,8 @@ func (v *ventilator) finish(d leaseDone) {
 		st := v.stockOf(d.job.service)
 		st.reserving = false
 		if d.err != nil {
+			// Logged by the outage's lines (dblink.go), not once per reservation.
 			v.s.metrics.dbErrors.WithLabelValues("reserve").Inc()
-			v.s.logger.Error("reservation failed; waiting requests get no work", "service", d.job.service.Name, "error", d.err)
 			v.refuseOlder(st, d.job.issued, "db_error")
 			return
 		}
@@ -212,7 +215,7 @@ func (v *ventilator) finish(d leaseDone) {
 			st.dryAt = d.job.issued
 		}
 	case jobRelease:
-		if d.err != nil {
+		if d.err != nil && !v.s.health.isDown() {
 			v.s.logger.Warn("reservations not released; the reaper takes them back at their deadline",
 				"tasks", len(d.job.items), "error", d.err)
 		}
@@ -339,6 +342,7 @@ func (v *ventilator) plan(now time.Time) {
 	}
 	var stale []lease.Reserved
 	oldest := now.Add(-v.handOutMaxAge())
+	down := v.s.health.isDown() // no reservation is tried while the database is away
 	for _, st := range v.stock {
 		idle := now.Sub(st.last) > idleAfter
 		st.items = slices.DeleteFunc(st.items, func(it stockItem) bool {
@@ -349,7 +353,7 @@ func (v *ventilator) plan(now time.Time) {
 			}
 			return false
 		})
-		if st.reserving || idle {
+		if st.reserving || idle || down {
 			continue
 		}
 		pending := 0

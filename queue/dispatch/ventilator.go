@@ -185,7 +185,7 @@ func (v *ventilator) run(ctx context.Context) error {
 	for {
 		stopping := ctx.Err() != nil
 		if stopping && v.s.leasing.Load() == 0 && v.s.stocks.len() == 0 && len(v.pendingRelease) == 0 {
-			v.refusePending()
+			v.refusePending("stopping")
 			return nil
 		}
 		if _, err := poller.Poll(pollInterval); err != nil && !isAgain(err) {
@@ -224,12 +224,17 @@ func (v *ventilator) run(ctx context.Context) error {
 		}
 		now := time.Now()
 		if stopping || v.s.stopLeasing.Load() {
-			v.refusePending() // requests that came before StopLeasing lease nothing after it
+			v.refusePending("stopping") // requests that came before StopLeasing lease nothing after it
 			v.releaseStock()
 			continue
 		}
 		v.decideCapped()
 		v.serve(ctx, now)
+		if v.s.health.isDown() {
+			// No reservation can be made: what the stock cannot serve gets no work at once, and
+			// no reservation is tried until the database is back (dblink.go).
+			v.refusePending("db_unreachable")
+		}
 		v.answerOverdue(now)
 		v.plan(now)
 		v.publishSizes()
@@ -245,11 +250,11 @@ func (v *ventilator) publishSizes() {
 	t.capped.Store(int64(len(v.capped)))
 }
 
-// refusePending answers every request not yet handed to a leaser with no work.
-func (v *ventilator) refusePending() {
+// refusePending answers every request not yet handed to a leaser with no work, for reason.
+func (v *ventilator) refusePending(reason string) {
 	for _, id := range v.order {
 		for _, r := range v.pending[id].reqs {
-			v.mock(r.identity, "stopping")
+			v.mock(r.identity, reason)
 			delete(v.waiting, string(r.identity))
 			v.unask(r)
 		}
@@ -257,7 +262,7 @@ func (v *ventilator) refusePending() {
 	}
 	v.order = v.order[:0]
 	for _, c := range v.capped {
-		v.mock(c.req.identity, "stopping")
+		v.mock(c.req.identity, reason)
 		delete(v.waiting, string(c.req.identity))
 	}
 	v.capped = v.capped[:0]

@@ -1,0 +1,220 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/wire"
+)
+
+// The database link as this replica sees it (docs/operations.md#networks): every database call
+// reports how it went (health.record), and a probe pings the database while no call succeeds.
+// An outage is announced once, in one log line, when a probe fails or calls have failed for
+// outageAfter with no success between; while it lasts, a summary line every outageSummary says
+// what failed and what is held; its end is one more line. Calls that fail outside an outage are
+// logged at most once per 5 s. Nothing is logged per request.
+
+// Timings of the link's watch.
+const (
+	// outageAfter is how long calls must fail, with no success, before an outage is announced.
+	outageAfter = time.Second
+	// outageSummary is how often a summary line is logged while the database stays away.
+	outageSummary = 10 * time.Second
+	// probeEvery is how often the database is pinged when no call has succeeded for that long.
+	probeEvery = 2 * time.Second
+	// probeTimeoutMax bounds a probe: with probeEvery, a silent link is found within 7 s.
+	probeTimeoutMax = 5 * time.Second
+)
+
+// health tracks whether the database answers: for the outage budget, the reachability gauge
+// and the outage's log lines.
+type health struct {
+	budget time.Duration
+	logger *slog.Logger
+
+	mu          sync.Mutex
+	failSince   time.Time // the first failure since the last success; zero: none
+	lastOK      time.Time // the last success
+	err         error     // the last failure
+	errOp       string    // what failed last
+	down        bool      // an outage is announced
+	downAt      time.Time // when it was announced
+	lastSummary time.Time
+	failed      map[string]int // calls failed in this outage (or since the last line), by what
+	heldAtDown  int64          // results held and refused when it was announced
+	refusedAt   int64
+	otherErrs   *wire.RateLimiter // failures outside an outage
+
+	up         prometheus.Gauge
+	reconnects prometheus.Counter
+	// onUp runs when the database is back, and must not block: held results are claimed.
+	onUp func()
+	// heldCounts reports the results held now, and held and refused so far (results.go).
+	heldCounts func() (now int, held, refused int64)
+}
+
+func newHealth(budget time.Duration, logger *slog.Logger, reg prometheus.Registerer) *health {
+	h := &health{budget: budget, logger: logger, lastOK: time.Now(), failed: map[string]int{},
+		otherErrs:  wire.NewRateLimiter(5 * time.Second),
+		up:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "cortexq_db_up", Help: "1 while this replica reaches its database, 0 during an outage it noticed (a probe or its calls failed)."}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_db_reconnects_total", Help: "Outages of the database this replica rode out: each time it came back after the replica found it away."}),
+		onUp:       func() {},
+		heldCounts: func() (int, int64, int64) { return 0, 0, 0 },
+	}
+	h.up.Set(1)
+	if reg != nil {
+		_ = reg.Register(h.up) // a second server in one process keeps the first one's
+		_ = reg.Register(h.reconnects)
+	}
+	return h
+}
+
+// record takes the outcome of a database call of op (reserve, claim, attribute, ...). A missing
+// row is an answer, not a failure.
+func (h *health) record(op string, err error) {
+	if err != nil && errors.Is(err, queue.ErrNotFound) {
+		err = nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	if err == nil {
+		h.lastOK, h.failSince, h.err = now, time.Time{}, nil
+		if h.down {
+			h.backLocked(now)
+		}
+		return
+	}
+	if h.failSince.IsZero() {
+		h.failSince = now
+	}
+	h.err, h.errOp = err, op
+	h.failed[op]++
+	if h.down {
+		return
+	}
+	if now.Sub(h.failSince) >= outageAfter {
+		h.downLocked(now)
+		return
+	}
+	if n, emit := h.otherErrs.Record(); emit {
+		h.logger.Warn("database call failed", "op", op, "count", n, "error", err)
+	}
+}
+
+// downLocked announces an outage.
+func (h *health) downLocked(now time.Time) {
+	h.down, h.downAt, h.lastSummary = true, now, now
+	h.up.Set(0)
+	_, h.heldAtDown, h.refusedAt = h.heldCounts()
+	h.logger.Error("database unreachable: no new leases; results are held in memory and claimed once it is back; the replica exits if it stays away past the outage budget",
+		"failed", h.errOp, "error", h.err, "failing_for", now.Sub(h.failSince).Round(time.Millisecond),
+		"outage_budget", h.budget)
+}
+
+// backLocked announces the end of an outage and claims the held results.
+func (h *health) backLocked(now time.Time) {
+	held, total, refused := h.heldCounts()
+	h.logger.Info("database reachable again: leasing and claiming resume",
+		"down_for", now.Sub(h.downAt).Round(time.Millisecond), "calls_failed", h.failedText(),
+		"results_held", total-h.heldAtDown, "results_refused", refused-h.refusedAt, "held_now", held)
+	h.down = false
+	clear(h.failed)
+	h.up.Set(1)
+	h.reconnects.Inc()
+	h.onUp()
+}
+
+// failedText is the outage's failed calls, by what: "claim=3 reserve=120".
+func (h *health) failedText() string {
+	var b strings.Builder
+	for _, op := range slices.Sorted(maps.Keys(h.failed)) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%d", op, h.failed[op])
+	}
+	return b.String()
+}
+
+// watch is the periodic check, every 250 ms: it announces an outage whose calls stopped
+// reporting, logs the summary that is due, and reports whether a probe is due.
+func (h *health) watch() (probe bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	if !h.down && !h.failSince.IsZero() && now.Sub(h.failSince) >= outageAfter {
+		h.downLocked(now)
+	}
+	if h.down && now.Sub(h.lastSummary) >= outageSummary {
+		h.lastSummary = now
+		held, total, refused := h.heldCounts()
+		h.logger.Warn("database still unreachable", "down_for", now.Sub(h.downAt).Round(time.Second),
+			"calls_failed", h.failedText(), "results_held", total-h.heldAtDown, "results_refused", refused-h.refusedAt,
+			"held_now", held, "last_error", h.err, "outage_budget_left", h.budgetLeftLocked(now).Round(time.Second))
+	}
+	return now.Sub(h.lastOK) >= probeEvery
+}
+
+// budgetLeftLocked is how long the outage may still last before the replica gives up.
+func (h *health) budgetLeftLocked(now time.Time) time.Duration {
+	if h.budget <= 0 || h.failSince.IsZero() {
+		return 0
+	}
+	return max(h.budget-now.Sub(h.failSince), 0)
+}
+
+// probeFailed announces an outage at once: a probe is the one call whose failure says the
+// database is away, whatever else was waiting.
+func (h *health) probeFailed(err error) {
+	h.record("probe", err)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.down && err != nil {
+		h.downLocked(time.Now())
+	}
+}
+
+// isDown reports whether an outage is announced and not over.
+func (h *health) isDown() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.down
+}
+
+func (h *health) expired() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.budget > 0 && !h.failSince.IsZero() && time.Since(h.failSince) > h.budget
+}
+
+func (h *health) lastErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// probe pings the database through the pool, within timeout, and records the outcome.
+func (s *Server) probe(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, min(s.cfg.DBTimeout, probeTimeoutMax))
+	defer cancel()
+	err := s.ping(pctx)
+	if ctx.Err() != nil {
+		return // stopping: says nothing about the database
+	}
+	if err != nil {
+		s.health.probeFailed(err)
+		return
+	}
+	s.health.record("probe", nil)
+}
