@@ -53,6 +53,18 @@ type loop struct {
 	next  int // the pair the next request goes to first
 }
 
+// backoffDoublings bounds how often the pause after failed exchanges in a row doubles: at most
+// 4 × Backoff (8 s by default), so a worker is back at work within that of a heal.
+const backoffDoublings = 2
+
+// Heartbeats of the worker's connections: a ZMTP PING every heartbeatInterval on an otherwise
+// quiet connection, which is closed (and connected again by libzmq) when nothing comes back for
+// heartbeatTimeout, so a link gone silent is found even while the loop converts a task.
+const (
+	heartbeatInterval = 10 * time.Second
+	heartbeatTimeout  = 30 * time.Second
+)
+
 func newLoop(cfg Config, h Handler, identity string, zctx *zmq.Context, b *budget) *loop {
 	l := &loop{
 		cfg:      cfg,
@@ -75,6 +87,9 @@ type endpoints struct {
 	vent, sink string
 	dealer     *zmq.Socket // nil when it must be rebuilt
 	push       *zmq.Socket // nil when it must be rebuilt
+	// failures counts the exchanges with this ventilator failed in a row: the pause after each
+	// doubles from Backoff (backoffDoublings), and the first one that works again says so.
+	failures int
 }
 
 // pairEndpoints splits the configured endpoints into the pairs a loop uses. When the
@@ -149,6 +164,7 @@ func (l *loop) once(ctx context.Context) bool {
 		l.transportError(ctx, "reply", err)
 		return false
 	}
+	l.exchanged()
 
 	if wire.IsMock(first) {
 		if err := l.drain(ctx, more); err != nil {
@@ -404,8 +420,20 @@ func (l *loop) transportError(ctx context.Context, what string, err error) {
 		return
 	}
 	l.cfg.Stats.Rebuilds.Add(1)
-	l.log.Warn("ventilator exchange failed; rebuilding socket", "stage", what, "err", err, "backoff", l.cfg.Backoff)
-	sleep(ctx, l.cfg.Backoff)
+	l.p.failures++
+	backoff := l.cfg.Backoff << min(l.p.failures-1, backoffDoublings)
+	l.log.Warn("ventilator exchange failed; reconnecting after a pause", "stage", what, "err", err,
+		"ventilator", l.p.vent, "failures_in_a_row", l.p.failures, "backoff", backoff)
+	sleep(ctx, backoff)
+}
+
+// exchanged notes an exchange with the current ventilator that worked, after failures.
+func (l *loop) exchanged() {
+	if l.p.failures == 0 {
+		return
+	}
+	l.log.Info("ventilator reachable again", "ventilator", l.p.vent, "failures_in_a_row", l.p.failures)
+	l.p.failures = 0
 }
 
 // drain receives and discards the rest of a multipart message.
@@ -545,6 +573,9 @@ func (l *loop) socket(t zmq.Type, endpoint string, setup func(*zmq.Socket) error
 		func() error { return s.SetTcpKeepaliveIdle(keepaliveIdleSeconds) },
 		func() error { return s.SetTcpKeepaliveIntvl(keepaliveIntervalSeconds) },
 		func() error { return s.SetTcpKeepaliveCnt(keepaliveProbes) },
+		func() error { return s.SetHeartbeatIvl(heartbeatInterval) },
+		func() error { return s.SetHeartbeatTimeout(heartbeatTimeout) },
+		func() error { return s.SetHeartbeatTtl(heartbeatTimeout) },
 		func() error {
 			if setup == nil {
 				return nil

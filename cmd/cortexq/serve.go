@@ -189,10 +189,13 @@ func replicaConfig(c *cli.Context, root *base.Base, reg *prometheus.Registry, lo
 		return replica.Config{}, err
 	}
 	reaped := newReapMetrics(reg, root.Inspect)
+	// River's loops and the lease store's periodic writes log each failure: during an outage,
+	// once per quietWindow.
+	quiet := newQuietLogger(logger)
 	cfg := replica.Config{
 		Lease: lease.Config{
 			Replica: c.String("replica"), LeaseTimeout: c.Duration("lease-timeout"),
-			LateResultWindow: window, ReservationTTL: c.Duration("reservation-ttl"), Logger: logger,
+			LateResultWindow: window, ReservationTTL: c.Duration("reservation-ttl"), Logger: quiet,
 		},
 		Dispatch: dispatch.Config{
 			VentilatorAddr: c.String("ventilator"), SinkAddr: c.String("sink"), Security: security,
@@ -209,7 +212,7 @@ func replicaConfig(c *cli.Context, root *base.Base, reg *prometheus.Registry, lo
 		},
 		Reaper: reaper.Config{Interval: c.Duration("reap-interval"), FoldInterval: c.Duration("fold-interval"),
 			PruneEvery: c.Duration("prune-tables-every"), Retention: tablesRetention(c),
-			Logger: logger, OnPass: reaped.observe, NowFunc: clockSkew(c)}, // clockSkew: nil outside the test binary
+			Logger: quiet, OnPass: reaped.observe, NowFunc: clockSkew(c)}, // clockSkew: nil outside the test binary
 		Fallback:     true,
 		DrainTimeout: c.Duration("drain-timeout"),
 	}

@@ -64,6 +64,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "corpora", Usage: "TODO tasks per corpus, comma-separated (e.g. 1000000,100): several corpora of the service, served by fair share; the run stops once --tasks are converted, and reports when each corpus finished (archives are staged only for the tasks a run can reach)", EnvVars: wired.EnvVars("BENCH_CORPORA")},
 			&cli.BoolFlag{Name: "statements", Usage: "also report what PostgreSQL ran during the measurement, statement by statement, per task (pg_stat_statements, which the server must preload)", EnvVars: wired.EnvVars("BENCH_STATEMENTS")},
 			&cli.BoolFlag{Name: "pin", Usage: "pin PostgreSQL's processes to CPU 0 and the replicas and the workers to the other CPUs for the run (the embedded or a local cluster; at least 2 CPUs), so that they do not compete for cores as they would not where the database has a machine of its own", EnvVars: wired.EnvVars("BENCH_PIN")},
+			&cli.DurationFlag{Name: "db-latency", Usage: "run the replicas' database connections through a proxy (toxiproxy, in this process) that adds this latency each way, in whole milliseconds; 0s: through the proxy with none added, the baseline of a ratio; needs a database reached over TCP (--database-url)", EnvVars: wired.EnvVars("BENCH_DB_LATENCY")},
 			&cli.StringSliceFlag{Name: "serve-flag", Usage: "an extra flag for every replica's serve command, e.g. --serve-flag=--claimers=1 (repeatable)", EnvVars: wired.EnvVars("BENCH_SERVE_FLAGS")},
 		},
 		Action: runBench,

@@ -73,7 +73,9 @@ type benchRun struct {
 	imp     catalog.ImportSummary
 	corpora []benchCorpus
 
-	// startReplicas: the replicas, subprocesses so that their memory is theirs alone.
+	// startReplicas: the replicas, subprocesses so that their memory is theirs alone, and the
+	// connection string they are given (through --db-latency's proxy, if set).
+	serveDSN                  string
 	vents, sinks, metricsURLs []string
 	procs                     []*exec.Cmd
 
@@ -288,6 +290,12 @@ func (r *benchRun) startReplicas() error {
 	if err != nil {
 		return err
 	}
+	serveDSN, stopProxy, err := benchServeDSN(r.c, r.dsn, r.logf)
+	if err != nil {
+		return err
+	}
+	r.deferUndo(stopProxy) // after the replicas stop
+	r.serveDSN = serveDSN
 	r.deferUndo(r.stopReplicas)
 	for i := range r.replicas {
 		cmd := exec.Command(self, r.replicaArgs(i)...)
@@ -332,7 +340,7 @@ func (r *benchRun) replicaArgs(i int) []string {
 	if d := r.c.Duration("lease-timeout"); d > 0 {
 		leaseTimeout = d.String()
 	}
-	args := []string{"--log-level", "warn", "--database-url", r.dsn, "--pooler", r.c.String(wired.PoolerFlag), "serve",
+	args := []string{"--log-level", "warn", "--database-url", r.serveDSN, "--pooler", r.c.String(wired.PoolerFlag), "serve",
 		"--replica", fmt.Sprintf("bench-r%d", i+1), "--ventilator", r.vents[i], "--sink", r.sinks[i],
 		"--http", httpAddr, "--reap-interval", "1s", "--lease-timeout", leaseTimeout,
 		"--max-in-flight", strconv.Itoa(r.c.Int("max-in-flight")),

@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cortexq/cortexq/queue"
@@ -19,10 +21,11 @@ import (
 
 // The database link as this replica sees it (docs/operations.md#networks): every database call
 // reports how it went (health.record), and a probe pings the database while no call succeeds.
-// An outage is announced once, in one log line, when a probe fails or calls have failed for
-// outageAfter with no success between; while it lasts, a summary line every outageSummary says
-// what failed and what is held; its end is one more line. Calls that fail outside an outage are
-// logged at most once per 5 s. Nothing is logged per request.
+// An outage is announced once, in one log line, when a probe fails, a call runs out its
+// deadline, or calls have failed for outageAfter with no success between; while it lasts, a
+// summary line every outageSummary says what failed and what is held; its end is one more
+// line. Calls that fail outside an outage are logged at most once per 5 s. Nothing is logged
+// per request.
 
 // Timings of the link's watch.
 const (
@@ -31,9 +34,10 @@ const (
 	// outageSummary is how often a summary line is logged while the database stays away.
 	outageSummary = 10 * time.Second
 	// probeEvery is how often the database is pinged when no call has succeeded for that long.
-	probeEvery = 2 * time.Second
-	// probeTimeoutMax bounds a probe: with probeEvery, a silent link is found within 7 s.
-	probeTimeoutMax = 5 * time.Second
+	probeEvery = time.Second
+	// probeTimeoutMax bounds a probe: with probeEvery, a silent link is found within about 4 s
+	// of the last call that succeeded.
+	probeTimeoutMax = 3 * time.Second
 )
 
 // health tracks whether the database answers: for the outage budget, the reachability gauge
@@ -85,13 +89,16 @@ func (h *health) record(op string, err error) {
 	if err != nil && errors.Is(err, queue.ErrNotFound) {
 		err = nil
 	}
+	if errors.Is(err, context.Canceled) {
+		return // stopping: says nothing about the database
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now()
 	if err == nil {
 		h.lastOK, h.failSince, h.err = now, time.Time{}, nil
 		if h.down {
-			h.backLocked(now)
+			h.backLocked(now, op)
 		}
 		return
 	}
@@ -103,9 +110,13 @@ func (h *health) record(op string, err error) {
 	if h.down {
 		return
 	}
-	if now.Sub(h.failSince) >= outageAfter {
+	// A call that ran out its deadline waited that long for the database: announced at once.
+	if now.Sub(h.failSince) >= outageAfter || errors.Is(err, context.DeadlineExceeded) {
 		h.downLocked(now)
 		return
+	}
+	if op == "probe" {
+		return // announced by probeFailed
 	}
 	if n, emit := h.otherErrs.Record(); emit {
 		h.logger.Warn("database call failed", "op", op, "count", n, "error", err)
@@ -123,9 +134,9 @@ func (h *health) downLocked(now time.Time) {
 }
 
 // backLocked announces the end of an outage and claims the held results.
-func (h *health) backLocked(now time.Time) {
+func (h *health) backLocked(now time.Time, op string) {
 	held, total, refused := h.heldCounts()
-	h.logger.Info("database reachable again: leasing and claiming resume",
+	h.logger.Info("database reachable again: leasing and claiming resume", "answered", op,
 		"down_for", now.Sub(h.downAt).Round(time.Millisecond), "calls_failed", h.failedText(),
 		"results_held", total-h.heldAtDown, "results_refused", refused-h.refusedAt, "held_now", held)
 	h.down = false
@@ -204,11 +215,46 @@ func (h *health) lastErr() error {
 	return h.err
 }
 
-// probe pings the database through the pool, within timeout, and records the outcome.
-func (s *Server) probe(ctx context.Context) {
+// prober pings the database on a connection of its own, outside the pool: a pool whose
+// connections all wait on calls (busy, or on a silent link) must not delay the probe, nor
+// make a busy database look away. One probe runs at a time.
+type prober struct {
+	cfg  *pgx.ConnConfig
+	conn *pgx.Conn
+}
+
+// ping pings the database, connecting first if need be; a connection that failed is closed.
+func (p *prober) ping(ctx context.Context) error {
+	if p.conn == nil {
+		c, err := pgx.ConnectConfig(ctx, p.cfg.Copy())
+		if err != nil {
+			return err
+		}
+		p.conn = c
+	}
+	if err := p.conn.Ping(ctx); err != nil {
+		p.close()
+		return err
+	}
+	return nil
+}
+
+// close closes the probe's connection, if any, waiting at most a second on its peer.
+func (p *prober) close() {
+	if p.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = p.conn.Close(ctx)
+	p.conn = nil
+}
+
+// probe pings the database, within probeTimeoutMax, and records the outcome.
+func (s *Server) probe(ctx context.Context, p *prober) {
 	pctx, cancel := context.WithTimeout(ctx, min(s.cfg.DBTimeout, probeTimeoutMax))
 	defer cancel()
-	err := s.ping(pctx)
+	err := p.ping(pctx)
 	if ctx.Err() != nil {
 		return // stopping: says nothing about the database
 	}
@@ -217,4 +263,34 @@ func (s *Server) probe(ctx context.Context) {
 		return
 	}
 	s.health.record("probe", nil)
+}
+
+// watchDB watches the database link every 250 ms (health.watch), probing it while no call
+// succeeds, and stops the server when the database has been away longer than the outage budget.
+// It runs apart from the calls it watches, so a call that hangs delays nothing here.
+func (s *Server) watchDB(ctx context.Context, stop context.CancelCauseFunc) error {
+	check := time.NewTicker(250 * time.Millisecond)
+	defer check.Stop()
+	var probing atomic.Bool
+	var probes sync.WaitGroup
+	p := &prober{cfg: s.connConfig}
+	defer p.close()
+	defer probes.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-check.C:
+		}
+		if s.health.watch() && !probing.Load() {
+			probing.Store(true)
+			probes.Go(func() { defer probing.Store(false); s.probe(ctx, p) })
+		}
+		if s.health.expired() {
+			err := fmt.Errorf("database unreachable for longer than the outage budget (%s): %w",
+				s.health.budget, s.health.lastErr())
+			stop(err)
+			return err
+		}
+	}
 }

@@ -49,8 +49,15 @@ type envOption func(*lease.Config, *Config)
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	ctx := context.Background()
 	pool := queuetest.NewPool(t)
+	return newEnvWith(t, pool, pool, opts...)
+}
+
+// newEnvWith is newEnv on a database of the test's: the server works through serverPool, the
+// test's own checks through pool.
+func newEnvWith(t *testing.T, serverPool, pool *pgxpool.Pool, opts ...envOption) *env {
+	t.Helper()
+	ctx := context.Background()
 	lcfg := lease.Config{Replica: "r1", LeaseTimeout: time.Minute}
 	dcfg := Config{
 		VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*",
@@ -59,11 +66,11 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	for _, o := range opts {
 		o(&lcfg, &dcfg)
 	}
-	store := lease.New(pool, lcfg)
+	store := lease.New(serverPool, lcfg)
 	e := &env{t: t, ctx: ctx, pool: pool, store: store, dir: t.TempDir(), svcName: "echo"}
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO corpora (name, path) VALUES ('c', $1) RETURNING id`, e.dir).Scan(&e.corpus))
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO services (name) VALUES ('echo') RETURNING id`).Scan(&e.svc))
-	e.server, e.vent, e.sink, e.stop = runServer(t, pool, store, dcfg)
+	e.server, e.vent, e.sink, e.stop = runServer(t, serverPool, store, dcfg)
 	return e
 }
 

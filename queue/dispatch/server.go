@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/puzpuzpuz/xsync/v4"
 	"golang.org/x/sync/errgroup"
@@ -35,10 +36,11 @@ type Server struct {
 	logger  *slog.Logger
 	metrics *metrics
 	health  *health
-	outage  *outageHeld                     // results held while the database is away (outage.go)
-	ping    func(ctx context.Context) error // the outage probe's call (dblink.go)
-	sec     *security                       // CURVE allow-list, bogus-result budgets (curve.go, guard.go)
-	fileTag archive.Tag                     // in the names of this process's temp and backup files
+	outage  *outageHeld // results held while the database is away (outage.go)
+	// connConfig is the pool's connection configuration, for the outage probe's own (dblink.go).
+	connConfig *pgx.ConnConfig
+	sec        *security   // CURVE allow-list, bogus-result budgets (curve.go, guard.go)
+	fileTag    archive.Tag // in the names of this process's temp and backup files
 
 	stopLeasing atomic.Bool
 	// backpressured is set when the ventilator held hand-outs back for the sink's backlog
@@ -111,18 +113,18 @@ func New(b *base.Base, store *lease.Store, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:     cfg,
-		store:   store,
-		catalog: b.Catalog,
-		keys:    b.Allowlist,
-		hot:     hot.New(),
-		logger:  cfg.Logger.With("component", "dispatch"),
-		unknown: xsync.NewMap[string, time.Time](),
-		bound:   make(chan struct{}),
-		health:  newHealth(cfg.OutageBudget, cfg.Logger.With("component", "dispatch"), cfg.Registerer),
-		outage:  newOutageHeld(cfg.OutageHeldResults, cfg.OutageHeldBytes, cfg.Registerer),
-		ping:    b.Pool.Ping,
-		held:    semaphore.NewWeighted(resultsHeldMax),
+		cfg:        cfg,
+		store:      store,
+		catalog:    b.Catalog,
+		keys:       b.Allowlist,
+		hot:        hot.New(),
+		logger:     cfg.Logger.With("component", "dispatch"),
+		unknown:    xsync.NewMap[string, time.Time](),
+		bound:      make(chan struct{}),
+		health:     newHealth(cfg.OutageBudget, cfg.Logger.With("component", "dispatch"), cfg.Registerer),
+		outage:     newOutageHeld(cfg.OutageHeldResults, cfg.OutageHeldBytes, cfg.Registerer),
+		connConfig: b.Pool.Config().ConnConfig,
+		held:       semaphore.NewWeighted(resultsHeldMax),
 		// One resync asked for is enough for every request that asks meanwhile.
 		resyncNow: make(chan struct{}, 1),
 		parsed:    semaphore.NewWeighted(cfg.MaxParsedBytes),
@@ -319,8 +321,9 @@ func (s *Server) serve(ctx context.Context, zctx *zmq.Context, v *ventilator, pu
 	var attributing sync.WaitGroup
 	attributing.Go(func() { s.attrib.run(runCtx) })
 	goStop(func() error { return v.run(runCtx) })
-	// Hot mirror resync and the outage watchdog.
-	goStop(func() error { return s.maintain(runCtx, cancel) })
+	// Hot mirror resync; the database link's watch and the outage budget (dblink.go).
+	goStop(func() error { return s.maintain(runCtx) })
+	goStop(func() error { return s.watchDB(runCtx, cancel) })
 
 	err := g.Wait()
 	leasers.Wait()
@@ -392,20 +395,13 @@ func sinkFrameMax(maxResult int64) int64 {
 	return min(satAdd(maxResult, maxResult), math.MaxInt32)
 }
 
-// maintain resyncs the hot mirror, every hotResync and when asked (resyncSoon), watches the
-// file descriptors and the database link (probing it while no call succeeds, dblink.go), and
-// stops the server when the database has been away longer than the outage budget.
-func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) error {
+// maintain resyncs the hot mirror, every hotResync and when asked (resyncSoon), and watches
+// the file descriptors.
+func (s *Server) maintain(ctx context.Context) error {
 	tick := time.NewTicker(hotResync)
 	defer tick.Stop()
-	check := time.NewTicker(250 * time.Millisecond)
-	defer check.Stop()
 	var last time.Time
 	var soon <-chan time.Time // the resync asked for, once hotResyncMin after the last
-	// A probe of the database runs while no call has succeeded for a while (dblink.go).
-	var probing atomic.Bool
-	var probes sync.WaitGroup
-	defer probes.Wait()
 	fds := time.NewTicker(fdsWatch)
 	defer fds.Stop()
 	s.watchFDs()
@@ -415,17 +411,6 @@ func (s *Server) maintain(ctx context.Context, stop context.CancelCauseFunc) err
 			return nil
 		case <-fds.C:
 			s.watchFDs()
-		case <-check.C:
-			if s.health.watch() && !probing.Load() {
-				probing.Store(true)
-				probes.Go(func() { defer probing.Store(false); s.probe(ctx) })
-			}
-			if s.health.expired() {
-				err := fmt.Errorf("database unreachable for longer than the outage budget (%s): %w",
-					s.health.budget, s.health.lastErr())
-				stop(err)
-				return err
-			}
 		case <-s.resyncNow:
 			if soon == nil {
 				soon = time.After(hotResyncMin - time.Since(last))

@@ -59,6 +59,9 @@ type Config struct {
 	// Settings are further postgresql.conf lines ("max_connections = 300"), written after
 	// cortexq's own at each start, so that they win.
 	Settings []string
+	// Port, when set, is the server's port (its unix socket's name, and its TCP port where
+	// Settings open one), and the DSN's; zero: PostgreSQL's 5432.
+	Port int
 }
 
 // DatabaseDefault is the database of a Config without one.
@@ -139,8 +142,11 @@ func (c *Cluster) BinDir() string { return c.bin }
 func (c *Cluster) DSN() string { return c.dsn(c.cfg.Database) }
 
 func (c *Cluster) dsn(db string) string {
-	return (&url.URL{Scheme: "postgres", User: url.User(role), Path: "/" + db,
-		RawQuery: "host=" + url.QueryEscape(c.sock) + "&sslmode=disable"}).String()
+	q := "host=" + url.QueryEscape(c.sock) + "&sslmode=disable"
+	if c.cfg.Port != 0 {
+		q += "&port=" + strconv.Itoa(c.cfg.Port)
+	}
+	return (&url.URL{Scheme: "postgres", User: url.User(role), Path: "/" + db, RawQuery: q}).String()
 }
 
 func (c *Cluster) dataDir() string { return filepath.Join(c.dir, "data") }
@@ -403,6 +409,9 @@ func (c *Cluster) start(ctx context.Context) error {
 		"shared_buffers = 512MB",
 		"max_wal_size = 4GB",
 		"checkpoint_timeout = 15min",
+	}
+	if c.cfg.Port != 0 {
+		lines = append(lines, "port = "+strconv.Itoa(c.cfg.Port))
 	}
 	settings := strings.Join(append(append(lines, c.cfg.Settings...), ""), "\n")
 	if err := c.writeOwned(filepath.Join(c.dataDir(), "cortexq.conf"), os.O_TRUNC, settings); err != nil {

@@ -51,14 +51,49 @@ type Cluster struct {
 
 	mu      sync.Mutex // serializes CREATE/DROP DATABASE; guards running
 	running bool
+
+	port int // NewTCPCluster's TCP port on 127.0.0.1
 }
+
+// Port is a NewTCPCluster's TCP port on 127.0.0.1 (zero for other clusters).
+func (c *Cluster) Port() int { return c.port }
 
 // NewCluster starts a private PostgreSQL cluster for t, stopped and deleted in t.Cleanup. Use it
 // for tests that stop or restart the server; everything else should share the process's cluster
 // through NewDB. It always starts a local cluster, even when CORTEXQ_TEST_DATABASE_URL is set.
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
-	c, err := startLocal(t)
+	return newCluster(t, 0)
+}
+
+// NewTCPCluster is NewCluster, its server also listening on 127.0.0.1:port (trusting every
+// local connection, as the test clusters do), for tests that put a fault-injecting proxy between
+// it and its clients: TCPDSN names a database through such a proxy.
+func NewTCPCluster(t testing.TB, port int) *Cluster {
+	t.Helper()
+	return newCluster(t, port)
+}
+
+// TCPDSN returns the connection string of database db through the TCP address addr
+// (host:port), such as a proxy in front of a NewTCPCluster's port.
+func TCPDSN(addr, db string) string {
+	return (&url.URL{Scheme: "postgres", User: url.User("postgres"), Host: addr, Path: "/" + db,
+		RawQuery: "sslmode=disable"}).String()
+}
+
+// DBName returns the database a connection string of NewDB names.
+func DBName(t testing.TB, dsn string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("queuetest: %v", err)
+	}
+	return cfg.Database
+}
+
+func newCluster(t testing.TB, port int) *Cluster {
+	t.Helper()
+	c, err := startLocal(t, port)
 	if err != nil {
 		t.Fatalf("queuetest: %v", err)
 	}
@@ -232,14 +267,20 @@ func (c *Cluster) createTemplate() error {
 
 // startLocal creates and starts an ephemeral cluster in a new directory in /tmp (short enough
 // for a unix socket's path, and reachable by the postgres user when we are root).
-func startLocal(t testing.TB) (*Cluster, error) {
+func startLocal(t testing.TB, port int) (*Cluster, error) {
 	t.Helper()
-	return startLocalWith(t, "", nil)
+	return startLocalOn(t, port, "", nil)
 }
 
 // startLocalWith is startLocal with further settings; a standby of the cluster at primaryDSN
 // (pg_basebackup, its conninfo taking the further conninfo words) when that is not empty.
 func startLocalWith(t testing.TB, primaryDSN string, extra []string, conninfo ...string) (*Cluster, error) {
+	t.Helper()
+	return startLocalOn(t, 0, primaryDSN, extra, conninfo...)
+}
+
+// startLocalOn is startLocalWith, also listening on 127.0.0.1:port unless port is zero.
+func startLocalOn(t testing.TB, port int, primaryDSN string, extra []string, conninfo ...string) (*Cluster, error) {
 	t.Helper()
 	bin, err := findBin()
 	if err != nil {
@@ -265,13 +306,18 @@ func startLocalWith(t testing.TB, primaryDSN string, extra []string, conninfo ..
 			return nil, err
 		}
 	}
-	pg, err := pgembed.New(pgembed.Config{Dir: dir, BinDir: bin, Database: "postgres", Throwaway: true,
-		Settings: append(append([]string{}, settings...), extra...)})
+	conf := pgembed.Config{Dir: dir, BinDir: bin, Database: "postgres", Throwaway: true,
+		Settings: append(append([]string{}, settings...), extra...)}
+	if port != 0 {
+		conf.Port = port
+		conf.Settings = append(conf.Settings, "listen_addresses = '127.0.0.1'")
+	}
+	pg, err := pgembed.New(conf)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	c := &Cluster{pg: pg}
+	c := &Cluster{pg: pg, port: port}
 	if err := c.startWatchdog(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err

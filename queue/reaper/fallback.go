@@ -40,9 +40,15 @@ func Fallback(ctx context.Context, reads *inspect.Reader, store *lease.Store, in
 	}
 }
 
+// fallbackPassTimeout bounds a fallback pass, its check included: on a link gone silent it
+// fails rather than waits (docs/operations.md#networks).
+const fallbackPassTimeout = time.Minute
+
 // fallbackOnce is Fallback's body: it reaps when the last recorded pass is stale, and reports
 // whether it did.
 func fallbackOnce(ctx context.Context, reads *inspect.Reader, store *lease.Store, interval, up time.Duration, logger *slog.Logger, onPass func(lease.ReapSummary)) bool {
+	ctx, cancel := context.WithTimeout(ctx, fallbackPassTimeout)
+	defer cancel()
 	stale := fallbackFactor * interval
 	age, ok, err := reads.LastReapAge(ctx)
 	// A replica that just started gives the leader election its chance first.

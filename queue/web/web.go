@@ -314,7 +314,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	// The page's database calls end with its time to answer: on a link gone silent they fail
+	// rather than wait (docs/operations.md#networks).
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.WriteTimeout)
+	defer cancel()
+	s.mux.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // checkValues refuses a query or form whose names or values are not text (text.CheckInput).

@@ -1,0 +1,115 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/base"
+	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/queuetest"
+)
+
+// freeLoopbackPort returns a loopback TCP port free now.
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// newProxiedEnv is newEnv on a cluster of its own that the server reaches through toxiproxy
+// (in this process); the test's checks go to the database directly.
+func newProxiedEnv(t *testing.T, opts ...envOption) (*env, *toxiproxy.Proxy) {
+	t.Helper()
+	cluster := queuetest.NewTCPCluster(t, freeLoopbackPort(t))
+	dsn := cluster.NewDB(t)
+	zerolog.SetGlobalLevel(zerolog.ErrorLevel)
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	proxy := toxiproxy.NewProxy(srv, "db", "127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", cluster.Port()))
+	require.NoError(t, srv.Collection.Add(proxy, true))
+	t.Cleanup(proxy.Stop)
+	ctx := context.Background()
+	open := func(dsn string) *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(dsn)
+		require.NoError(t, err)
+		base.TuneNetwork(cfg)
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	direct := open(dsn)
+	proxied := open(queuetest.TCPDSN(proxy.Listen, queuetest.DBName(t, dsn)))
+	return newEnvWith(t, proxied, direct, opts...), proxy
+}
+
+// TestOutageHoldsResultsAndClaimsThemOnceBack cuts the database link while two tasks are out:
+// the replica notices, holds the one result its bound allows and refuses the other; once the
+// link is back the held result is claimed, once, and the refused task is still in flight for
+// its lease to expire. A second copy of the held result is not recorded again.
+func TestOutageHoldsResultsAndClaimsThemOnceBack(t *testing.T) {
+	t.Parallel()
+	e, proxy := newProxiedEnv(t, func(_ *lease.Config, c *Config) { c.OutageHeldResults = 1 })
+	ids := e.stage(2, 1000)
+	p := newRawPeer(t, e, "w1")
+	var leased []int64
+	payloads := map[int64][]byte{}
+	for range ids {
+		id, payload := p.lease(e.svcName)
+		require.NotZero(t, id)
+		leased = append(leased, id)
+		payloads[id] = payload
+	}
+
+	proxy.Stop() // connections cut, new ones refused
+	require.Eventually(t, e.server.health.isDown, 15*time.Second, 20*time.Millisecond, "the outage is noticed")
+	for _, id := range leased {
+		p.result(e.svcName, id, payloads[id])
+	}
+	require.Eventually(t, func() bool {
+		n, held, refused := e.server.outage.counts()
+		return n == 1 && held == 1 && refused == 1
+	}, 10*time.Second, 20*time.Millisecond, "one result held, one refused")
+	require.Equal(t, queue.StatusDispatched, e.status(leased[0]), "nothing recorded while the database is away")
+
+	require.NoError(t, proxy.Start())
+	e.waitStatus(leased[0], queue.StatusNoProblem)
+	require.False(t, e.server.health.isDown(), "the outage is over")
+	decided := claimsDecided(e)
+	p.result(e.svcName, leased[0], payloads[leased[0]]) // the same result again
+	require.Eventually(t, func() bool { return claimsDecided(e) > decided }, 10*time.Second, 20*time.Millisecond,
+		"the copy's claim decided")
+	var accepted int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM attempts WHERE task_id = $1 AND outcome = 'accepted'`,
+		leased[0]).Scan(&accepted))
+	require.Equal(t, 1, accepted, "the held result recorded once")
+	require.Equal(t, queue.StatusDispatched, e.status(leased[1]), "the refused result's task waits for its lease to expire")
+	n, _, _ := e.server.outage.counts()
+	require.Zero(t, n, "nothing left held")
+}
+
+// claimsDecided is how many replies the server's claims decided, whatever the outcome.
+func claimsDecided(e *env) float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { e.server.metrics.claims.Collect(ch); close(ch) }()
+	var n float64
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) == nil {
+			n += d.GetCounter().GetValue()
+		}
+	}
+	return n
+}
