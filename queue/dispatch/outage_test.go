@@ -85,7 +85,8 @@ func TestOutageHoldsResultsAndClaimsThemOnceBack(t *testing.T) {
 	require.Equal(t, queue.StatusDispatched, e.status(leased[0]), "nothing recorded while the database is away")
 
 	require.NoError(t, proxy.Start())
-	e.waitStatus(leased[0], queue.StatusNoProblem)
+	require.Eventually(t, func() bool { return e.status(leased[0]) == queue.StatusNoProblem }, time.Minute,
+		20*time.Millisecond, "the held result claimed once the database is back")
 	require.False(t, e.server.health.isDown(), "the outage is over")
 	decided := claimsDecided(e)
 	p.result(e.svcName, leased[0], payloads[leased[0]]) // the same result again
