@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
+	zmq "github.com/pebbe/zmq4"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
@@ -113,4 +116,54 @@ func claimsDecided(e *env) float64 {
 		}
 	}
 	return n
+}
+
+// TestWorkerCutOffMidTaskComesBackLate holds a worker's result in its link to the sink past
+// its lease: the lease expires, the task is leased to another worker, and the cut-off worker's
+// result, delivered once the link lets it through, follows the late-result rules: it is
+// recorded, once, and the retry's result after it is not.
+func TestWorkerCutOffMidTaskComesBackLate(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{}
+	e := newEnv(t, withClock(clock))
+	e.stage(1, 500)
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	zerolog.SetGlobalLevel(zerolog.ErrorLevel)
+	link := toxiproxy.NewProxy(srv, "sink", "127.0.0.1:0", strings.TrimPrefix(e.sink, "tcp://"))
+	require.NoError(t, srv.Collection.Add(link, true))
+	t.Cleanup(link.Stop)
+
+	cut := newRawPeer(t, e, "cut-off")
+	cutPush, err := zmq.NewSocket(zmq.PUSH)
+	require.NoError(t, err)
+	t.Cleanup(func() { cutPush.Close() })
+	require.NoError(t, cutPush.SetLinger(0))
+	require.NoError(t, cutPush.Connect("tcp://"+link.Listen))
+	id, payload := cut.lease("echo")
+	require.NotZero(t, id)
+
+	// The link holds what the worker sends for 3 s (a timeout toxic would drop it: the
+	// connection's stream would be lost, and the result with it).
+	_, err = link.Toxics.AddToxicJson(strings.NewReader(
+		`{"name":"held","type":"latency","stream":"upstream","attributes":{"latency":3000}}`))
+	require.NoError(t, err)
+	_, err = cutPush.SendMessage("cut-off", "echo", strconv.FormatInt(id, 10), payload)
+	require.NoError(t, err) // held in the link
+
+	clock.Advance(2 * time.Minute) // past the lease
+	require.Equal(t, 1, e.reap().Requeued)
+	other := newRawPeer(t, e, "other")
+	again, otherPayload := other.lease("echo")
+	require.Equal(t, id, again, "the task is leased again")
+
+	e.waitStatus(id, queue.StatusNoProblem) // the held result, through once its 3 s are over
+	e.waitOutcome(id, 1, 0, "accepted")
+	decided := claimsDecided(e)
+	other.result("echo", id, otherPayload)
+	require.Eventually(t, func() bool { return claimsDecided(e) > decided }, 10*time.Second, 20*time.Millisecond,
+		"the retry's result decided")
+	var accepted int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM attempts WHERE task_id = $1 AND outcome = 'accepted'`,
+		id).Scan(&accepted))
+	require.Equal(t, 1, accepted, "one accepted attempt: the late one")
 }
