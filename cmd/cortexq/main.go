@@ -391,7 +391,7 @@ func connect(c *cli.Context, tune ...func(*pgxpool.Config)) (*pgxpool.Pool, erro
 		return nil, err
 	}
 	var wanted map[string]string
-	pool, err := connectDSN(c.Context, dsn, append(tune[:len(tune):len(tune)], poolerTune(dsn, mode, &wanted))...)
+	pool, err := connectDSN(c.Context, dsn, append(tune[:len(tune):len(tune)], dropOnReadOnly, poolerTune(dsn, mode, &wanted))...)
 	if err != nil {
 		return nil, err
 	}
