@@ -97,9 +97,44 @@ type Decision struct {
 // it would have replaced stands.
 type PublishFunc func(d *Decision) error
 
+// claimTask is a task a claim decides results for, with its dispatch rows, all locked.
 type claimTask struct {
 	task dbsqlc.TaskLockForClaimRow
 	rows []*dbsqlc.Dispatch
+}
+
+// lockedTasks is what a transaction that decides on tasks reads first, locked: the tasks, then
+// their dispatch rows (every run's kept row).
+type lockedTasks struct {
+	tasks []dbsqlc.TaskLockForClaimRow
+	rows  []dbsqlc.Dispatch
+}
+
+// lockTasks reads ids' tasks and their dispatch rows, locking them in that order.
+func lockTasks(ctx context.Context, q *dbsqlc.Queries, ids []int64) (lockedTasks, error) {
+	var got lockedTasks
+	var err error
+	if got.tasks, err = q.TaskLockForClaim(ctx, ids); err != nil {
+		return got, fmt.Errorf("lock tasks: %w", err)
+	}
+	if got.rows, err = q.DispatchLockForTasks(ctx, ids); err != nil {
+		return got, fmt.Errorf("lock dispatch rows: %w", err)
+	}
+	return got, nil
+}
+
+// byTask groups the rows read under their tasks.
+func (got lockedTasks) byTask() map[int64]*claimTask {
+	m := make(map[int64]*claimTask, len(got.tasks))
+	for _, t := range got.tasks {
+		m[t.ID] = &claimTask{task: t}
+	}
+	for i := range got.rows {
+		if ct := m[got.rows[i].TaskID]; ct != nil {
+			ct.rows = append(ct.rows, &got.rows[i])
+		}
+	}
+	return m
 }
 
 // ClaimHooks are the caller's steps inside a claim transaction.
@@ -147,81 +182,68 @@ func RolledBack(err error) bool {
 // that must stand already landed, drop a stale or unknown one, defer a retryable cause, note an
 // unusable reply. hooks.Publish, if set, is called for each accepted result and stand-in before
 // the commit. Decisions come back in the order of results.
+//
+// It goes in four steps: each result is made whole (its messages' kinds resolved, the new ones
+// added to message_kinds, before the transaction: resultKinds); then, in one transaction of two
+// round trips (pipelinedTx), the results' tasks and rows are read locked (lockTasks), each
+// result is decided against them (claim.decide, the rules in decide.go), and the writes and
+// COMMIT go together (writes.flush).
 func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks ClaimHooks) ([]Decision, error) {
 	if len(results) == 0 {
 		return nil, nil
 	}
-	ids := resultTasks(results)
 	refs := map[kindKey]kindRef{}
 	if err := s.resultKinds(ctx, results, refs); err != nil {
 		return nil, err
 	}
-	decisions := make([]Decision, len(results))
-	var at time.Time
-	var tasks []dbsqlc.TaskLockForClaimRow
-	var rows []dbsqlc.Dispatch
-	reads := func(q *dbsqlc.Queries) (err error) {
-		if tasks, err = q.TaskLockForClaim(ctx, ids); err != nil {
-			return fmt.Errorf("lock tasks: %w", err)
-		}
-		if rows, err = q.DispatchLockForTasks(ctx, ids); err != nil {
-			return fmt.Errorf("lock dispatch rows: %w", err)
-		}
-		return nil
-	}
-	err := s.pipelinedTx(ctx, "claim", txMode{generic: true}, reads, func(now time.Time, _ *dbsqlc.Queries) (*writes, error) {
-		byTask := make(map[int64]*claimTask, len(tasks))
-		for _, t := range tasks {
-			byTask[t.ID] = &claimTask{task: t}
-		}
-		for i := range rows {
-			if ct := byTask[rows[i].TaskID]; ct != nil {
-				ct.rows = append(ct.rows, &rows[i])
-			}
-		}
-		w := newWrites()
-		// A copy: what the transaction adds to it is not committed, and a retry starts over.
-		w.kindRefs = maps.Clone(refs)
-		at = now
-		step := &claimStep{now: now, w: w, hooks: hooks}
-		for i := range results {
-			r := &results[i]
-			d := &decisions[i]
-			*d = Decision{Result: r, TaskID: r.TaskID, Attempt: -1}
-			ct := byTask[r.TaskID]
-			if ct == nil {
-				d.Outcome, d.Reason = OutcomeUnknown, "no such task"
-				continue
-			}
-			d.Run, d.ServiceID, d.CorpusID, d.Entry = ct.task.Run, ct.task.ServiceID, ct.task.CorpusID, ct.task.Entry
-			d.Status = queue.Status(ct.task.Status)
-			if r.ServiceID != 0 && r.ServiceID != ct.task.ServiceID {
-				d.Outcome, d.Reason = OutcomeWrongService, "the task belongs to another service"
-				continue
-			}
-			s.decide(step, ct, r, d)
-		}
-		// Each decided reply ends its task's receipt (Receive), whatever was decided.
-		for _, ct := range byTask {
-			for _, row := range ct.rows {
-				if row.State == StateInFlight && row.ReceivedAt != nil {
-					row.ReceivedAt = nil
-					w.put(row)
-				}
-			}
-		}
-		if hooks.BeforeCommit != nil {
-			if err := hooks.BeforeCommit(); err != nil {
-				return nil, &hookError{fmt.Errorf("before commit: %w", err)}
-			}
-		}
-		return w, nil
-	})
-	if err != nil {
+	c := &claim{s: s, results: results, hooks: hooks, refs: refs}
+	ids := resultTasks(results)
+	read := func(ctx context.Context, q *dbsqlc.Queries) (lockedTasks, error) { return lockTasks(ctx, q, ids) }
+	if err := pipelinedTx(ctx, s, "claim", txMode{generic: true}, read, c.decide); err != nil {
 		return nil, err
 	}
-	s.countClaimed(results, decisions, at)
-	return decisions, nil
+	s.countClaimed(results, c.decisions, c.now)
+	return c.decisions, nil
+}
+
+// claim is one claim transaction: the results it decides, made whole, and what it decided.
+type claim struct {
+	s       *Store
+	results []Result
+	hooks   ClaimHooks
+	refs    map[kindKey]kindRef // the rows of the results' message kinds (resultKinds)
+
+	// What the try that committed decided (a retried transaction decides again).
+	now       time.Time
+	decisions []Decision
+}
+
+// decide decides every result against the rows read, and returns the transaction's writes.
+func (c *claim) decide(now time.Time, got lockedTasks, _ *dbsqlc.Queries) (*writes, error) {
+	byTask := got.byTask()
+	w := newWrites()
+	// A copy: what the transaction adds to it is not committed, and a retry starts over.
+	w.kindRefs = maps.Clone(c.refs)
+	c.now, c.decisions = now, make([]Decision, len(c.results))
+	step := &claimStep{now: now, w: w, hooks: c.hooks}
+	for i := range c.results {
+		c.s.decideResult(step, byTask[c.results[i].TaskID], &c.results[i], &c.decisions[i])
+	}
+	// Each decided reply ends its task's receipt (Receive), whatever was decided.
+	for _, ct := range byTask {
+		for _, row := range ct.rows {
+			if row.State == StateInFlight && row.ReceivedAt != nil {
+				row.ReceivedAt = nil
+				w.put(row)
+			}
+		}
+	}
+	if c.hooks.BeforeCommit != nil {
+		if err := c.hooks.BeforeCommit(); err != nil {
+			return nil, &hookError{fmt.Errorf("before commit: %w", err)}
+		}
+	}
+	return w, nil
 }
 
 // resultTasks lists the tasks of results, sorted, each once.

@@ -127,6 +127,9 @@ const (
 	OutcomeDropped      Outcome = "dropped"       // a retryable cause with nothing to retry
 	OutcomeUnusable     Outcome = "unusable"      // noted; the reaper moves the task on
 	OutcomePublishFail  Outcome = "publish_failed"
+	// OutcomeNotHolder: the reply came with an authenticated key (Result.Key) holding no
+	// attempt of the task; under CURVE only a key the task was leased to may answer it.
+	OutcomeNotHolder Outcome = "not_holder"
 )
 
 // AttemptOutcome is what became of an attempt, as attempts.outcome records it.
@@ -152,9 +155,35 @@ type claimStep struct {
 	hooks ClaimHooks
 }
 
-// decide settles one result against its task's locked rows, updating them in place when the
-// decision stands (and publish succeeded).
-func (s *Store) decide(step *claimStep, ct *claimTask, r *Result, d *Decision) {
+// refuse sets the outcome of a reply its task does not take: o, for reason; a retryable cause
+// is Dropped instead, as there is nothing to retry.
+func (d *Decision) refuse(r *Result, o Outcome, reason string) {
+	d.Outcome, d.Reason = o, reason
+	if r.Kind == KindRetryable {
+		d.Outcome = OutcomeDropped
+	}
+}
+
+// decideResult decides one result against its task (ct, nil when there is no such task) and
+// the task's locked rows, updating them in place when the decision stands (and its publish
+// succeeded), and fills d.
+func (s *Store) decideResult(step *claimStep, ct *claimTask, r *Result, d *Decision) {
+	*d = Decision{Result: r, TaskID: r.TaskID, Attempt: -1}
+	if ct == nil {
+		d.Outcome, d.Reason = OutcomeUnknown, "no such task"
+		return
+	}
+	d.Run, d.ServiceID, d.CorpusID, d.Entry = ct.task.Run, ct.task.ServiceID, ct.task.CorpusID, ct.task.Entry
+	d.Status = queue.Status(ct.task.Status)
+	if r.ServiceID != 0 && r.ServiceID != ct.task.ServiceID {
+		d.Outcome, d.Reason = OutcomeWrongService, "the task belongs to another service"
+		return
+	}
+	s.decideOnRows(step, ct, r, d)
+}
+
+// decideOnRows decides a result of a known task of its service against the task's rows.
+func (s *Store) decideOnRows(step *claimStep, ct *claimTask, r *Result, d *Decision) {
 	now, w := step.now, step.w
 	if i := slices.IndexFunc(ct.rows, func(x *dbsqlc.Dispatch) bool { return x.State == StateReserved }); i >= 0 {
 		if !s.claimReserved(step, ct.rows[i], ct.task.Run, r, d) {
@@ -163,10 +192,7 @@ func (s *Store) decide(step *claimStep, ct *claimTask, r *Result, d *Decision) {
 	}
 	row, attempt := locateResult(ct.rows, ct.task.Run, r)
 	if row == nil {
-		d.Outcome, d.Reason = OutcomeUnknown, "the task is not in flight or held"
-		if r.Kind == KindRetryable {
-			d.Outcome = OutcomeDropped
-		}
+		d.refuse(r, OutcomeUnknown, "the task is not in flight or held")
 		if r.Key != "" && len(ct.rows) > 0 {
 			d.Outcome, d.Reason = OutcomeNotHolder, "key "+r.Key+" held no attempt of the task"
 		}
@@ -174,22 +200,15 @@ func (s *Store) decide(step *claimStep, ct *claimTask, r *Result, d *Decision) {
 	}
 	d.Run, d.Attempt, d.Attempts = row.Run, attempt, len(row.AttemptWorkers)
 	if row.Run < ct.task.Run {
-		d.Outcome, d.Reason = OutcomeStale, "an earlier run's reply"
-		if r.Kind == KindRetryable {
-			d.Outcome = OutcomeDropped
-		}
+		d.refuse(r, OutcomeStale, "an earlier run's reply")
 		w.outcome(row.TaskID, row.Run, attempt, AttemptStale, 0)
 		return
 	}
 	if expiredHold(row, now) || (row.State == StateSettling && s.lateWindow() == 0) {
-		d.Outcome, d.Reason = OutcomeUnknown, "the late-result window has passed"
-		if r.Kind == KindRetryable {
-			d.Outcome = OutcomeDropped
-		}
+		d.refuse(r, OutcomeUnknown, "the late-result window has passed")
 		return
 	}
 	next := cloneRow(row)
-	var msgs []queue.Message
 	status := queue.Status(ct.task.Status)
 	var drop bool // the new row state is a delete
 	switch r.Kind {
@@ -215,34 +234,33 @@ func (s *Store) decide(step *claimStep, ct *claimTask, r *Result, d *Decision) {
 			w.outcome(row.TaskID, row.Run, attempt, AttemptRetryable, 0)
 			return
 		}
-		// A stand-in Fatal: recorded like a result.
-		status, msgs = queue.StatusFatal, r.Messages
+		// A stand-in Fatal: recorded like a result, its cause the task's messages.
+		status = queue.StatusFatal
 	case KindReport:
 		var accepted bool
 		if accepted, drop = s.decideReport(row, next, attempt, r, d, now); !accepted {
 			w.outcome(row.TaskID, row.Run, attempt, AttemptSuperseded, r.Status)
 			return
 		}
-		status, msgs = r.Status, r.Messages
+		status = r.Status
 	}
-	s.settle(step, ct, r, d, decided{row: row, next: next, attempt: attempt, status: status, msgs: msgs, drop: drop})
+	s.record(step, ct, r, d, decided{row: row, next: next, attempt: attempt, status: status, drop: drop})
 }
 
-// decided is what decide settled on for a reply: the row and its next state (drop: deleted),
-// the attempt, the task's status and messages.
+// decided is what decideOnRows settled on for a reply: the row and its next state (drop:
+// deleted), the attempt and the task's status; the task's messages are the reply's.
 type decided struct {
 	row, next *dbsqlc.Dispatch
 	attempt   int
 	status    queue.Status
-	msgs      []queue.Message
 	drop      bool
 }
 
-// settle publishes a decided result (ClaimHooks.Publish) and writes it: the row's next state,
-// the task's status and messages, and the attempts' outcomes. A publish that fails leaves the
-// earlier state.
-func (s *Store) settle(step *claimStep, ct *claimTask, r *Result, d *Decision, x decided) {
-	w, row, next, attempt, status, msgs, drop := step.w, x.row, x.next, x.attempt, x.status, x.msgs, x.drop
+// record publishes a decided result (ClaimHooks.Publish) and writes it: the row's next state,
+// the task's status and messages (the reply's, with their kinds), and the attempts' outcomes.
+// A publish that fails leaves the earlier state.
+func (s *Store) record(step *claimStep, ct *claimTask, r *Result, d *Decision, x decided) {
+	w, row, next, attempt, status, drop := step.w, x.row, x.next, x.attempt, x.status, x.drop
 	d.Status = status
 	if step.hooks.Publish != nil {
 		if err := step.hooks.Publish(d); err != nil {
@@ -261,15 +279,9 @@ func (s *Store) settle(step *claimStep, ct *claimTask, r *Result, d *Decision, x
 	}
 	ct.task.Status = int16(status)
 	w.setTask(row.TaskID, status, ct.task.Run)
-	// The log's kinds as resultKinds found them, if these are the result's messages; else
-	// resolveKinds looks them up (a log this claim wrote before for the row is replaced).
-	log := rowKey{row.TaskID, row.Run}
-	w.messages[log] = msgs
-	if len(msgs) > 0 && len(r.kinds) == len(msgs) && &msgs[0] == &r.Messages[0] {
-		w.kindSeqs[log] = r.kinds
-	} else {
-		delete(w.kindSeqs, log)
-	}
+	// The run's log is the reply's messages, with the kinds resultKinds found (a log this claim
+	// wrote before for the row is replaced).
+	w.setLog(rowKey{row.TaskID, row.Run}, r.Messages, r.kinds)
 	if d.Replaced != nil && d.Replaced.Attempt != attempt {
 		w.outcome(row.TaskID, row.Run, d.Replaced.Attempt, AttemptReplaced, 0)
 	}
@@ -298,10 +310,7 @@ func (s *Store) claimReserved(step *claimStep, row *dbsqlc.Dispatch, taskRun int
 		return true
 	}
 	if stocked != nil && stocked(row.TaskID) {
-		d.Outcome, d.Reason = OutcomeUnknown, "the task is reserved by this replica and was not handed out"
-		if r.Kind == KindRetryable {
-			d.Outcome = OutcomeDropped
-		}
+		d.refuse(r, OutcomeUnknown, "the task is reserved by this replica and was not handed out")
 		return false
 	}
 	leasedAt := now
@@ -427,10 +436,6 @@ func (s *Store) decideRetryable(row, next *dbsqlc.Dispatch, attempt int, r *Resu
 	}
 	return false, false
 }
-
-// OutcomeNotHolder is the outcome of a reply that came with an authenticated key (Result.Key)
-// holding no attempt of the task: under CURVE only a key the task was leased to may answer it.
-const OutcomeNotHolder Outcome = "not_holder"
 
 // locateResult is locate for a reply. A reply without a key follows the reference's rule (an
 // unrecorded worker counts as the newest attempt). A reply with a key is attributed only to an

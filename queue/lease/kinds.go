@@ -132,8 +132,8 @@ func resultMessages(results []Result) func(yield func(queue.Message) bool) {
 
 // writeMessages yields the messages w writes.
 func (w *writes) writeMessages(yield func(queue.Message) bool) {
-	for _, msgs := range w.messages {
-		for _, m := range msgs {
+	for _, log := range w.logs {
+		for _, m := range log.msgs {
 			if !yield(m) {
 				return
 			}
@@ -186,31 +186,30 @@ func (s *Store) resultKinds(ctx context.Context, results []Result, refs map[kind
 	return nil
 }
 
-// resolveKinds gives w the ids of the kinds of the messages it writes, each log's in its order
-// (w.kindSeqs: a result's from resultKinds already), and each kind's usual details (w.usual):
+// resolveKinds gives the logs w writes that came without them (a claim's come with theirs,
+// resultKinds) the ids of their messages' kinds, and w each kind's usual details (w.usual):
 // from w.kindRefs or the replica's cache, else added or found through q, the transaction's own
 // (not cached: not committed yet).
 func (s *Store) resolveKinds(ctx context.Context, q *dbsqlc.Queries, w *writes) error {
-	if len(w.messages) == 0 {
+	if len(w.logs) == 0 {
 		return nil
 	}
-	var missing []rowKey
-	for k, msgs := range w.messages {
-		if len(w.kindSeqs[k]) == len(msgs) {
+	var missing []*messageLog
+	for _, log := range w.logs {
+		if log.resolved() {
 			continue
 		}
-		seq, m := s.kindSeq(msgs, w.kindRefs)
-		w.kindSeqs[k] = seq
-		if m {
-			missing = append(missing, k)
+		var m bool
+		if log.kinds, m = s.kindSeq(log.msgs, w.kindRefs); m {
+			missing = append(missing, log)
 		}
 	}
 	if len(missing) > 0 {
 		if err := s.kindIDs(ctx, q, w.writeMessages, w.kindRefs, false); err != nil {
 			return err
 		}
-		for _, k := range missing {
-			w.kindSeqs[k], _ = s.kindSeq(w.messages[k], w.kindRefs) // every kind in w.kindRefs now
+		for _, log := range missing {
+			log.kinds, _ = s.kindSeq(log.msgs, w.kindRefs) // every kind in w.kindRefs now
 		}
 	}
 	for _, ref := range w.kindRefs {

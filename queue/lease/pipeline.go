@@ -38,18 +38,24 @@ type txMode struct {
 // (genericPlan). See docs/performance.md#plan-cache.
 const forceGeneric = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
-// pipelinedTx runs one transaction as two batches. reads issues the locking reads through q
-// (it is called twice, so it must only assign what it reads); decide, given the transaction's
-// clock, makes the decisions and returns the writes, or nil to write nothing. A read decide
-// cannot do without goes through its q, in the transaction, one round trip each. Errors leave
-// nothing behind: the transaction is rolled back (or its connection dropped).
-func (s *Store) pipelinedTx(ctx context.Context, what string, mode txMode,
-	reads func(q *dbsqlc.Queries) error, decide func(now time.Time, q *dbsqlc.Queries) (*writes, error)) error {
-	return s.retrying(what, mode.retry, func() error { return s.pipelinedOnce(ctx, mode, reads, decide) })
+// pipelinedTx runs one transaction as two batches, in three steps with values passed along:
+// read queues the locking reads through q and returns what they read; decide, given the
+// transaction's clock and what was read, makes the decisions and returns the writes (nil to
+// write nothing); the writes and COMMIT then go together. read is called twice, first against a
+// recorder that only queues its statements (what it returns then is dropped), then against the
+// batch's answers, so it must do nothing but read. A read decide cannot do without goes through
+// its q, in the transaction, one round trip each. Errors leave nothing behind: the transaction
+// is rolled back (or its connection dropped).
+func pipelinedTx[R any](ctx context.Context, s *Store, what string, mode txMode,
+	read func(ctx context.Context, q *dbsqlc.Queries) (R, error),
+	decide func(now time.Time, got R, q *dbsqlc.Queries) (*writes, error)) error {
+	return s.retrying(what, mode.retry, func() error { return pipelinedOnce(ctx, s, mode, read, decide) })
 }
 
 // pipelinedOnce is one try of pipelinedTx on a connection of its own.
-func (s *Store) pipelinedOnce(ctx context.Context, mode txMode, reads func(q *dbsqlc.Queries) error, decide func(now time.Time, q *dbsqlc.Queries) (*writes, error)) (err error) {
+func pipelinedOnce[R any](ctx context.Context, s *Store, mode txMode,
+	read func(ctx context.Context, q *dbsqlc.Queries) (R, error),
+	decide func(now time.Time, got R, q *dbsqlc.Queries) (*writes, error)) (err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -69,17 +75,20 @@ func (s *Store) pipelinedOnce(ctx context.Context, mode txMode, reads func(q *db
 	}()
 
 	// Round trip 1: BEGIN, the clock, the locking reads.
-	batch, err := s.readBatch(ctx, mode, reads)
+	batch, err := s.readBatch(ctx, mode, func(q *dbsqlc.Queries) error {
+		_, err := read(ctx, q)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	open = true
-	now, err := s.readResults(ctx, conn.SendBatch(ctx, batch), mode, reads)
+	now, got, err := readResults(ctx, s, conn.SendBatch(ctx, batch), mode, read)
 	if err != nil {
 		return err
 	}
 
-	w, err := decide(now, dbsqlc.New(conn))
+	w, err := decide(now, got, dbsqlc.New(conn))
 	if err != nil {
 		return err
 	}
@@ -110,26 +119,29 @@ func (s *Store) readBatch(ctx context.Context, mode txMode, reads func(q *dbsqlc
 	return batch, nil
 }
 
-// readResults reads round trip 1's answers in the order readBatch queued them, and closes br.
-func (s *Store) readResults(ctx context.Context, br pgx.BatchResults, mode txMode, reads func(q *dbsqlc.Queries) error) (now time.Time, err error) {
+// readResults reads round trip 1's answers in the order readBatch queued them: the clock and
+// what read reads. It closes br.
+func readResults[R any](ctx context.Context, s *Store, br pgx.BatchResults, mode txMode,
+	read func(ctx context.Context, q *dbsqlc.Queries) (R, error)) (now time.Time, got R, err error) {
 	defer func() {
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
 	}()
 	if _, err := br.Exec(); err != nil {
-		return time.Time{}, err
+		return now, got, err
 	}
 	if mode.generic {
 		if _, err := br.Exec(); err != nil {
-			return time.Time{}, err
+			return now, got, err
 		}
 	}
 	q := dbsqlc.New(reader{br})
 	if now, err = q.ClockNow(ctx, s.injectedNow()); err != nil {
-		return time.Time{}, err
+		return now, got, err
 	}
-	return now, reads(q)
+	got, err = read(ctx, q)
+	return now, got, err
 }
 
 // writeBatch queues round trip 2: w's writes (nil writes nothing) and COMMIT. Message kinds this

@@ -65,7 +65,7 @@ func (s *Store) Reap(ctx context.Context, max int) (ReapSummary, error) {
 					cause = []queue.Message{queue.NeverCompleted}
 				}
 				w.setTask(d.TaskID, queue.StatusFatal, d.Run)
-				w.messages[rowKey{d.TaskID, d.Run}] = cause
+				w.setLog(rowKey{d.TaskID, d.Run}, cause, nil)
 				w.outcome(d.TaskID, d.Run, currentAttempt(d), AttemptDeadLettered, 0)
 				if s.lateWindow() > 0 {
 					s.hold(d, nil, now)

@@ -170,14 +170,15 @@ func (s *Store) reserveFull(ctx context.Context, req ReserveRequest, timeout tim
 	var queued []dbsqlc.DispatchLockQueuedRow
 	var todo []dbsqlc.TaskLockTodoRow
 	n := int32(req.Max)
-	reads := func(q *dbsqlc.Queries) (err error) {
-		if queued, err = q.DispatchLockQueued(ctx, req.ServiceID, n); err != nil {
-			return fmt.Errorf("lock queued retries: %w", err)
+	read := func(ctx context.Context, q *dbsqlc.Queries) ([]dbsqlc.DispatchLockQueuedRow, error) {
+		rows, err := q.DispatchLockQueued(ctx, req.ServiceID, n)
+		if err != nil {
+			return nil, fmt.Errorf("lock queued retries: %w", err)
 		}
-		return nil
+		return rows, nil
 	}
-	err := s.pipelinedTx(ctx, "reserve", txMode{retry: true, generic: true}, reads, func(now time.Time, q *dbsqlc.Queries) (*writes, error) {
-		out, todo = out[:0], nil
+	err := pipelinedTx(ctx, s, "reserve", txMode{retry: true, generic: true}, read, func(now time.Time, got []dbsqlc.DispatchLockQueuedRow, q *dbsqlc.Queries) (*writes, error) {
+		out, todo, queued = out[:0], nil, got
 		w := newWrites()
 		until := now.Add(s.cfg.ReservationTTL)
 		var err error
@@ -299,28 +300,18 @@ func (s *Store) Release(ctx context.Context, rs []Reserved) (int, error) {
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	var tasks []dbsqlc.TaskLockForClaimRow
-	var rows []dbsqlc.Dispatch
-	reads := func(q *dbsqlc.Queries) (err error) {
-		if tasks, err = q.TaskLockForClaim(ctx, ids); err != nil {
-			return fmt.Errorf("lock tasks: %w", err)
-		}
-		if rows, err = q.DispatchLockForTasks(ctx, ids); err != nil {
-			return fmt.Errorf("lock dispatch rows: %w", err)
-		}
-		return nil
-	}
 	released := 0
 	defer s.todo.reset() // released tasks are TODO again, below the cursors
-	err := s.pipelinedTx(ctx, "release reservations", txMode{retry: true}, reads, func(now time.Time, _ *dbsqlc.Queries) (*writes, error) {
+	read := func(ctx context.Context, q *dbsqlc.Queries) (lockedTasks, error) { return lockTasks(ctx, q, ids) }
+	err := pipelinedTx(ctx, s, "release reservations", txMode{retry: true}, read, func(now time.Time, got lockedTasks, _ *dbsqlc.Queries) (*writes, error) {
 		released = 0
-		byID := make(map[int64]*dbsqlc.TaskLockForClaimRow, len(tasks))
-		for i := range tasks {
-			byID[tasks[i].ID] = &tasks[i]
+		byID := make(map[int64]*dbsqlc.TaskLockForClaimRow, len(got.tasks))
+		for i := range got.tasks {
+			byID[got.tasks[i].ID] = &got.tasks[i]
 		}
 		w := newWrites()
-		for i := range rows {
-			d := &rows[i]
+		for i := range got.rows {
+			d := &got.rows[i]
 			t := byID[d.TaskID]
 			if t == nil || !want[rowKey{d.TaskID, d.Run}] || d.State != StateReserved || d.Replica != s.cfg.Replica {
 				continue

@@ -43,12 +43,27 @@ type writes struct {
 	attempts    []newAttempt
 	outcomes    map[attemptKey]outcomeWrite
 	dropAttempt map[attemptKey]bool
-	messages    map[rowKey][]queue.Message // replaces the run's messages
-	// kindRefs are the message_kinds rows of the messages' kinds, kindSeqs each log's ids in
-	// its order and usual the kinds' usual details, where not empty (Store.resolveKinds).
+	logs        map[rowKey]*messageLog // each replaces its run's messages
+	// kindRefs are the message_kinds rows of the messages' kinds and usual the kinds' usual
+	// details, where not empty (Store.resolveKinds).
 	kindRefs map[kindKey]kindRef
-	kindSeqs map[rowKey][]int32
 	usual    map[int32]string
+}
+
+// messageLog is a run's messages as a transaction writes them, with the ids of their kinds in
+// order: a reply's come with them (Store.resultKinds); others are resolved before the writes
+// go (Store.resolveKinds).
+type messageLog struct {
+	msgs  []queue.Message
+	kinds []int32
+}
+
+// resolved reports whether the log's kinds are known.
+func (l *messageLog) resolved() bool { return len(l.kinds) == len(l.msgs) }
+
+// setLog makes msgs the messages of a task's run, with their kinds' ids if known (nil if not).
+func (w *writes) setLog(k rowKey, msgs []queue.Message, kinds []int32) {
+	w.logs[k] = &messageLog{msgs: msgs, kinds: kinds}
 }
 
 // newAttempt is an attempts row a transaction adds. Replica is the replica that handed the
@@ -84,9 +99,8 @@ func newWrites() *writes {
 		tasks:       map[int64]taskState{},
 		outcomes:    map[attemptKey]outcomeWrite{},
 		dropAttempt: map[attemptKey]bool{},
-		messages:    map[rowKey][]queue.Message{},
+		logs:        map[rowKey]*messageLog{},
 		kindRefs:    map[kindKey]kindRef{},
-		kindSeqs:    map[rowKey][]int32{},
 		usual:       map[int32]string{},
 	}
 }
@@ -209,11 +223,11 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 func (w *writes) messageParams(p *dbsqlc.ApplyParams) error {
 	var joined strings.Builder
 	var usualAt []bool
-	for k, msgs := range w.messages {
+	for k, log := range w.logs {
+		msgs, seq := log.msgs, log.kinds
 		p.MsgTaskIds, p.MsgRuns = append(p.MsgTaskIds, k.task), append(p.MsgRuns, k.run)
 		p.MsgKindFrom = append(p.MsgKindFrom, int32(len(p.MsgKinds)+1))
-		seq := w.kindSeqs[k]
-		if len(seq) != len(msgs) {
+		if !log.resolved() {
 			return fmt.Errorf("write changes: the kinds of %d messages of task %d are not resolved", len(msgs), k.task)
 		}
 		p.MsgKinds = append(p.MsgKinds, seq...)
