@@ -169,3 +169,9 @@ SELECT m.service_id::int AS service_id,
                            WHERE o.service_id = m.service_id AND o.replica <> @replica::text
                              AND o.seen_at > now() - make_interval(secs => @fresh_seconds::float8)), 0))::float8 AS total
 FROM mine m;
+
+-- name: ReplicaHeartbeatOf :many
+-- ReplicaHeartbeatOf reads a replica name's last heartbeat (none: no row), with the database clock.
+SELECT h.seen_at, h.stopped, now()::timestamptz AS now
+FROM replica_heartbeats h
+WHERE h.replica = @replica;

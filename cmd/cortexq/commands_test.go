@@ -272,14 +272,14 @@ func TestStatusAndTaskShow(t *testing.T) {
 		regexp.MustCompile(`(?m)^status\s+warning \(-2\)$`),
 		regexp.MustCompile(`(?m)^dispatch rows \(0\)$`),
 		regexp.MustCompile(`(?m)^attempts \(1\)$`),
-		regexp.MustCompile(`(?m)^1\s+0\s+w0\s+r1\s+\S+ \S+\s+\S+ \S+\s+\d+\.\d{3}\s+accepted\s+warning$`),
+		regexp.MustCompile(`(?m)^1\s+0\s+w0\s+r1\s+\S+ \S+ UTC\s+\S+ \S+ UTC\s+\d+\.\d{3}\s+accepted\s+warning$`),
 		regexp.MustCompile(`(?m)^1\s+warning\s+latex\s+overfull\s+hbox 3pt$`),
 	} {
 		require.Regexp(t, want, out)
 	}
 	out = d.ok("task", "show", fmt.Sprint(running))
 	require.Regexp(t, `(?m)^1\s+in_flight\s+w1\s+0\s+false\s+false\s+false\s+-\s+1h0m0s\s`, out)
-	require.Regexp(t, `(?m)^1\s+0\s+w1\s+r1\s+\S+ \S+\s+-\s+-\s+running\s+-$`, out)
+	require.Regexp(t, `(?m)^1\s+0\s+w1\s+r1\s+\S+ \S+ UTC\s+-\s+-\s+running\s+-$`, out)
 	require.Contains(t, out, "messages (0)")
 
 	// --watch ends by itself once nothing is left to lease or running.

@@ -352,9 +352,9 @@ func TestFaultClockSkew(t *testing.T) {
 			// The skew was in force: the replicas' log lines carry the skewed time.
 			log := rig.replicas[0].log()
 			require.Contains(t, log, "testing: local clock readings moved by --clock-skew")
-			stamp := regexp.MustCompile(`(?m)^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) `).FindStringSubmatch(log)
+			stamp := regexp.MustCompile(`(?m)^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC `).FindStringSubmatch(log)
 			require.NotNil(t, stamp, "a timestamped log line:\n%s", faultTail(log, 2000))
-			logged, err := time.ParseInLocation(time.DateTime, stamp[1], time.Local)
+			logged, err := time.ParseInLocation(time.DateTime, stamp[1], time.UTC) // logs are in UTC unless --local
 			require.NoError(t, err)
 			require.InDelta(t, skew.Seconds(), time.Until(logged).Seconds(), 300, "log time %s carries the skew", stamp[1])
 			t.Logf("fault numbers: clock skew %s: %d tasks, 2 skewed replicas, 8 workers + a black hole holding %d; "+

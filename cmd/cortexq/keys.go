@@ -83,7 +83,7 @@ func keyPairFile(public, secret string) []byte {
 		"metadata\n"+
 		"curve\n"+
 		"    public-key = \"%s\"\n"+
-		"    secret-key = \"%s\"\n", time.Now().UTC().Format(time.DateTime), public, secret)
+		"    secret-key = \"%s\"\n", time.Now().UTC().Format(time.DateTime+" UTC"), public, secret)
 }
 
 // readKeyFile reads a key file (a key pair, or a public key only): its public key, and its
@@ -284,9 +284,9 @@ func keysList(c *cli.Context) error {
 	for _, k := range keys {
 		revoked := "-"
 		if k.RevokedAt != nil {
-			revoked = k.RevokedAt.Local().Format(time.DateTime)
+			revoked = zoned(*k.RevokedAt, time.DateTime)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.PublicKey, printable(k.Name), k.AddedAt.Local().Format(time.DateTime), revoked)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.PublicKey, printable(k.Name), zoned(k.AddedAt, time.DateTime), revoked)
 	}
 	return w.Flush()
 }

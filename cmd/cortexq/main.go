@@ -161,6 +161,11 @@ func globalFlags() []cli.Flag {
 			Value:   "info",
 			EnvVars: envVars("LOG_LEVEL"),
 		},
+		&cli.BoolFlag{
+			Name:    "local",
+			Usage:   "print times (and log them) in the local time zone instead of UTC; either way each carries its zone",
+			EnvVars: envVars("LOCAL_TIME"),
+		},
 		&cli.StringFlag{
 			Name:    flagLogFormat,
 			Usage:   "log format on stderr: text or json",
@@ -176,10 +181,19 @@ func setUp(c *cli.Context) error {
 	if err := level.UnmarshalText([]byte(c.String(flagLogLevel))); err != nil {
 		return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String(flagLogLevel)), "cortexq"}
 	}
+	if c.Bool("local") {
+		printZone = time.Local
+	}
 	var h slog.Handler
 	switch c.String(flagLogFormat) {
 	case "text":
-		h = tint.NewTextHandler(os.Stderr, &tint.Options{Level: level, TimeFormat: time.DateTime, NoColor: !isTerminal(os.Stderr)})
+		h = tint.NewTextHandler(os.Stderr, &tint.Options{Level: level, TimeFormat: time.DateTime + " MST", NoColor: !isTerminal(os.Stderr),
+			ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey && len(groups) == 0 && a.Value.Kind() == slog.KindTime {
+					a.Value = slog.TimeValue(a.Value.Time().In(printZone))
+				}
+				return a
+			}})
 	case "json":
 		h = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
 	default:
@@ -489,4 +503,12 @@ func corpusFlag(usage string) cli.Flag {
 
 func serviceFlag(usage string) cli.Flag {
 	return &cli.StringFlag{Name: flagService, Usage: usage, EnvVars: envVars("SERVICE")}
+}
+
+// printZone is the zone the CLI prints times in: UTC, or the local one with --local.
+var printZone = time.UTC
+
+// zoned formats t in printZone with layout, followed by the zone's name.
+func zoned(t time.Time, layout string) string {
+	return t.In(printZone).Format(layout + " MST")
 }

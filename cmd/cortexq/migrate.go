@@ -291,7 +291,7 @@ func migrateStatus(c *cli.Context) error {
 		for _, s := range st {
 			at := "-"
 			if !s.AppliedAt.IsZero() {
-				at = s.AppliedAt.Local().Format(time.DateTime)
+				at = zoned(s.AppliedAt, time.DateTime)
 			}
 			fmt.Fprintf(w, "%05d\t%s\t%s\t%s\n", s.Source.Version, s.State, at, migrationName(s.Source))
 		}

@@ -460,7 +460,7 @@ func foldAge(f reports.FoldState) string {
 		s = fmt.Sprintf("counts as of no fold yet (%s changes wait for one: cortexq fold, or a replica's periodic fold)", commas(f.Pending))
 	} else {
 		s = fmt.Sprintf("counts as of the fold %s ago (%s; %s changes wait for the next)",
-			f.Age.Round(time.Second), f.FoldedAt.UTC().Format("2006-01-02 15:04:05 UTC"), commas(f.Pending))
+			f.Age.Round(time.Second), zoned(*f.FoldedAt, time.DateTime), commas(f.Pending))
 	}
 	if note := f.StandbyNote(); note != "" {
 		s += "; " + note

@@ -69,7 +69,7 @@ func runRuns(c *cli.Context) error {
 		}
 		ended := "current"
 		if r.EndedAt != nil {
-			ended = r.EndedAt.UTC().Format(time.DateTime)
+			ended = zoned(*r.EndedAt, time.DateTime)
 		}
 		tasks := commas(r.Tasks)
 		if raw {
@@ -79,7 +79,7 @@ func runRuns(c *cli.Context) error {
 		if raw {
 			invalid = strconv.FormatInt(r.Invalid, 10)
 		}
-		t.Rows = append(t.Rows, []string{strconv.FormatInt(r.ID, 10), r.StartedAt.UTC().Format(time.DateTime), ended, tasks,
+		t.Rows = append(t.Rows, []string{strconv.FormatInt(r.ID, 10), zoned(r.StartedAt, time.DateTime), ended, tasks,
 			cell(r.NoProblem), cell(r.Warning), cell(r.Error), cell(r.Fatal), invalid,
 			cell(r.TODO), cell(r.InFlight()), cell(r.Blocked), r.Note})
 	}
@@ -221,7 +221,7 @@ func diffMatrix(c *cli.Context, root *base.Base, d reports.DiffRuns, label strin
 		if fold, err = root.Reports.ReportFoldState(c.Context); err != nil {
 			return err
 		}
-		t.Note = foldAge(fold) + "; todo, in_flight and blocked as of " + swept.UTC().Format("15:04:05 UTC")
+		t.Note = foldAge(fold) + "; todo, in_flight and blocked as of " + zoned(*swept, "15:04:05")
 	}
 	type cellJSON struct {
 		From  string `json:"from"`

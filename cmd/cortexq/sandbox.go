@@ -145,7 +145,7 @@ func runSandboxList(c *cli.Context) error {
 	}
 	t := table{Title: fmt.Sprintf("%d sandboxes", len(boxes)), Header: []string{"id", "name", "parent", "created", "tasks"}, JSON: boxes}
 	for _, b := range boxes {
-		t.Rows = append(t.Rows, []string{strconv.Itoa(int(b.ID)), b.Name, b.Parent, b.CreatedAt.UTC().Format(time.DateTime),
+		t.Rows = append(t.Rows, []string{strconv.Itoa(int(b.ID)), b.Name, b.Parent, zoned(b.CreatedAt, time.DateTime),
 			strconv.FormatInt(b.Tasks, 10)})
 	}
 	return t.print(c)

@@ -115,7 +115,7 @@ func TestSandboxRunLeavesTheParentUntouched(t *testing.T) {
 		return d.count(`SELECT count(*) FROM tasks WHERE corpus_id = $1 AND status = -1`, sbID) == errored
 	}, time.Minute, 100*time.Millisecond, "the sandbox's rerun NoProblem; replica:\n%s", replica.log())
 	parentUntouched()
-	require.Regexp(t, fmt.Sprintf(`(?m)^%d\s+sb\s+c\s+\S+ \S+\s+%d\s*$`, sbID, errored), d.ok("sandbox", "list"))
+	require.Regexp(t, fmt.Sprintf(`(?m)^%d\s+sb\s+c\s+\S+ \S+ UTC\s+%d\s*$`, sbID, errored), d.ok("sandbox", "list"))
 
 	require.Equal(t, 0, worker.stop(syscall.SIGTERM, 30*time.Second), worker.log())
 	require.Equal(t, 0, replica.stop(syscall.SIGTERM, 30*time.Second), replica.log())

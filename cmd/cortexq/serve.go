@@ -161,6 +161,10 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// One live process a name: its start-up sweep removes the name's other processes' temp files.
+	if err := root.Lease(cfg.Lease).CheckName(c.Context); err != nil {
+		return err
+	}
 	rep, err := replica.New(root, cfg)
 	if err != nil {
 		return usagef(c, "%v", err)

@@ -77,7 +77,7 @@ func runStatus(c *cli.Context) error {
 			fmt.Fprintln(c.App.Writer)
 		}
 		if watch {
-			fmt.Fprintf(c.App.Writer, "%s (every %s, ^C to stop)\n", time.Now().Format(time.DateTime), interval)
+			fmt.Fprintf(c.App.Writer, "%s (every %s, ^C to stop)\n", zoned(time.Now(), time.DateTime), interval)
 		}
 		if err := printProgress(c.App.Writer, rows, watch); err != nil {
 			return err

@@ -133,12 +133,13 @@ func printHistory(out io.Writer, h inspect.TaskHistory) error {
 	return nil
 }
 
-// stamp formats a database time for the operator: local time, to the millisecond.
+// stamp formats a database time for the operator: in printZone (UTC, or local with --local), to
+// the millisecond, with its zone.
 func stamp(t *time.Time) string {
 	if t == nil {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05.000")
+	return zoned(*t, "2006-01-02 15:04:05.000")
 }
 
 func messagesText(msgs []queue.Message) string {

@@ -259,3 +259,52 @@ func TestPruneTablesCommand(t *testing.T) {
 	require.Contains(t, out, "dropped 24 reaper passes (24 left) and 36 workers (12 left)")
 	require.Equal(t, 24, d.count(`SELECT count(*) FROM reaper_passes`))
 }
+
+// A replica refuses a name a live replica holds; the name of one killed with kill -9 is free
+// again once its heartbeat stays still.
+func TestReplicaNameHeldByALiveReplica(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("service", "add", "echo")
+	serve := func() *process {
+		return d.start("serve", "--replica", "r-same", "--ventilator", fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t)),
+			"--sink", fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t)), "--http", fmt.Sprintf("127.0.0.1:%d", loopbackPort(t)))
+	}
+	first := serve()
+	require.Eventually(t, func() bool {
+		return d.count(`SELECT count(*) FROM replica_heartbeats WHERE replica = 'r-same' AND NOT stopped`) == 1
+	}, time.Minute, 100*time.Millisecond, first.log())
+	second := serve()
+	select {
+	case <-second.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("a second replica of a live name kept running:\n%s", second.log())
+	}
+	require.Equal(t, 1, second.cmd.ProcessState.ExitCode())
+	require.Contains(t, second.log(), `replica name "r-same" is held by a live replica`)
+
+	require.NoError(t, first.cmd.Process.Kill()) // kill -9: its heartbeat stays as it was
+	<-first.done
+	third := serve()
+	require.Eventually(t, func() bool {
+		return strings.Contains(third.log(), "the name is free")
+	}, time.Minute, 100*time.Millisecond, third.log())
+	require.Equal(t, 0, third.stop(syscall.SIGTERM, 30*time.Second), third.log())
+}
+
+// Times the CLI prints carry their zone: UTC by default, the local one with --local.
+func TestPrintedTimesCarryTheirZone(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("service", "add", "echo")
+	d.importList("c", "echo", entries("z", 2)...)
+	d.env = append(d.env, "TZ=America/New_York")
+	out := d.ok("runs", "--corpus", "c", "--service", "echo")
+	require.Regexp(t, `\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC`, out)
+	out = d.ok("--local", "runs", "--corpus", "c", "--service", "echo")
+	require.Regexp(t, `\d{4}-\d\d-\d\d \d\d:\d\d:\d\d E[SD]T`, out)
+	require.NotContains(t, out, " UTC")
+	var id int64
+	require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT min(id) FROM tasks`).Scan(&id))
+	d.lease(d.scope("c", "echo").ServiceID, "w1")
+	out = d.ok("task", "show", fmt.Sprint(id))
+	require.Regexp(t, `\d\d:\d\d:\d\d\.\d{3} UTC`, out)
+}

@@ -269,6 +269,39 @@ func (q *Queries) ReplicaHeartbeat(ctx context.Context, replica string, stopped 
 	return err
 }
 
+const replicaHeartbeatOf = `-- name: ReplicaHeartbeatOf :many
+SELECT h.seen_at, h.stopped, now()::timestamptz AS now
+FROM replica_heartbeats h
+WHERE h.replica = $1
+`
+
+type ReplicaHeartbeatOfRow struct {
+	SeenAt  time.Time `json:"seen_at"`
+	Stopped bool      `json:"stopped"`
+	Now     time.Time `json:"now"`
+}
+
+// ReplicaHeartbeatOf reads a replica name's last heartbeat (none: no row), with the database clock.
+func (q *Queries) ReplicaHeartbeatOf(ctx context.Context, replica string) ([]ReplicaHeartbeatOfRow, error) {
+	rows, err := q.db.Query(ctx, replicaHeartbeatOf, replica)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReplicaHeartbeatOfRow
+	for rows.Next() {
+		var i ReplicaHeartbeatOfRow
+		if err := rows.Scan(&i.SeenAt, &i.Stopped, &i.Now); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workersAsked = `-- name: WorkersAsked :exec
 UPDATE workers AS w
 SET last_request = greatest(w.last_request, k.at)
