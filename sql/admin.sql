@@ -57,9 +57,10 @@ SET status = -6
 WHERE corpus_id = @corpus_id AND service_id = @service_id AND status = 0;
 
 -- name: TaskResume :execrows
--- TaskResume puts the blocked tasks of a corpus and service back to TODO.
+-- TaskResume puts the blocked tasks of a corpus and service back to TODO, waiting from now
+-- (todo_since).
 UPDATE tasks
-SET status = 0
+SET status = 0, todo_since = now()
 WHERE corpus_id = @corpus_id AND service_id = @service_id AND status = -6;
 
 -- name: TaskProgress :many

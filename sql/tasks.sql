@@ -52,8 +52,8 @@ ORDER BY id
 FOR NO KEY UPDATE;
 
 -- name: TaskRerun :many
--- TaskRerun moves the tasks of a scope to TODO in a new run. Optional filters: statuses, task ids, and a
--- message of the current run with the given severity, category and what; or, with no_messages,
+-- TaskRerun moves the tasks of a scope to TODO in a new run, waiting from now (todo_since).
+-- Optional filters: statuses, task ids, and a message of the current run with the given severity, category and what; or, with no_messages,
 -- no message of the current run of the given severity (the report's category no_messages).
 WITH picked AS (
     SELECT s.id
@@ -78,7 +78,7 @@ WITH picked AS (
     FOR NO KEY UPDATE
 )
 UPDATE tasks t
-SET status = 0, run = t.run + 1
+SET status = 0, run = t.run + 1, todo_since = now()
 FROM picked
 WHERE t.id = picked.id
 RETURNING t.id, t.run;

@@ -169,6 +169,7 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return usagef(c, "%v", err)
 	}
+	reg.MustRegister(&leaderCollector{reads: root.Inspect, clientID: rep.LeaderID()}, &corpusFSCollector{catalog: root.Catalog})
 	logVersion(logger, "replica") // once every check has passed: a refusal stays one line
 	if err := rep.Run(c.Context); err != nil {
 		return fmt.Errorf("replica %s: %w", c.String("replica"), err)

@@ -10,6 +10,7 @@ type metrics struct {
 	returns        prometheus.Counter
 	mocks          *prometheus.CounterVec
 	claims         *prometheus.CounterVec
+	results        *prometheus.CounterVec
 	discards       *prometheus.CounterVec
 	publishFails   prometheus.Counter
 	writeErrors    prometheus.Counter
@@ -42,10 +43,13 @@ func newMetrics(reg prometheus.Registerer, inFlight, parsedBytes, stocked func()
 	sizes := prometheus.ExponentialBuckets(1, 2, 10)
 	secs := prometheus.ExponentialBuckets(0.0005, 2, 14)
 	m := &metrics{
-		leases:              prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_leases_total", Help: "Tasks leased to workers."}),
-		returns:             prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_lease_returns_total", Help: "Reserved tasks given back unhanded (the replica stopped, the stock was too old or no longer asked for), no attempt counted."}),
-		mocks:               prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_mock_replies_total", Help: "No-work replies, by reason."}, []string{"reason"}),
-		claims:              prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_claims_total", Help: "Worker replies decided, by outcome."}, []string{"outcome"}),
+		leases:  prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_leases_total", Help: "Tasks leased to workers."}),
+		returns: prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_lease_returns_total", Help: "Reserved tasks given back unhanded (the replica stopped, the stock was too old or no longer asked for), no attempt counted."}),
+		mocks:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_mock_replies_total", Help: "No-work replies, by reason."}, []string{"reason"}),
+		claims:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_claims_total", Help: "Worker replies decided, by outcome."}, []string{"outcome"}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_results_total",
+			Help: "Results recorded by this replica's claims (a worker's verdict, or the stand-in Fatal of a retryable cause on its last attempt), by service and the task's status (docs/monitoring.md)."},
+			[]string{"service", "status"}),
 		discards:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cortexq_discards_total", Help: "Messages dropped before any claim, by reason."}, []string{"socket", "reason"}),
 		publishFails:        prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_publish_errors_total", Help: "Result archives that could not be published (the earlier state stands)."}),
 		writeErrors:         prometheus.NewCounter(prometheus.CounterOpts{Name: "cortexq_result_write_errors_total", Help: "Result archives that could not be written (the task stays for a retry)."}),
@@ -64,7 +68,7 @@ func newMetrics(reg prometheus.Registerer, inFlight, parsedBytes, stocked func()
 		fdsOpen:             prometheus.NewGauge(prometheus.GaugeOpts{Name: "cortexq_open_fds", Help: "File descriptors the replica has open (counted every 2 s; it warns past 80% of the limit)."}),
 		fdsLimit:            prometheus.NewGauge(prometheus.GaugeOpts{Name: "cortexq_max_fds", Help: "The replica's file descriptor limit (soft RLIMIT_NOFILE)."}),
 	}
-	collectors := []prometheus.Collector{m.leases, m.returns, m.mocks, m.claims, m.discards, m.publishFails,
+	collectors := []prometheus.Collector{m.leases, m.returns, m.mocks, m.claims, m.results, m.discards, m.publishFails,
 		m.writeErrors, m.unreadable, m.unusable, m.reserveBatch, m.attributeBatch, m.claimBatch, m.leaseSeconds, m.attrSeconds,
 		m.reservationsLost, m.attributionsSkipped, m.attributedAtClaim, m.claimSeconds, m.dbErrors, m.fdsOpen, m.fdsLimit,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cortexq_in_flight", Help: "Tasks this replica has in flight."}, inFlight),

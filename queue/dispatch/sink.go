@@ -35,6 +35,8 @@ type item struct {
 	size   int64
 	from   peer
 	weight int64 // held against Server.parsed until the item's claim is over
+	// service is the name of the task's service (cortexq_results_total's label).
+	service string
 	// queued is when the item was handed to the claimers (zero: now); the claim batch it
 	// opens waits for more only until ClaimFlush after it.
 	queued time.Time
@@ -253,9 +255,10 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		return nil, reason, err
 	}
 	it := &item{
-		result: lease.Result{TaskID: res.TaskID, Worker: res.Identity, ServiceID: svc.ID},
-		file:   archive.Pending{TaskID: res.TaskID, Tag: s.fileTag},
-		size:   res.Size,
+		result:  lease.Result{TaskID: res.TaskID, Worker: res.Identity, ServiceID: svc.ID},
+		file:    archive.Pending{TaskID: res.TaskID, Tag: s.fileTag},
+		size:    res.Size,
+		service: svc.Name,
 	}
 	// The mirror names the worker as the ventilator did: under CURVE prefixed with its key.
 	if h, ok := s.hot.Get(res.TaskID); ok && h.Pending && h.Worker == peerOf(ctx).worker(res.Identity) {
@@ -512,6 +515,9 @@ func (s *Server) settle(decisions []lease.Decision, index map[*lease.Result]*ite
 			s.metrics.attributedAtClaim.Inc()
 		}
 		s.chargeOutcome(it.from, d.Outcome)
+		if d.Outcome == lease.OutcomeAccepted || d.Outcome == lease.OutcomeFinal {
+			s.metrics.results.WithLabelValues(it.service, d.Status.String()).Inc()
+		}
 		switch d.Outcome {
 		case lease.OutcomeAccepted, lease.OutcomeFinal, lease.OutcomeDeferred, lease.OutcomeUnusable:
 			s.hot.Delete(d.TaskID)

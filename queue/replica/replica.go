@@ -64,6 +64,10 @@ func New(b *base.Base, cfg Config) (*Replica, error) {
 	return &Replica{cfg: cfg, base: b, store: store, server: srv, river: rv, workers: &workers{srv: srv}}, nil
 }
 
+// LeaderID is the ID of the replica's River client: river_leader names it while this replica
+// leads (runs the reaper and the report fold).
+func (r *Replica) LeaderID() string { return r.river.ID() }
+
 // Server is the replica's worker-facing side.
 func (r *Replica) Server() *dispatch.Server { return r.server }
 

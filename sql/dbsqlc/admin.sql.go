@@ -596,11 +596,12 @@ func (q *Queries) TaskProgress(ctx context.Context, corpus *string, service *str
 
 const taskResume = `-- name: TaskResume :execrows
 UPDATE tasks
-SET status = 0
+SET status = 0, todo_since = now()
 WHERE corpus_id = $1 AND service_id = $2 AND status = -6
 `
 
-// TaskResume puts the blocked tasks of a corpus and service back to TODO.
+// TaskResume puts the blocked tasks of a corpus and service back to TODO, waiting from now
+// (todo_since).
 func (q *Queries) TaskResume(ctx context.Context, corpusID int32, serviceID int32) (int64, error) {
 	result, err := q.db.Exec(ctx, taskResume, corpusID, serviceID)
 	if err != nil {

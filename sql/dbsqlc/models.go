@@ -366,6 +366,8 @@ type Task struct {
 	Entry     string `json:"entry"`
 	Status    int16  `json:"status"`
 	Run       int32  `json:"run"`
+	// When the task last became TODO by an import, rerun or resume.
+	TodoSince time.Time `json:"todo_since"`
 	// Size in bytes of the source archive when imported (NULL: not recorded).
 	SourceSize *int64 `json:"source_size"`
 	// Modification time of the source archive when imported (NULL: not recorded).

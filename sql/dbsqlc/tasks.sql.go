@@ -198,7 +198,7 @@ WITH picked AS (
     FOR NO KEY UPDATE
 )
 UPDATE tasks t
-SET status = 0, run = t.run + 1
+SET status = 0, run = t.run + 1, todo_since = now()
 FROM picked
 WHERE t.id = picked.id
 RETURNING t.id, t.run
@@ -220,8 +220,8 @@ type TaskRerunRow struct {
 	Run int32 `json:"run"`
 }
 
-// TaskRerun moves the tasks of a scope to TODO in a new run. Optional filters: statuses, task ids, and a
-// message of the current run with the given severity, category and what; or, with no_messages,
+// TaskRerun moves the tasks of a scope to TODO in a new run, waiting from now (todo_since).
+// Optional filters: statuses, task ids, and a message of the current run with the given severity, category and what; or, with no_messages,
 // no message of the current run of the given severity (the report's category no_messages).
 func (q *Queries) TaskRerun(ctx context.Context, arg TaskRerunParams) ([]TaskRerunRow, error) {
 	rows, err := q.db.Query(ctx, taskRerun,
