@@ -5,19 +5,19 @@
 -- the migration's time: their ages count from the upgrade. The partial index finds the oldest
 -- TODO task of a corpus and service in one index probe; only moves into TODO write to it.
 --
--- Expand only: a replica of an earlier release neither reads nor writes the column (its reruns
+-- Expand only: a binary of an earlier release neither reads nor writes the column (its reruns
 -- and resumes leave todo_since older than the wait, which a later rerun or resume sets right).
--- The ADD COLUMN is metadata only (a default that is not volatile is stored once), under a lock
--- given up after a second rather than stall dispatch; the index is built concurrently.
+-- The ADD COLUMN is metadata only (a default that is not volatile is evaluated once and stored
+-- in the catalog), its lock held for milliseconds; the index is built concurrently. Run again from
+-- its start after a stop halfway, every statement is safe to repeat, and a build that failed is
+-- dropped before it is made again (docs/operations.md#online-migrations).
 
 -- +goose NO TRANSACTION
 -- +goose Up
-SET lock_timeout = '1s';
 ALTER TABLE tasks ADD COLUMN IF NOT EXISTS todo_since timestamptz NOT NULL DEFAULT now();
-RESET lock_timeout;
 COMMENT ON COLUMN tasks.todo_since IS 'When the task last became TODO by an import, rerun or resume.';
-CREATE INDEX CONCURRENTLY IF NOT EXISTS tasks_todo_since ON tasks (corpus_id, service_id, todo_since)
-    WHERE status = 0;
+DROP INDEX CONCURRENTLY IF EXISTS tasks_todo_since;
+CREATE INDEX CONCURRENTLY tasks_todo_since ON tasks (corpus_id, service_id, todo_since) WHERE status = 0;
 
 -- +goose Down
 DROP INDEX CONCURRENTLY IF EXISTS tasks_todo_since;
