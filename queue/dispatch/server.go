@@ -82,7 +82,7 @@ type Server struct {
 	fdsPeak int
 	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
 	// the goroutines that log them: at most a line per 5 s each for the whole replica.
-	logLimits struct{ dropped, writeFailed, unusableDropped, unusable, fdsLow *wire.RateLimiter }
+	logLimits struct{ dropped, writeFailed, unusableDropped, unusable, fdsLow, late *wire.RateLimiter }
 	// claiming keeps the claimers off each other's tasks (claimlocks.go).
 	claiming claimLocks
 
@@ -131,7 +131,7 @@ func New(b *base.Base, store *lease.Store, cfg Config) (*Server, error) {
 		fileTag:   archive.NewTag(store.Config().Replica),
 		stocks:    newStockIDs(),
 	}
-	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable, &s.logLimits.fdsLow} {
+	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable, &s.logLimits.fdsLow, &s.logLimits.late} {
 		*l = wire.NewRateLimiter(5 * time.Second)
 	}
 	if cfg.MessageSize != wire.MessageSize {

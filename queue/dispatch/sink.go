@@ -528,8 +528,12 @@ func (s *Server) settle(decisions []lease.Decision, index map[*lease.Result]*ite
 			s.logger.Debug("reply not recorded", "task_id", d.TaskID, "worker", d.Result.Worker,
 				"outcome", d.Outcome, "reason", d.Reason)
 		} else if d.Late != lease.LateNone {
-			s.logger.Info("late result recorded", "task_id", d.TaskID, "worker", d.Result.Worker,
-				"attempt", d.Attempt, "late", d.Late)
+			// At most a line per 5 s: after an outage, or a worker link that held results, they
+			// come by the hundred.
+			if n, emit := s.logLimits.late.Record(); emit {
+				s.logger.Info("late results recorded", "count", n, "task_id", d.TaskID, "worker", d.Result.Worker,
+					"attempt", d.Attempt, "late", d.Late)
+			}
 		}
 		it.file.Cleanup()
 	}
