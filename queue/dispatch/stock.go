@@ -110,7 +110,7 @@ const (
 )
 
 // jobNames name the jobs in the outage's log lines.
-var jobNames = map[jobKind]string{jobReserve: "reserve", jobRelease: "release", jobCheck: "check_stock"}
+var jobNames = map[jobKind]string{jobReserve: "reserve", jobRelease: "release", jobCheck: "check_stock", jobDemand: "demand"}
 
 // leaseJob is one transaction a leaser runs for the ventilator.
 type leaseJob struct {
