@@ -54,8 +54,8 @@ type loop struct {
 }
 
 // backoffDoublings bounds how often the pause after failed exchanges in a row doubles: at most
-// 4 × Backoff (8 s by default), so a worker is back at work within that of a heal.
-const backoffDoublings = 2
+// 2 × Backoff (4 s by default), so a worker is back at work within that of a heal.
+const backoffDoublings = 1
 
 // Heartbeats of the worker's connections: a ZMTP PING every heartbeatInterval on an otherwise
 // quiet connection, which is closed (and connected again by libzmq) when nothing comes back for

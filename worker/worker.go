@@ -66,7 +66,7 @@ type Config struct {
 	// no reply in time the DEALER socket is rebuilt, so a late reply is discarded.
 	IOTimeout time.Duration
 	// Backoff is the pause after a transport error or timeout (BackoffDefault if zero); it
-	// doubles with each failure in a row, up to four times it, and the loop logs each reconnect.
+	// doubles after a failure in a row, up to twice it, and the loop logs each reconnect.
 	Backoff time.Duration
 	// MessageSize is the result chunk size (wire.MessageSize if zero).
 	MessageSize int
