@@ -143,6 +143,11 @@ func globalFlags() []cli.Flag {
 			Usage:   "PostgreSQL connection string; empty: the embedded cluster in --home",
 			EnvVars: []string{"CORTEXQ_DATABASE_URL", "DATABASE_URL"},
 		},
+		&cli.StringFlag{
+			Name:    flagDatabaseURLFile,
+			Usage:   "read the connection string from this file (a Docker or systemd secret; surrounding blanks ignored) instead of --database-url",
+			EnvVars: envVars("DATABASE_URL_FILE"),
+		},
 		poolerFlag(),
 		&cli.StringFlag{
 			Name:    flagHome,
@@ -183,6 +188,9 @@ func setUp(c *cli.Context) error {
 	}
 	if c.Bool("local") {
 		printZone = time.Local
+	}
+	if err := databaseURLFromFile(c); err != nil {
+		return err
 	}
 	var h slog.Handler
 	switch c.String(flagLogFormat) {
@@ -511,4 +519,37 @@ var printZone = time.UTC
 // zoned formats t in printZone with layout, followed by the zone's name.
 func zoned(t time.Time, layout string) string {
 	return t.In(printZone).Format(layout + " MST")
+}
+
+// flagDatabaseURLFile names the file --database-url is read from.
+const flagDatabaseURLFile = "database-url-file"
+
+// databaseURLFromFile sets --database-url from --database-url-file, refusing both at once.
+func databaseURLFromFile(c *cli.Context) error {
+	path := c.String(flagDatabaseURLFile)
+	if path == "" {
+		return nil
+	}
+	if c.String(flagDatabaseURL) != "" {
+		return usageError{fmt.Errorf("give --database-url or --database-url-file, not both"), "cortexq"}
+	}
+	u, err := readSecretFile(path)
+	if err != nil {
+		return fmt.Errorf("--database-url-file: %w", err)
+	}
+	return c.Set(flagDatabaseURL, u)
+}
+
+// readSecretFile reads a one-value secret file (a connection string, a token): its content
+// without surrounding blanks, which must not be empty.
+func readSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return v, nil
 }

@@ -308,3 +308,33 @@ func TestPrintedTimesCarryTheirZone(t *testing.T) {
 	out = d.ok("task", "show", fmt.Sprint(id))
 	require.Regexp(t, `\d\d:\d\d:\d\d\.\d{3} UTC`, out)
 }
+
+// --database-url-file reads the connection string from a file (a Docker secret), alone.
+func TestDatabaseURLFile(t *testing.T) {
+	d := newTestDB(t)
+	f := filepath.Join(t.TempDir(), "database_url")
+	require.NoError(t, os.WriteFile(f, []byte(d.dsn+"\n"), 0o600))
+	r := cortexq(t, []string{"CORTEXQ_DATABASE_URL_FILE=" + f}, "service", "add", "echo")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM services WHERE name = 'echo'`))
+	r = cortexq(t, append([]string{"CORTEXQ_DATABASE_URL_FILE=" + f}, d.env...), "service", "list")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "not both")
+	empty := filepath.Join(t.TempDir(), "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	r = cortexq(t, []string{"CORTEXQ_DATABASE_URL_FILE=" + empty}, "service", "list")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "is empty")
+}
+
+// web --admin-token-file reads the token from a file, checked as --admin-token is.
+func TestAdminTokenFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(f, []byte("short\n"), 0o600))
+	r := cortexq(t, nil, "web", "--admin-token-file", f)
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "want at least 16 characters")
+	r = cortexq(t, nil, "web", "--admin-token-file", f, "--admin-token", "0123456789abcdef")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "not both")
+}

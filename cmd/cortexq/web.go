@@ -26,7 +26,7 @@ func webCommand() *cli.Command {
 			"runs beside any replica or alone: it only needs the database (and, for the archive downloads and\n" +
 			"previews, the corpus directories at the paths the replicas see).\n" +
 			"\n" +
-			"With --admin-token (better: $CORTEXQ_ADMIN_TOKEN) a browser that signs in with the token gets the\n" +
+			"With --admin-token (better: $CORTEXQ_ADMIN_TOKEN, or --admin-token-file) a browser that signs in with the token gets the\n" +
 			"buttons: rerun a slice, pause, resume, make a sandbox of a slice. Without it the dashboard is\n" +
 			"read-only. --read-only refuses every action whatever the token, and opens its database sessions\n" +
 			"read-only: give it the --database-url of an audit role (cortexq db grant-audit --login). See\n" +
@@ -42,6 +42,11 @@ func webCommand() *cli.Command {
 				Name:    "admin-token",
 				Usage:   "token that signs a browser in for the actions (at least 16 characters); empty: read-only; prefer the environment variable",
 				EnvVars: envVars("ADMIN_TOKEN"),
+			},
+			&cli.StringFlag{
+				Name:    "admin-token-file",
+				Usage:   "read the admin token from this file (a Docker or systemd secret; surrounding blanks ignored) instead of --admin-token",
+				EnvVars: envVars("ADMIN_TOKEN_FILE"),
 			},
 			&cli.StringFlag{
 				Name:    "preview-origin",
@@ -66,6 +71,15 @@ func runWeb(c *cli.Context) error {
 		return err
 	}
 	token, readOnly := c.String("admin-token"), c.Bool("read-only")
+	if f := c.String("admin-token-file"); f != "" {
+		if token != "" {
+			return usagef(c, "give --admin-token or --admin-token-file, not both")
+		}
+		var err error
+		if token, err = readSecretFile(f); err != nil {
+			return fmt.Errorf("--admin-token-file: %w", err)
+		}
+	}
 	if token != "" && len(token) < minAdminToken {
 		return usagef(c, "--admin-token: want at least %d characters", minAdminToken)
 	}
