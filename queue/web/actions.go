@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/cortexq/cortexq/queue"
@@ -111,4 +112,23 @@ func (s *Server) sandbox(r *http.Request) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("sandbox %s (id %d) of corpus %s, service %s: %s, TODO, priority %d", name, sum.ID, corpus, service, plural(sum.Tasks, "task", "tasks"), catalog.SandboxPriority), nil
+}
+
+// rerunTask reruns one task (its corpus and service get a new run, as any rerun).
+func (s *Server) rerunTask(r *http.Request) (string, error) {
+	id, err := strconv.ParseInt(r.PostForm.Get("task"), 10, 64)
+	if err != nil || id <= 0 {
+		return "", badRequest("task %q: want a positive number", r.PostForm.Get("task"))
+	}
+	h, err := s.inspect.TaskHistoryMessages(r.Context(), id, -1)
+	if err != nil {
+		return "", err
+	}
+	sum, err := s.store.Rerun(r.Context(), lease.RerunScope{CorpusID: h.CorpusID, ServiceID: h.ServiceID,
+		TaskIDs: []int64{id}, Note: "web: rerun task " + strconv.FormatInt(id, 10)})
+	if err != nil {
+		return "", err
+	}
+	s.deadLetters.forget() // the task may have been one
+	return fmt.Sprintf("task %d: %s back to TODO in a new run of corpus %s, service %s", id, plural(sum.Tasks, "task", "tasks"), h.Corpus, h.Service), nil
 }

@@ -10,13 +10,15 @@ import (
 // of a small farm stay exact, those of millions of attempts are read in the background.
 const syncBelow = 50 * time.Millisecond
 
-// background keeps a figure too dear to read on each page load (the workers' outcomes over the
-// whole attempts trail, the dead letters). Read in under syncBelow, it is read on each load. Dearer, only the first
-// call waits for it; later ones get the last one read while, once it is older than trailEvery
-// (or than keeps its reading within half of LiveBudget), one read in the background replaces it.
+// background keeps a figure too dear to read on each page load (the overview's figures of the
+// attempts trail, the workers' outcomes over it, the dead letters). Read in under syncBelow, it
+// is read on each load, unless always is set. Dearer, only the first call waits for it; later
+// ones get the last one read while, once it is older than Server.readEvery allows, one read in
+// the background replaces it.
 type background[T any] struct {
-	what string // names the figure in the log
-	read func(context.Context) (T, error)
+	what   string // names the figure in the log
+	read   func(context.Context) (T, error)
+	always bool // read in the background however quick: the overview's trail, polled live
 
 	mu   sync.Mutex
 	at   time.Time // when the figure was read
@@ -36,7 +38,7 @@ func (c *background[T]) forget() {
 func (c *background[T]) get(ctx context.Context, s *Server) (T, time.Time, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.at.IsZero() || c.cost < syncBelow {
+	if c.at.IsZero() || (!c.always && c.cost < syncBelow) {
 		start := time.Now()
 		d, err := c.read(ctx)
 		if err != nil {
@@ -45,8 +47,7 @@ func (c *background[T]) get(ctx context.Context, s *Server) (T, time.Time, error
 		c.data, c.at, c.cost = d, time.Now(), time.Since(start)
 		return d, c.at, nil
 	}
-	wait := max(trailEvery, time.Duration(float64(c.cost)*float64(time.Second)/(float64(s.cfg.LiveBudget)/2)))
-	if !c.busy && time.Since(c.at) >= wait {
+	if !c.busy && time.Since(c.at) >= s.readEvery(trailEvery, c.cost) {
 		c.busy = true
 		go c.refresh(s)
 	}
@@ -67,4 +68,11 @@ func (c *background[T]) refresh(s *Server) {
 		return
 	}
 	c.data, c.at, c.cost = d, time.Now(), time.Since(start)
+}
+
+// readEvery is how long a figure that took cost to read serves before it is read again: at
+// least least, and long enough that reading it takes at most half of LiveBudget of the
+// database's time (LiveBudget is a share of a second: 5 ms a second by default).
+func (s *Server) readEvery(least, cost time.Duration) time.Duration {
+	return max(least, time.Duration(float64(cost)*float64(time.Second)/(float64(s.cfg.LiveBudget)/2)))
 }

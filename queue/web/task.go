@@ -11,6 +11,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +20,6 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/archive"
-	"github.com/cortexq/cortexq/queue/cortexlog"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/reports"
 )
@@ -285,31 +286,8 @@ func (s *Server) download(result bool) http.HandlerFunc {
 	}
 }
 
-// openResult opens a task's result archive as a zip.
-func openResult(a archives) (*zip.Reader, *os.File, error) {
-	if a.result == "" {
-		return nil, nil, os.ErrNotExist
-	}
-	f, err := archive.Open(a.base, a.result)
-	if err != nil {
-		return nil, nil, err
-	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	zr, err := zip.NewReader(f, info.Size())
-	if err != nil && !(errors.Is(err, zip.ErrInsecurePath) && zr != nil) {
-		f.Close()
-		return nil, nil, err
-	}
-	if len(zr.File) > cortexlog.MaxMembersDefault {
-		f.Close()
-		return nil, nil, errors.New("too many members")
-	}
-	return zr, f, nil
-}
+// openResult opens a task's result archive as a zip (openZip).
+func openResult(a archives) (*zip.Reader, *os.File, error) { return openZip(a.base, a.result) }
 
 // previewMember picks the HTML page of a result archive: index.html, else the shortest *.html.
 func previewMember(a archives) string {
@@ -456,4 +434,99 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.fail(w, r, httpError{http.StatusNotFound, member + ": not in the result archive"})
+}
+
+// severityRank orders a task's messages: the worst first.
+func severityRank(s queue.Severity) int {
+	switch s {
+	case queue.SeverityFatal:
+		return 0
+	case queue.SeverityInvalid:
+		return 1
+	case queue.SeverityError:
+		return 2
+	case queue.SeverityWarning:
+		return 3
+	case queue.SeverityInfo:
+		return 5
+	}
+	return 4
+}
+
+// shownMessage is a message on the task page, with the link to the source line it names.
+type shownMessage struct {
+	inspect.RunMessage
+	Line         string // /task/N/file?name=F#LN, when the details name a file and line
+	DetailsShown string // the details, printable and clipped within the page's budget (textBudget)
+}
+
+// fileLine finds "file.tex; line 23" in a message's details (LaTeXML's way of saying where).
+var fileLine = regexp.MustCompile(`([A-Za-z0-9_./+-]+\.[A-Za-z0-9]+); line (\d+)`)
+
+// sortMessages splits a task's messages into the problems (worst first, in order within a
+// severity) and the infos, each with its source line's link if the source is readable.
+func sortMessages(id int64, msgs []inspect.RunMessage, source bool) (problems, infos []shownMessage) {
+	for _, m := range msgs {
+		sm := shownMessage{RunMessage: m}
+		if source && strings.Contains(m.Details, "; line ") {
+			if f := fileLine.FindStringSubmatch(m.Details); f != nil {
+				sm.Line = link("/task/"+strconv.FormatInt(id, 10)+"/file", "name", f[1]) + "#L" + f[2]
+			}
+		}
+		if m.Severity == queue.SeverityInfo {
+			infos = append(infos, sm)
+		} else {
+			problems = append(problems, sm)
+		}
+	}
+	slices.SortStableFunc(problems, func(a, b shownMessage) int {
+		return severityRank(a.Severity) - severityRank(b.Severity)
+	})
+	return problems, infos
+}
+
+// maxSourceShown bounds the source file shown on its page.
+const maxSourceShown = 1 << 20
+
+type sourceLine struct {
+	N    int
+	Text string
+}
+
+// taskView shows a task's preview alone, in a page of its own (the task page's "open preview
+// in its own tab"): the frame is the same sandboxed one.
+func (s *Server) taskView(r *http.Request) (view, error) {
+	h, err := s.history(r, -1)
+	if err != nil {
+		return view{}, err
+	}
+	p := taskPage{TaskHistory: h}
+	s.readArchives(r, &p)
+	if p.Preview == "" {
+		return view{}, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": " + noPreview(p)}
+	}
+	return view{Page: "view", Title: "Preview of task " + strconv.FormatInt(h.ID, 10), Data: p}, nil
+}
+
+// noPreview says why a task has no preview.
+func noPreview(p taskPage) string {
+	switch {
+	case p.Service != previewService:
+		return "only " + previewService + " results have a preview"
+	case p.Status == queue.StatusInvalid:
+		return "no preview: the task is Invalid, its source could not be converted (see its messages), so no result was kept"
+	case !p.Status.Terminal():
+		return "no preview yet: the task has no result in its current run"
+	case !p.HasResult:
+		return "no preview: no result archive readable here"
+	}
+	return "no preview: the result archive holds no HTML page"
+}
+
+// countUpTo writes n, or "more than max" past it.
+func countUpTo(n, max int) string {
+	if n > max {
+		return "more than " + commas(int64(max))
+	}
+	return commas(int64(n))
 }
