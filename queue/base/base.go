@@ -1,8 +1,10 @@
 // Package base is cortexq's composition root: the pool, the clock and the logger, made once,
 // and the rooms that read and write through them (catalog, inspect, reports, the worker-key
-// allow-list) made once from those. The CLI's commands, the web dashboard, the reaper and the
-// replica (queue/replica) are handed a Base rather than opening rooms of their own; the lease
-// store, which a replica configures, is made from it with Lease.
+// allow-list) made once from those. The CLI's commands, the web dashboard and the replica
+// (queue/replica) are handed a Base rather than opening rooms of their own; the replica hands
+// its parts only what each uses (dispatch.Deps for the worker-facing server; the pool, the
+// lease store and the reports to the reaper). The lease store, which a replica configures, is
+// made from it with Lease.
 package base
 
 import (

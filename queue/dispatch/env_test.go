@@ -77,7 +77,8 @@ func newEnvWith(t *testing.T, serverPool, pool *pgxpool.Pool, opts ...envOption)
 // runServer runs a Server on store; stop (also a cleanup) stops it and checks its error.
 func runServer(t *testing.T, pool *pgxpool.Pool, store *lease.Store, dcfg Config) (srv *Server, vent, sink string, stop func()) {
 	t.Helper()
-	srv, err := New(base.New(pool, nil, nil), store, dcfg)
+	b := base.New(pool, nil, nil)
+	srv, err := New(Deps{Store: store, Catalog: b.Catalog, Keys: b.Allowlist, ConnConfig: pool.Config().ConnConfig}, dcfg)
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -19,7 +19,6 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/allowlist"
 	"github.com/cortexq/cortexq/queue/archive"
-	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/hot"
 	"github.com/cortexq/cortexq/queue/lease"
@@ -106,29 +105,39 @@ const (
 	hotResyncMin = 250 * time.Millisecond
 )
 
-// New returns a Server leasing through store, with the catalog and worker keys of b.
-func New(b *base.Base, store *lease.Store, cfg Config) (*Server, error) {
+// Deps are what a Server works through: the lease store, the catalog of services and corpora,
+// the CURVE allow-list, and the pool's connection settings, for the outage probe's connection of
+// its own (dblink.go).
+type Deps struct {
+	Store      *lease.Store
+	Catalog    *catalog.Catalog
+	Keys       *allowlist.List
+	ConnConfig *pgx.ConnConfig
+}
+
+// New returns a Server working through deps.
+func New(deps Deps, cfg Config) (*Server, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	s := &Server{
 		cfg:        cfg,
-		store:      store,
-		catalog:    b.Catalog,
-		keys:       b.Allowlist,
+		store:      deps.Store,
+		catalog:    deps.Catalog,
+		keys:       deps.Keys,
 		hot:        hot.New(),
 		logger:     cfg.Logger.With("component", "dispatch"),
 		unknown:    xsync.NewMap[string, time.Time](),
 		bound:      make(chan struct{}),
 		health:     newHealth(cfg.OutageBudget, cfg.Logger.With("component", "dispatch"), cfg.Registerer),
 		outage:     newOutageHeld(cfg.OutageHeldResults, cfg.OutageHeldBytes, cfg.Registerer),
-		connConfig: b.Pool.Config().ConnConfig,
+		connConfig: deps.ConnConfig,
 		held:       semaphore.NewWeighted(resultsHeldMax),
 		// One resync asked for is enough for every request that asks meanwhile.
 		resyncNow: make(chan struct{}, 1),
 		parsed:    semaphore.NewWeighted(cfg.MaxParsedBytes),
-		fileTag:   archive.NewTag(store.Config().Replica),
+		fileTag:   archive.NewTag(deps.Store.Config().Replica),
 		stocks:    newStockIDs(),
 	}
 	for _, l := range []**wire.RateLimiter{&s.logLimits.dropped, &s.logLimits.writeFailed, &s.logLimits.unusableDropped, &s.logLimits.unusable, &s.logLimits.fdsLow, &s.logLimits.late} {

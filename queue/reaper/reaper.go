@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
 )
@@ -181,9 +181,9 @@ func (w *reapWorker) Work(ctx context.Context, job *river.Job[Args]) error {
 // Timeout bounds one pass.
 func (w *reapWorker) Timeout(*river.Job[Args]) time.Duration { return 5 * time.Minute }
 
-// New returns a River client on b's pool that reaps for store every cfg.Interval, and folds the
-// report rollups (b.Reports) every cfg.FoldInterval, once started.
-func New(b *base.Base, store *lease.Store, cfg Config) (*river.Client[pgx.Tx], error) {
+// New returns a River client on pool that reaps for store every cfg.Interval, and folds the
+// report rollups (folds) every cfg.FoldInterval, once started.
+func New(pool *pgxpool.Pool, store *lease.Store, folds *reports.Store, cfg Config) (*river.Client[pgx.Tx], error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ func New(b *base.Base, store *lease.Store, cfg Config) (*river.Client[pgx.Tx], e
 	if err := river.AddWorkerSafely(workers, &reapWorker{store: store, clock: clock, logger: logger.With("component", "reaper"), onPass: cfg.OnPass}); err != nil {
 		return nil, fmt.Errorf("reaper worker: %w", err)
 	}
-	if err := river.AddWorkerSafely(workers, &foldWorker{reports: b.Reports, logger: logger.With("component", "report_fold")}); err != nil {
+	if err := river.AddWorkerSafely(workers, &foldWorker{reports: folds, logger: logger.With("component", "report_fold")}); err != nil {
 		return nil, fmt.Errorf("fold worker: %w", err)
 	}
 	if err := river.AddWorkerSafely(workers, &pruneWorker{store: store, retention: cfg.Retention, logger: logger.With("component", "prune")}); err != nil {
@@ -218,7 +218,7 @@ func New(b *base.Base, store *lease.Store, cfg Config) (*river.Client[pgx.Tx], e
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.PruneEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return PruneArgs{}, nil }, nil))
 	}
-	client, err := river.NewClient(riverpgxv5.New(b.Pool), &river.Config{
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}, FoldQueue: {MaxWorkers: 1},
 			PruneQueue: {MaxWorkers: 1}},
 		Workers:       workers,

@@ -84,7 +84,7 @@ func TestReaper(t *testing.T) {
 		var clients []func()
 		for _, replica := range []string{"a", "b"} {
 			b := base.New(pool, now, nil)
-			client, err := New(b, b.Lease(lease.Config{Replica: replica}), Config{Interval: 200 * time.Millisecond, OnPass: func(s lease.ReapSummary) {
+			client, err := New(b.Pool, b.Lease(lease.Config{Replica: replica}), b.Reports, Config{Interval: 200 * time.Millisecond, OnPass: func(s lease.ReapSummary) {
 				mu.Lock()
 				total.Requeued += s.Requeued
 				mu.Unlock()
@@ -124,7 +124,7 @@ func TestNotificationsOfOtherSessionsDoNotPauseTheReaper(t *testing.T) {
 	ctx := context.Background()
 	passes := make(chan struct{}, 100)
 	b := base.New(pool, nil, nil)
-	client, err := New(b, b.Lease(lease.Config{Replica: "a"}), Config{Interval: 200 * time.Millisecond, OnPass: func(lease.ReapSummary) {
+	client, err := New(b.Pool, b.Lease(lease.Config{Replica: "a"}), b.Reports, Config{Interval: 200 * time.Millisecond, OnPass: func(lease.ReapSummary) {
 		select {
 		case passes <- struct{}{}:
 		default:

@@ -53,11 +53,11 @@ type Replica struct {
 // New builds a replica on b; nothing runs until Start.
 func New(b *base.Base, cfg Config) (*Replica, error) {
 	store := b.Lease(cfg.Lease)
-	srv, err := dispatch.New(b, store, cfg.Dispatch)
+	srv, err := dispatch.New(dispatch.Deps{Store: store, Catalog: b.Catalog, Keys: b.Allowlist, ConnConfig: b.Pool.Config().ConnConfig}, cfg.Dispatch)
 	if err != nil {
 		return nil, err
 	}
-	rv, err := reaper.New(b, store, cfg.Reaper)
+	rv, err := reaper.New(b.Pool, store, b.Reports, cfg.Reaper)
 	if err != nil {
 		return nil, err
 	}

@@ -306,7 +306,8 @@ func TestBrowserOverviewUpdatesLive(t *testing.T) {
 
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ds, err := dispatch.New(base.New(pool, nil, nil), store, dispatch.Config{VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*", SyncArchives: true})
+	root := base.New(pool, nil, nil)
+	ds, err := dispatch.New(dispatch.Deps{Store: store, Catalog: root.Catalog, Keys: root.Allowlist, ConnConfig: pool.Config().ConnConfig}, dispatch.Config{VentilatorAddr: "tcp://127.0.0.1:*", SinkAddr: "tcp://127.0.0.1:*", SyncArchives: true})
 	require.NoError(t, err)
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- ds.Run(rctx) }()
