@@ -136,7 +136,7 @@ func (l *loop) run(ctx context.Context) {
 		l.close(linger)
 		l.log.Info("worker stopped")
 	}()
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !l.stopping() {
 		if !l.budget.take() {
 			return
 		}
@@ -151,7 +151,7 @@ func (l *loop) run(ctx context.Context) {
 func (l *loop) once(ctx context.Context) bool {
 	if err := l.ensureSockets(); err != nil {
 		l.log.Warn("socket setup failed", "err", err)
-		sleep(ctx, l.cfg.Backoff)
+		l.pause(ctx, l.cfg.Backoff)
 		return false
 	}
 	if err := l.request(ctx); err != nil {
@@ -173,7 +173,7 @@ func (l *loop) once(ctx context.Context) bool {
 		}
 		l.cfg.Stats.Mocks.Add(1)
 		l.log.Debug("no work", "throttle", l.cfg.Throttle)
-		sleep(ctx, l.cfg.Throttle)
+		l.pause(ctx, l.cfg.Throttle)
 		return false
 	}
 	taskID, err := wire.ParseTaskID(first)
@@ -622,6 +622,28 @@ func (l *loop) closeSocket(s **zmq.Socket, linger time.Duration) {
 		l.log.Debug("close socket", "err", err)
 	}
 	*s = nil
+}
+
+// stopping reports whether Config.Stopping is closed: the loop finishes the task in hand and
+// requests no more.
+func (l *loop) stopping() bool {
+	select {
+	case <-l.cfg.Stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// pause waits d, or until ctx is done or the worker is stopping: a pause between requests.
+func (l *loop) pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-l.cfg.Stopping:
+	case <-t.C:
+	}
 }
 
 // sleep waits d or until ctx is done.

@@ -58,6 +58,11 @@ type Config struct {
 	Identity string
 	// Concurrency is the number of task loops, each with its own sockets (1 if zero).
 	Concurrency int
+	// Stopping, when closed, stops Run gently (a warm shutdown): each loop finishes the task in
+	// hand (its conversion, and pushing its result) and requests no more; a request already
+	// sent is answered and its task worked. Cancelling Run's ctx instead abandons the tasks in
+	// hand (the dispatcher retries them at their lease's end, an attempt spent). Nil: never.
+	Stopping <-chan struct{}
 	// Count stops Run after this many real tasks in all (0 = run until ctx is cancelled).
 	Count int
 	// Throttle is the pause after a "no work" reply (ThrottleDefault if zero).

@@ -338,3 +338,31 @@ func TestAdminTokenFile(t *testing.T) {
 	require.Equal(t, 2, r.code, r.stderr)
 	require.Contains(t, r.stderr, "not both")
 }
+
+// A worker told to stop (SIGTERM) mid-conversion finishes it and sends its result: the task is
+// done in the attempt it had, none lost; a second signal would abandon it.
+func TestWorkerSIGTERMFinishesTheConversionInHand(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("service", "add", "echo")
+	staged, err := bench.StageCorpus(d.ctx, t.TempDir(), 1, 2048)
+	require.NoError(t, err)
+	d.importList("c", "echo", staged...)
+	vent := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
+	sink := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
+	replica := d.start("serve", "--replica", "r-warm", "--ventilator", vent, "--sink", sink,
+		"--http", fmt.Sprintf("127.0.0.1:%d", loopbackPort(t)))
+	marker := filepath.Join(t.TempDir(), "converting")
+	worker := d.start("worker", "exec", "--service", "echo", "--ventilator", vent, "--sink", sink,
+		"--identity", "w-warm", "--throttle", "100ms", "--io-timeout", "10s", "--grace", "1m",
+		"--", "sh", "-c", `touch "$2"; sleep 3; cp "$0" "$1"`, "{in}", "{out}", marker)
+	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil },
+		time.Minute, 50*time.Millisecond, "the conversion began; worker:\n%s", worker.log())
+	require.Equal(t, 0, worker.stop(syscall.SIGTERM, time.Minute), worker.log())
+	require.Contains(t, worker.log(), "finishing the conversions in hand")
+	require.NotContains(t, worker.log(), "abandoned")
+	require.Eventually(t, func() bool { return d.count(`SELECT count(*) FROM tasks WHERE status = -1`) == 1 },
+		30*time.Second, 50*time.Millisecond, "the task done; replica:\n%s", replica.log())
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM attempts`), "one attempt, not a retry")
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM attempts WHERE outcome = 'accepted' AND worker LIKE 'w-warm%'`))
+	require.Equal(t, 0, replica.stop(syscall.SIGTERM, 30*time.Second), replica.log())
+}

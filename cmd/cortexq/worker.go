@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -26,6 +29,7 @@ func workerCommand() *cli.Command {
 			&cli.IntFlag{Name: "count", Usage: "stop after this many tasks (0: run until stopped)", Value: 0, EnvVars: envVars("WORKER_COUNT")},
 			&cli.StringFlag{Name: "identity", Usage: "worker identity; empty: <host>:<service>:<pid>", EnvVars: envVars("WORKER_IDENTITY")},
 			&cli.DurationFlag{Name: "throttle", Usage: "pause after a 'no work' reply", Value: worker.ThrottleDefault, EnvVars: envVars("WORKER_THROTTLE")},
+			&cli.DurationFlag{Name: "grace", Usage: "on SIGTERM or SIGINT, how long the conversions in hand may take to finish and send their results (no new task is asked for); past it, or at a second signal, they are abandoned (each costs its task an attempt)", Value: 10 * time.Minute, EnvVars: envVars("WORKER_GRACE")},
 			&cli.DurationFlag{Name: "io-timeout", Usage: "send and receive timeout; the request socket is rebuilt after one", Value: worker.IOTimeoutDefault, EnvVars: envVars("WORKER_IO_TIMEOUT")},
 			serverKeyFlag(),
 			keyFileFlag(),
@@ -89,7 +93,9 @@ func runWorker(c *cli.Context, h worker.Handler, sb *sandbox.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	err = worker.Run(c.Context, worker.Config{
+	ctx, stopping, release := warmShutdown(c.Context, c.Duration("grace"))
+	defer release()
+	err = worker.Run(ctx, worker.Config{Stopping: stopping,
 		Ventilator: c.String("ventilator"), Sink: c.String("sink"), AnySink: !c.Bool("pair-endpoints"), Service: c.String("service"), Curve: curve,
 		Identity: c.String("identity"), Concurrency: c.Int("concurrency"), Count: c.Int("count"),
 		Throttle: c.Duration("throttle"), IOTimeout: c.Duration("io-timeout"),
@@ -178,4 +184,36 @@ func sandboxLine(sb *sandbox.Sandbox) string {
 		return ""
 	}
 	return sb.String()
+}
+
+// warmShutdown gives a worker Celery's warm shutdown: the first SIGTERM or SIGINT closes
+// stopping (the conversions in hand finish and send their results, no new task is asked for);
+// a second signal, or grace after the first, cancels ctx (they are abandoned). The app's own
+// context, cancelled at the first signal, is not the one the conversions run under.
+func warmShutdown(parent context.Context, grace time.Duration) (ctx context.Context, stopping <-chan struct{}, release func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		slog.Info("stopping: finishing the conversions in hand (a second signal abandons them)", "grace", grace)
+		close(stop)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-sigs:
+			slog.Warn("second signal: abandoning the conversions in hand")
+		case <-t.C:
+			slog.Warn("grace period over: abandoning the conversions in hand", "grace", grace)
+		case <-done:
+		}
+		cancel()
+	}()
+	return ctx, stop, func() { signal.Stop(sigs); close(done); cancel() }
 }
