@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime/pprof"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,7 +35,8 @@ func serveCommand() *cli.Command {
 			"PostgreSQL, so several replicas can share one database and a replica killed with kill -9\n" +
 			"comes back with no recovery step. One replica at a time (elected through River) runs the\n" +
 			"reaper every --reap-interval. On SIGTERM or SIGINT a replica stops leasing, waits up to\n" +
-			"--drain-timeout for the results of its leases, and exits 0.",
+			"--drain-timeout for the results of its leases, and exits 0. SIGUSR1 drains it without stopping\n" +
+			"it: no new leases, results still taken (docs/operations.md#sigterm-kill--9-and-outages).",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "replica", Usage: "this replica's name in dispatch rows and attempts", Value: fmt.Sprintf("%s-%d", host, os.Getpid()), EnvVars: envVars("REPLICA")},
 			&cli.StringFlag{Name: "ventilator", Usage: "ZeroMQ endpoint (ROUTER) workers request tasks from", Value: dispatch.VentilatorAddrDefault, EnvVars: envVars("VENTILATOR")},
@@ -171,6 +174,7 @@ func serve(c *cli.Context) error {
 	}
 	reg.MustRegister(&leaderCollector{reads: root.Inspect, clientID: rep.LeaderID()}, &corpusFSCollector{catalog: root.Catalog})
 	logVersion(logger, "replica") // once every check has passed: a refusal stays one line
+	defer drainOnSIGUSR1(rep.Server(), logger)()
 	if err := rep.Run(c.Context); err != nil {
 		return fmt.Errorf("replica %s: %w", c.String("replica"), err)
 	}
@@ -283,4 +287,23 @@ func (d *dispatchCollector) Collect(ch chan<- prometheus.Metric) {
 	}{{"reserved", counts.Reserved}, {"in_flight", counts.InFlight}, {"settling", counts.Settling}, {"queued", counts.Queued}, {"dead_lettered", counts.DeadLettered}} {
 		ch <- prometheus.MustNewConstMetric(descDispatchRows, prometheus.GaugeValue, float64(kv.n), kv.state)
 	}
+}
+
+// drainOnSIGUSR1 makes SIGUSR1 drain the replica without stopping it: it leases nothing more
+// (requests get "no work") and keeps taking the results of its leases, until SIGTERM stops it
+// (docs/operations.md#sigterm-kill--9-and-outages). It returns the function that stops watching.
+func drainOnSIGUSR1(srv *dispatch.Server, logger *slog.Logger) func() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			srv.StopLeasing()
+			logger.Info("draining (SIGUSR1): no new leases; results of the leases out are still taken; SIGTERM stops the replica",
+				"in_flight", srv.InFlight())
+		case <-done:
+		}
+	}()
+	return func() { signal.Stop(sigs); close(done) }
 }

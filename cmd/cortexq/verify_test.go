@@ -366,3 +366,34 @@ func TestWorkerSIGTERMFinishesTheConversionInHand(t *testing.T) {
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM attempts WHERE outcome = 'accepted' AND worker LIKE 'w-warm%'`))
 	require.Equal(t, 0, replica.stop(syscall.SIGTERM, 30*time.Second), replica.log())
 }
+
+// A replica drained with SIGUSR1 leases nothing more and still takes the result of the
+// conversion it leased: no conversion and no attempt lost; the rest waits TODO.
+func TestReplicaDrainedBySIGUSR1(t *testing.T) {
+	d := newTestDB(t)
+	d.ok("service", "add", "echo")
+	staged, err := bench.StageCorpus(d.ctx, t.TempDir(), 3, 2048)
+	require.NoError(t, err)
+	d.importList("c", "echo", staged...)
+	vent := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
+	sink := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
+	replica := d.start("serve", "--replica", "r-drain", "--ventilator", vent, "--sink", sink,
+		"--http", fmt.Sprintf("127.0.0.1:%d", loopbackPort(t)))
+	marker := filepath.Join(t.TempDir(), "converting")
+	worker := d.start("worker", "exec", "--service", "echo", "--ventilator", vent, "--sink", sink,
+		"--identity", "w-drain", "--throttle", "100ms", "--io-timeout", "10s",
+		"--", "sh", "-c", `touch "$2"; sleep 3; cp "$0" "$1"`, "{in}", "{out}", marker)
+	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil },
+		time.Minute, 50*time.Millisecond, "the conversion began; worker:\n%s", worker.log())
+	require.NoError(t, replica.cmd.Process.Signal(syscall.SIGUSR1))
+	require.Eventually(t, func() bool { return strings.Contains(replica.log(), "draining (SIGUSR1)") },
+		30*time.Second, 50*time.Millisecond, replica.log())
+	require.Eventually(t, func() bool { return d.count(`SELECT count(*) FROM tasks WHERE status = -1`) == 1 },
+		time.Minute, 50*time.Millisecond, "the leased task done; replica:\n%s", replica.log())
+	time.Sleep(2 * time.Second) // the worker asks again meanwhile, and gets no work
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM attempts`), "one attempt: nothing leased after the drain")
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM attempts WHERE outcome = 'accepted'`))
+	require.Equal(t, 0, worker.stop(syscall.SIGTERM, time.Minute), worker.log())
+	require.Equal(t, 0, replica.stop(syscall.SIGTERM, 30*time.Second), replica.log())
+	require.Equal(t, 0, d.count(`SELECT count(*) FROM tasks WHERE status > 0`), "the stock went back: nothing dispatched")
+}
