@@ -113,55 +113,54 @@ func TestUpgradeRollingFromThePreviousRelease(t *testing.T) {
 	runOK(t, old, "--database-url", dsn, "service", "add", faultService)
 
 	r := upgradeRig(t, dsn)
-	entries, err := bench.StageCorpus(r.ctx, filepath.Join(r.dir, "corpus"), 1500, 2048)
-	require.NoError(t, err)
-	r.entries = entries
-	runOK(t, old, "--database-url", dsn, "import", "--corpus", "upgrade", "--service", faultService, filepath.Join(r.dir, "corpus"))
+	corpus := filepath.Join(r.dir, "corpus")
+	// The tasks come in four batches, each imported when the one before is done (or half done),
+	// so that every step of the upgrade has work: the old replicas before, during and after the
+	// migration, an old and a new replica side by side, then the new ones.
+	batch := func(i int, bin string) {
+		t.Helper()
+		entries, err := bench.StageCorpus(r.ctx, filepath.Join(corpus, fmt.Sprintf("b%d", i)), upgradeBatch, 2048)
+		require.NoError(t, err)
+		r.entries = append(r.entries, entries...)
+		runOK(t, bin, "--database-url", dsn, "--log-level", "warn", "import", "--corpus", "upgrade", "--service", faultService, corpus)
+	}
+	halfDone := func(p faultProgress) bool { return p.terminal >= p.total-upgradeBatch/2 }
+	batch(1, old)
 	require.NoError(t, r.pool.QueryRow(r.ctx, `SELECT id FROM corpora WHERE name = 'upgrade'`).Scan(&r.corpusID))
 
 	// This build refuses the old schema, saying what to run.
 	refused := cortexq(t, []string{"DATABASE_URL=" + dsn}, "status")
 	oneLineFailure(t, refused, "cortexq: the database schema is not up to date: run `cortexq migrate up` first")
 
-	var olds []*replicaProc
-	for _, name := range []string{"a", "b"} {
-		rp := r.addReplica(name, "--lease-timeout", "20s")
-		rp.bin = old
-		rp.args = append([]string{"--log-format", "json"}, rp.args...)
-		olds = append(olds, rp)
-	}
-	r.startReplicas()
-	// The workers, of the previous release too, stay as they are through the upgrade.
-	for i := range 3 {
-		w := r.child(fmt.Sprintf("worker-%d", i), "--log-level", "warn", "worker", "echo",
-			"--service", faultService, "--identity", fmt.Sprintf("upgrade-%d", i), "--concurrency", "4",
-			"--ventilator", olds[0].ventilator+","+olds[1].ventilator, "--sink", olds[0].sink+","+olds[1].sink,
-			"--throttle", "100ms", "--io-timeout", "3s")
-		w.bin = old
-		w.start()
-		r.workers = append(r.workers, w)
-	}
-	r.waitFor("a fifth of the tasks done by the old replicas", 5*time.Minute,
-		func(p faultProgress) bool { return p.terminal >= p.total/5 }, nil)
+	olds := startOldReplicas(r, old)
+	r.waitFor("the first batch done by the old replicas", 5*time.Minute, allTerminal, nil)
 
-	// The migration, live. Old replicas' log lines from here on must hold no error.
+	// The migration, live, while the old replicas dispatch the second batch. Their log lines from
+	// here on must hold no error.
 	offsets := make([]int64, len(olds))
 	for i, rp := range olds {
 		offsets[i] = fileSize(t, rp.logPath)
 	}
-	migratedAt := r.dbNow()
+	batch(2, old)
 	out := cortexq(t, []string{"DATABASE_URL=" + dsn}, "migrate", "up")
 	require.Equal(t, 0, out.code, "migrate up: %s\n%s", out.stdout, out.stderr)
 	t.Logf("migrate up, live:\n%s", out.stdout)
 	require.Contains(t, out.stderr, "lock_timeout", "migrate up says how long it waits for locks")
+	migratedAt := r.dbNow()
+	// An old replica's error fails the test at once, not when a batch never ends.
+	noErrors := func(faultProgress) {
+		for i, rp := range olds {
+			if rp.bin == old {
+				requireNoErrorLogged(t, rp, offsets[i])
+			}
+		}
+	}
+	r.waitFor("the second batch done", 5*time.Minute, allTerminal, noErrors)
 
 	// The replicas replaced one at a time, on the same endpoints, while the workers go on.
 	for i, rp := range olds {
-		done := r.mustScalar(`SELECT count(*) FROM tasks WHERE corpus_id = $1 AND status < 0`, r.corpusID)
-		r.waitFor("more tasks done", 5*time.Minute,
-			func(p faultProgress) bool {
-				return float64(p.terminal) >= done+float64(p.total)/8 || p.terminal == p.total
-			}, nil)
+		batch(3+i, binary(t))
+		r.waitFor(fmt.Sprintf("half of batch %d done", 3+i), 5*time.Minute, halfDone, noErrors)
 		rp.stop(syscall.SIGTERM, 90*time.Second)
 		code, _ := rp.wait(time.Second)
 		require.Equal(t, 0, code, "old replica %s drains and exits 0 on SIGTERM", rp.name)
@@ -175,13 +174,40 @@ func TestUpgradeRollingFromThePreviousRelease(t *testing.T) {
 	}
 	r.waitFor("every task terminal", 10*time.Minute, allTerminal, nil)
 	p, a := r.checkFinished()
+	require.Equal(t, 4*upgradeBatch, p.total)
 	require.Equal(t, p.total, p.noProblem, "every task NoProblem: %v", p)
-	require.Equal(t, len(entries), p.total)
 	require.Zero(t, a.notExactlyOne)
 	require.Equal(t, float64(p.total), r.mustScalar(`SELECT count(*) FROM attempts a JOIN tasks t ON t.id = a.task_id AND t.run = a.run
 		WHERE t.corpus_id = $1 AND a.outcome = 'accepted'`, r.corpusID), "exactly one accepted attempt a task")
 	require.Positive(t, r.mustScalar(`SELECT count(*) FROM attempts WHERE outcome = 'accepted' AND replica IN ('a', 'b')
 		AND answered_at > $1`, migratedAt), "old replicas recorded results against the new schema")
+}
+
+// upgradeBatch is the size of each of TestUpgradeRollingFromThePreviousRelease's four batches.
+const upgradeBatch = 400
+
+// startOldReplicas starts two replicas of the old binary, logging JSON, and three workers of it
+// (four loops each) connected to both; the workers stay as they are through the upgrade.
+func startOldReplicas(r *faultRig, old string) []*replicaProc {
+	r.t.Helper()
+	var olds []*replicaProc
+	for _, name := range []string{"a", "b"} {
+		rp := r.addReplica(name, "--lease-timeout", "20s")
+		rp.bin = old
+		rp.args = append([]string{"--log-format", "json"}, rp.args...)
+		olds = append(olds, rp)
+	}
+	r.startReplicas()
+	for i := range 3 {
+		w := r.child(fmt.Sprintf("worker-%d", i), "--log-level", "warn", "worker", "echo",
+			"--service", faultService, "--identity", fmt.Sprintf("upgrade-%d", i), "--concurrency", "4",
+			"--ventilator", olds[0].ventilator+","+olds[1].ventilator, "--sink", olds[0].sink+","+olds[1].sink,
+			"--throttle", "100ms", "--io-timeout", "3s")
+		w.bin = old
+		w.start()
+		r.workers = append(r.workers, w)
+	}
+	return olds
 }
 
 // upgradeRig is a faultRig on a database the previous release made: nothing of this build's
