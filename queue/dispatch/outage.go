@@ -106,8 +106,9 @@ func (o *outageHeld) poke() {
 // end of an outage pokes the replay at once).
 const replayEvery = time.Second
 
-// replayHeld places the held results again, a batch at a time, whenever the database is
-// reachable; it ends once stop is closed, after one last pass within ctx (the writers' grace).
+// replayHeld places the held results again whenever the database is reachable, once a
+// replayEvery or when woken; it ends once stop is closed, after one last pass within ctx (the
+// writers' grace).
 func (s *Server) replayHeld(ctx context.Context, stop <-chan struct{}, out chan<- *item) {
 	tick := time.NewTicker(replayEvery)
 	defer tick.Stop()
@@ -121,12 +122,11 @@ func (s *Server) replayHeld(ctx context.Context, stop <-chan struct{}, out chan<
 		case <-tick.C:
 		case <-s.outage.wake:
 		}
-		for !s.health.isDown() && ctx.Err() == nil {
-			batch := s.outage.take(s.cfg.ClaimBatch)
-			if len(batch) == 0 {
-				break
-			}
-			for _, in := range batch {
+		// One pass over what is held now: a result held again (a lookup failed) waits for the
+		// next tick or wake rather than being tried again at once.
+		if !s.health.isDown() && ctx.Err() == nil {
+			n, _, _ := s.outage.counts()
+			for _, in := range s.outage.take(n) {
 				s.placeHeld(ctx, in, out)
 			}
 		}
