@@ -51,10 +51,11 @@ func TestAttackHugeReports(t *testing.T) {
 func attackHugeReports(t *testing.T, n int) {
 	rig := newFaultRig(t, queuetest.ConnString(t))
 	rig.stage("attack", "", n+attackHonestTasks, 512)
-	// Leases outlast the attack, so that no attack task is requeued to the honest workers. The
-	// attacker may hold its n leases under one identity (in plain mode it could as well take a
-	// fresh identity for each).
-	rp := rig.addReplica("r1", "--lease-timeout", "60s", "--max-in-flight-per-worker", strconv.Itoa(n))
+	// Leases outlast the attack (its whole budget, on however loaded a machine), so that no
+	// attack task is requeued to the honest workers, whose results would then replace the
+	// attacker's. The attacker may hold its n leases under one identity (in plain mode it could
+	// as well take a fresh identity for each).
+	rp := rig.addReplica("r1", "--lease-timeout", attackBudget.String(), "--max-in-flight-per-worker", strconv.Itoa(n))
 	rig.startReplicas()
 
 	// The attacker leases n tasks, then pushes the same bomb as the result of each.
