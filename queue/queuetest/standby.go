@@ -85,7 +85,9 @@ func (c *Cluster) pgCtl(t testing.TB, args ...string) {
 	}
 }
 
-// baseBackup copies the cluster at dsn into dir/data as a standby of it (pg_basebackup -R).
+// baseBackup copies the cluster at dsn into dir/data as a standby of it (pg_basebackup -R), with
+// a fast checkpoint: the default, spread one waits for most of checkpoint_timeout (minutes) on an
+// idle primary.
 func baseBackup(bin, dir, dsn, appName string) error {
 	cred, err := pgembed.ServerCredential()
 	if err != nil {
@@ -94,7 +96,7 @@ func baseBackup(bin, dir, dsn, appName string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	data := filepath.Join(dir, "data")
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_basebackup"), "-D", data, "-R", "-X", "stream", "--no-sync",
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_basebackup"), "-D", data, "-R", "-X", "stream", "--no-sync", "--checkpoint=fast",
 		"-d", dsn+"&"+appName)
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setsid: true}
