@@ -38,23 +38,32 @@ func grantAuditCommand() *cli.Command {
 	}
 }
 
-func dbGrantAudit(c *cli.Context) error {
+// grantTarget reads a grant command's one ROLE and --password, checked, and connects.
+func grantTarget(c *cli.Context) (string, *pgxpool.Pool, error) {
 	args, err := positional(c)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	if len(args) != 1 || args[0] == "" {
-		return usagef(c, "want one ROLE")
+		return "", nil, usagef(c, "want one ROLE")
 	}
 	if err := migrations.CheckPassword(c.String("password")); err != nil {
-		return usagef(c, "--password: %v", err)
+		return "", nil, usagef(c, "--password: %v", err)
 	}
 	pool, err := connect(c)
+	if err != nil {
+		return "", nil, err
+	}
+	return args[0], pool, nil
+}
+
+func dbGrantAudit(c *cli.Context) error {
+	role, pool, err := grantTarget(c)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	res, err := migrations.GrantAudit(c.Context, pool, args[0], c.Bool("login") || c.String("password") != "", c.String("password"))
+	res, err := migrations.GrantAudit(c.Context, pool, role, c.Bool("login") || c.String("password") != "", c.String("password"))
 	if err != nil {
 		return err
 	}
@@ -63,10 +72,10 @@ func dbGrantAudit(c *cli.Context) error {
 		verb = "created"
 	}
 	fmt.Fprintf(c.App.Writer, "role %s %s (%s): SELECT on %d tables and %d audit views of schema %s, read-only sessions\n",
-		args[0], verb, map[bool]string{true: "LOGIN", false: "NOLOGIN"}[res.Login], res.Tables, res.Views, res.Schema)
+		role, verb, map[bool]string{true: "LOGIN", false: "NOLOGIN"}[res.Login], res.Tables, res.Views, res.Schema)
 	if len(res.Loose) > 0 {
 		fmt.Fprintf(c.App.Writer, "warning: role %s may still use %s: run `cortexq db grant-audit` as a superuser to revoke it\n",
-			args[0], strings.Join(res.Loose, " and "))
+			role, strings.Join(res.Loose, " and "))
 	}
 	return nil
 }
@@ -95,17 +104,7 @@ func grantReplicaCommand() *cli.Command {
 }
 
 func dbGrantReplica(c *cli.Context) error {
-	args, err := positional(c)
-	if err != nil {
-		return err
-	}
-	if len(args) != 1 || args[0] == "" {
-		return usagef(c, "want one ROLE")
-	}
-	if err := migrations.CheckPassword(c.String("password")); err != nil {
-		return usagef(c, "--password: %v", err)
-	}
-	pool, err := connect(c)
+	role, pool, err := grantTarget(c)
 	if err != nil {
 		return err
 	}
@@ -114,7 +113,7 @@ func dbGrantReplica(c *cli.Context) error {
 	var tuned pgxpool.Config
 	tuned.ConnConfig = &pgx.ConnConfig{}
 	lease.TunePool(&tuned)
-	res, err := migrations.GrantReplica(c.Context, pool, args[0], c.Bool("login") || c.String("password") != "", c.String("password"),
+	res, err := migrations.GrantReplica(c.Context, pool, role, c.Bool("login") || c.String("password") != "", c.String("password"),
 		tuned.ConnConfig.RuntimeParams)
 	if err != nil {
 		return err
@@ -129,7 +128,7 @@ func dbGrantReplica(c *cli.Context) error {
 	}
 	sort.Strings(settings)
 	fmt.Fprintf(c.App.Writer, "role %s %s (%s): read and write on %d tables, read on %d, %d sequences of schema %s; owns nothing; settings %s\n",
-		args[0], verb, map[bool]string{true: "LOGIN", false: "NOLOGIN"}[res.Login], res.Tables, res.Reads, res.Seqs, res.Schema,
+		role, verb, map[bool]string{true: "LOGIN", false: "NOLOGIN"}[res.Login], res.Tables, res.Reads, res.Seqs, res.Schema,
 		strings.Join(settings, ", "))
 	return nil
 }

@@ -5,7 +5,7 @@ package lease
 // fresh database, and the log throttle in ratelimit_test.go. Where the reference's in-memory
 // mechanism means nothing here, the port tests the invariant it protected; the note says so.
 //
-//	reference test (dispatcher-server.rs)                                Go test
+//	reference test (the in-memory dispatcher's)                         Go test
 //	reaper_honors_per_service_lease_timeouts                            TestReap/HonorsPerServiceLeaseTimeouts
 //	reap_expired_into_tallies_requeue_and_dead_letter                   TestReap/TalliesRequeueAndDeadLetter
 //	in_flight_saturation_is_inclusive_at_the_threshold                  TestBackpressure/SaturationIsInclusiveAtTheThreshold
