@@ -257,3 +257,103 @@ func (r *faultRig) nemesis(t *testing.T, n faultNemesis, links []*faultLink, onD
 	t.Logf("fault numbers: %s on %s: held %s, noticed after %v; log lines of each replica meanwhile %v; database reached again %s and dispatch going %s after the heal",
 		n.name, links[0].name, hold, noticed, logged, backAfter.Round(time.Millisecond), time.Since(healed).Round(time.Millisecond))
 }
+
+// Sizes of TestFaultLeaderLinkDies.
+const (
+	faultLeaderTasks = 2000
+	// faultLeaderHold is how long the leader's link stays silent: longer than River's
+	// leadership TTL (its elect interval, 5 s, plus 10 s) and a re-election after it.
+	faultLeaderHold = 30 * time.Second
+	// faultLeaderSettle is how long after the heal the old leader has to learn it lost the role.
+	faultLeaderSettle = 20 * time.Second
+)
+
+// TestFaultLeaderLinkDies silences the elected leader's database link (bytes dropped,
+// connections left open) while both replicas dispatch: the other replica takes the leadership
+// and its reaper passes go on during the outage; once the link heals, the old leader knows it
+// lost the role (exactly one replica says it leads, and only it records reaper passes), and
+// every task still ends NoProblem with exactly one accepted attempt.
+func TestFaultLeaderLinkDies(t *testing.T) {
+	skipShortFault(t)
+	cluster := queuetest.NewTCPCluster(t, loopbackPort(t))
+	dsn := cluster.NewDB(t)
+	proxies := newFaultProxies()
+	upstream := fmt.Sprintf("127.0.0.1:%d", cluster.Port())
+	rig := newFaultRig(t, dsn)
+	rig.stage("leader", "", faultLeaderTasks, faultKillPayload)
+	links := map[string]*faultLink{}
+	for _, name := range []string{"l1", "l2"} {
+		links[name] = newFaultLink(t, proxies, "db-"+name, upstream)
+		rig.dsn = queuetest.TCPDSN(links[name].addr(), queuetest.DBName(t, dsn))
+		rig.addReplica(name, "--db-outage-budget", "120s", "--lease-timeout", "10s", "--fold-interval", "2s")
+	}
+	rig.startReplicas()
+	rig.startWorkers(2, 2)
+	rig.waitFor("work under way", time.Minute, func(p faultProgress) bool { return p.terminal >= 100 }, nil)
+
+	leaders := func() map[string]bool {
+		got := map[string]bool{}
+		for _, rp := range rig.replicas {
+			if v, err := rp.metric("cortexq_leader"); err == nil && v == 1 {
+				got[rp.name] = true
+			}
+		}
+		return got
+	}
+	var leader, other *replicaProc
+	require.Eventually(t, func() bool {
+		l := leaders()
+		if len(l) != 1 {
+			return false
+		}
+		for _, rp := range rig.replicas {
+			if l[rp.name] {
+				leader = rp
+			} else {
+				other = rp
+			}
+		}
+		return true
+	}, time.Minute, 200*time.Millisecond, "one replica leads")
+
+	silenced := rig.dbNow()
+	start := time.Now()
+	for _, s := range []string{"upstream", "downstream"} {
+		links[leader.name].toxic("timeout", s, map[string]int{"timeout": 0})
+	}
+	var tookOver time.Duration
+	for time.Since(start) < faultLeaderHold {
+		if tookOver == 0 && leaders()[other.name] {
+			tookOver = time.Since(start)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.NotZero(t, tookOver, "%s took the leadership while %s's link was silent for %s", other.name, leader.name, faultLeaderHold)
+	passes := rig.mustScalar(`SELECT count(*) FROM reaper_passes WHERE replica = $1 AND at > $2`, other.name, silenced)
+	require.Positive(t, passes, "%s reaped while the leader's link was silent", other.name)
+	links[leader.name].heal()
+	healed := rig.dbNow()
+
+	// The old leader learns it lost the role: from some point after the heal, only the new
+	// leader says it leads and records reaper passes.
+	require.Eventually(t, func() bool {
+		l := leaders()
+		return len(l) == 1 && l[other.name]
+	}, faultLeaderSettle, 200*time.Millisecond, "after the heal only %s leads", other.name)
+	settled := rig.dbNow()
+	time.Sleep(5 * time.Second)
+	stale := rig.mustScalar(`SELECT count(*) FROM reaper_passes WHERE replica = $1 AND at > $2`, leader.name, settled)
+	require.Zero(t, stale, "%s recorded no reaper pass once the leadership settled", leader.name)
+	require.Equal(t, map[string]bool{other.name: true}, leaders(), "still one leader")
+
+	p := rig.waitFor("every task terminal", 5*time.Minute, allTerminal, nil)
+	for _, rp := range rig.replicas {
+		require.True(t, rp.running(), "%s stayed up", rp.name)
+	}
+	p, a := rig.checkFinished()
+	require.Equal(t, faultLeaderTasks, p.noProblem, "every task NoProblem")
+	t.Logf("fault numbers: leader link: %s silent for %s, %s led after %v (%.0f reaper passes meanwhile); "+
+		"leadership settled %v after the heal; %d attempts, %d leases expired",
+		leader.name, faultLeaderHold, other.name, tookOver.Round(time.Millisecond), passes,
+		settled.Sub(healed).Round(time.Millisecond), a.attempts, a.expired)
+}

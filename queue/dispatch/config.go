@@ -57,8 +57,11 @@ type Config struct {
 	// claim waits for more results after the first.
 	ClaimBatch int
 	ClaimFlush time.Duration
-	// Claimers is how many claim transactions may run at once; Writers how many goroutines
-	// write result archives.
+	// Claimers is how many claim transactions may run at once, in a relay: where the database
+	// is far (relayAfter), one gathers and reads its batch while the others only write and
+	// commit theirs (Server.claimer), so that a claim's round trips overlap the commit of the
+	// one before it. Writers is how many
+	// goroutines write result archives.
 	Claimers int
 	Writers  int
 	// SyncArchives makes each claim batch's published archives durable (one syncfs per file
@@ -112,9 +115,9 @@ const (
 	MaxParsedBytesDefault       = int64(32) << 20
 	ReserveBatchDefault         = 256
 	LeasersDefault              = 2
-	ClaimBatchDefault           = 256
+	ClaimBatchDefault           = 512
 	ClaimFlushDefault           = 5 * time.Millisecond
-	ClaimersDefault             = 1
+	ClaimersDefault             = 2
 	WritersDefault              = 4
 	TCPKeepaliveIdleDefault     = 120
 	BindRetryDefault            = 75 * time.Second

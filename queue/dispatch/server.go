@@ -82,8 +82,10 @@ type Server struct {
 	// logLimits are the rate limits of log lines that floods or outages can repeat, shared by
 	// the goroutines that log them: at most a line per 5 s each for the whole replica.
 	logLimits struct{ dropped, writeFailed, unusableDropped, unusable, fdsLow, late *wire.RateLimiter }
-	// claiming keeps the claimers off each other's tasks (claimlocks.go).
-	claiming claimLocks
+	// claiming keeps the claimers off each other's tasks (claimlocks.go); claimFront is held
+	// by the claimer gathering and reading a batch (the relay: Server.claimer).
+	claiming   claimLocks
+	claimFront sync.Mutex
 
 	mu        sync.Mutex
 	endpoints [2]string

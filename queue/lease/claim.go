@@ -145,6 +145,12 @@ type ClaimHooks struct {
 	// transaction commits: the place to make the published archives durable. An error rolls
 	// the claim back.
 	BeforeCommit func() error
+	// Writing, if set, is called once a try's decisions are made and BeforeCommit has run,
+	// just before its writes and COMMIT are sent (and may be called again by a later try):
+	// from then on the claim only waits for its commit, and another claim may begin its reads
+	// beside it (the dispatch claimers' relay). reads is how long the try's first round trip
+	// took, from its reads being queued to their answers read: mostly the link's round trip.
+	Writing func(reads time.Duration)
 	// Stocked, if set, reports whether this replica holds the task reserved and has not handed
 	// it out: a reply for it comes from no worker it was given to, and is dropped as unknown.
 	// A reply for any other reserved task is accepted (a hand-out whose attribution has not
@@ -199,7 +205,7 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	c := &claim{s: s, results: results, hooks: hooks, refs: refs}
 	ids := resultTasks(results)
 	read := func(ctx context.Context, q *dbsqlc.Queries) (lockedTasks, error) { return lockTasks(ctx, q, ids) }
-	if err := pipelinedTx(ctx, s, "claim", txMode{generic: true}, read, c.decide); err != nil {
+	if err := pipelinedTx(ctx, s, "claim", txMode{generic: true, reads: &c.reads}, read, c.decide); err != nil {
 		return nil, err
 	}
 	s.countClaimed(results, c.decisions, c.now)
@@ -213,9 +219,11 @@ type claim struct {
 	hooks   ClaimHooks
 	refs    map[kindKey]kindRef // the rows of the results' message kinds (resultKinds)
 
-	// What the try that committed decided (a retried transaction decides again).
+	// What the try that committed decided (a retried transaction decides again), and how
+	// long its reads took (ClaimHooks.Writing).
 	now       time.Time
 	decisions []Decision
+	reads     time.Duration
 }
 
 // decide decides every result against the rows read, and returns the transaction's writes.
@@ -242,6 +250,9 @@ func (c *claim) decide(now time.Time, got lockedTasks, _ *dbsqlc.Queries) (*writ
 		if err := c.hooks.BeforeCommit(); err != nil {
 			return nil, &hookError{fmt.Errorf("before commit: %w", err)}
 		}
+	}
+	if c.hooks.Writing != nil {
+		c.hooks.Writing(c.reads)
 	}
 	return w, nil
 }

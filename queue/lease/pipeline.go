@@ -30,6 +30,9 @@ type txMode struct {
 	// generic runs each statement of the transaction with its generic plan (forceGeneric), for
 	// statements whose plan cannot go wrong with the table sizes: Apply and the claim's reads.
 	generic bool
+	// reads, if set, receives how long each try's first round trip took (sent to answers read),
+	// before decide is called.
+	reads *time.Duration
 }
 
 // forceGeneric tells PostgreSQL to run each statement of the current transaction with its
@@ -83,9 +86,13 @@ func pipelinedOnce[R any](ctx context.Context, s *Store, mode txMode,
 		return err
 	}
 	open = true
+	sent := time.Now()
 	now, got, err := readResults(ctx, s, conn.SendBatch(ctx, batch), mode, read)
 	if err != nil {
 		return err
+	}
+	if mode.reads != nil {
+		*mode.reads = time.Since(sent)
 	}
 
 	w, err := decide(now, got, dbsqlc.New(conn))
