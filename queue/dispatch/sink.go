@@ -358,8 +358,9 @@ func (s *Server) claimer(ctx context.Context, in <-chan *item, poke func()) {
 	batch := make([]*item, 0, s.cfg.ClaimBatch)
 	var last time.Duration // the last claim's time
 	for {
-		// The relay: one claimer at a time gathers a batch and reads it; it hands on once its
-		// writes and COMMIT are on their way, so that the next claim's round trips overlap them.
+		// The relay: one claimer at a time gathers a batch and reads it. It hands on once its
+		// writes and COMMIT are on their way if its reads took relayAfter or more (a distant
+		// database: the next claim's round trips then overlap its commit), else once it is over.
 		s.claimFront.Lock()
 		it, ok := <-in
 		if !ok {
@@ -452,8 +453,6 @@ const claimBatchWeight = 2 << 20
 // claimRetries is how often a claim that fails while the database answers is tried again.
 const claimRetries = 20
 
-// claim runs one claim transaction for batch, retrying it while the database is away (within
-// the outage budget); results that cannot be claimed stay with the reaper.
 // relayAfter is the first round trip of a claim from which it hands on to the next claimer
 // before its commit (Server.claimer): the database is far enough that overlapping the next
 // claim's round trips with this one's commit pays. On a nearer link the next claim gathers
@@ -461,7 +460,10 @@ const claimRetries = 20
 // relay at every claim cost 10-15% of the tasks/s in PostgreSQL CPU (docs/performance.md#the-claim-relay).
 const relayAfter = 5 * time.Millisecond
 
-// writing is called once the claim's writes are under way (lease.ClaimHooks.Writing).
+// claim runs one claim transaction for batch, retrying it while the database is away (within
+// the outage budget); results that cannot be claimed stay with the reaper. writing is called
+// once a try's writes are under way, with how long its first round trip took
+// (lease.ClaimHooks.Writing).
 func (s *Server) claim(ctx context.Context, batch []*item, writing func(reads time.Duration)) {
 	results := make([]lease.Result, len(batch))
 	index := make(map[*lease.Result]*item, len(batch))
