@@ -105,6 +105,12 @@ func runFailover(t *testing.T, sync bool) {
 			_, err := conn.Exec(rig.ctx, s)
 			require.NoError(t, err, s)
 		}
+		// The reload stops the WAL receiver a moment later, not at once: the primary's stretch
+		// alone is counted from when the standby stopped receiving.
+		require.Eventually(t, func() bool {
+			var receiving int
+			return conn.QueryRow(rig.ctx, `SELECT count(*) FROM pg_stat_wal_receiver`).Scan(&receiving) == nil && receiving == 0
+		}, 30*time.Second, 50*time.Millisecond, "the standby stopped receiving WAL")
 		conn.Close(rig.ctx)
 		before = rig.waitFor("the primary goes on alone", time.Minute,
 			func(p faultProgress) bool { return p.terminal >= before.terminal+300 }, nil)

@@ -271,7 +271,7 @@ const (
 // TestFaultLeaderLinkDies silences the elected leader's database link (bytes dropped,
 // connections left open) while both replicas dispatch: the other replica takes the leadership
 // and its reaper passes go on during the outage; once the link heals, the old leader knows it
-// lost the role (exactly one replica says it leads, and only it records reaper passes), and
+// lost the role (exactly one replica says it leads, and goes on leading), and
 // every task still ends NoProblem with exactly one accepted attempt.
 func TestFaultLeaderLinkDies(t *testing.T) {
 	skipShortFault(t)
@@ -335,16 +335,17 @@ func TestFaultLeaderLinkDies(t *testing.T) {
 	healed := rig.dbNow()
 
 	// The old leader learns it lost the role: from some point after the heal, only the new
-	// leader says it leads and records reaper passes.
+	// leader says it leads, and it keeps the role. (Either replica works the reap jobs the
+	// leader enqueues, so passes say nothing of who leads.)
 	require.Eventually(t, func() bool {
 		l := leaders()
 		return len(l) == 1 && l[other.name]
 	}, faultLeaderSettle, 200*time.Millisecond, "after the heal only %s leads", other.name)
 	settled := rig.dbNow()
-	time.Sleep(5 * time.Second)
-	stale := rig.mustScalar(`SELECT count(*) FROM reaper_passes WHERE replica = $1 AND at > $2`, leader.name, settled)
-	require.Zero(t, stale, "%s recorded no reaper pass once the leadership settled", leader.name)
-	require.Equal(t, map[string]bool{other.name: true}, leaders(), "still one leader")
+	for range 25 {
+		require.Equal(t, map[string]bool{other.name: true}, leaders(), "one leader, %s, once settled", other.name)
+		time.Sleep(200 * time.Millisecond)
+	}
 
 	p := rig.waitFor("every task terminal", 5*time.Minute, allTerminal, nil)
 	for _, rp := range rig.replicas {
