@@ -65,6 +65,14 @@ func (l *faultLink) cut() {
 	l.proxy.Stop()
 }
 
+// silence drops the link's bytes both ways and leaves its connections open.
+func (l *faultLink) silence() {
+	l.t.Helper()
+	for _, s := range []string{"upstream", "downstream"} {
+		l.toxic("timeout", s, map[string]int{"timeout": 0})
+	}
+}
+
 func (l *faultLink) heal() {
 	l.t.Helper()
 	l.proxy.Toxics.ResetToxics(context.Background())
@@ -94,11 +102,7 @@ var faultNemeses = []faultNemesis{
 			l.toxic("bandwidth", s, map[string]int{"rate": 64}) // KB/s
 		}
 	}},
-	{name: "silent", silent: true, apply: func(l *faultLink) {
-		for _, s := range []string{"upstream", "downstream"} {
-			l.toxic("timeout", s, map[string]int{"timeout": 0}) // bytes dropped, connections left open
-		}
-	}},
+	{name: "silent", silent: true, apply: func(l *faultLink) { l.silence() }},
 	{name: "cut", cut: true, apply: func(l *faultLink) { l.cut() }},
 	{name: "one_direction", silent: true, apply: func(l *faultLink) {
 		l.toxic("timeout", "upstream", map[string]int{"timeout": 0}) // requests lost, replies flow
@@ -108,6 +112,16 @@ var faultNemeses = []faultNemesis{
 			l.toxic("slow_close", s, map[string]int{"delay": 3000})
 		}
 	}},
+}
+
+// newFaultNetRig starts a PostgreSQL on loopback TCP, a database on it and a rig that reaches it
+// directly, and toxiproxy for the links to put in front of it (upstream: its host:port).
+func newFaultNetRig(t *testing.T) (rig *faultRig, dsn, upstream string, proxies *toxiproxy.ApiServer) {
+	t.Helper()
+	skipShortFault(t)
+	cluster := queuetest.NewTCPCluster(t, loopbackPort(t))
+	dsn = cluster.NewDB(t)
+	return newFaultRig(t, dsn), dsn, fmt.Sprintf("127.0.0.1:%d", cluster.Port()), newFaultProxies()
 }
 
 // Sizes of TestFaultNetwork.
@@ -132,12 +146,8 @@ const (
 // 10 s of each heal, and in the end every task is NoProblem with a byte-exact archive and
 // exactly one accepted attempt, no row active, the invariants clean.
 func TestFaultNetwork(t *testing.T) {
-	skipShortFault(t)
-	cluster := queuetest.NewTCPCluster(t, loopbackPort(t))
-	dsn := cluster.NewDB(t)
-	proxies := newFaultProxies()
-	db := newFaultLink(t, proxies, "db", fmt.Sprintf("127.0.0.1:%d", cluster.Port()))
-	rig := newFaultRig(t, dsn)
+	rig, dsn, upstream, proxies := newFaultNetRig(t)
+	db := newFaultLink(t, proxies, "db", upstream)
 	rig.stage("network", "", faultNetTasks, faultKillPayload)
 	rig.dsn = queuetest.TCPDSN(db.addr(), queuetest.DBName(t, dsn)) // the replicas' link
 	flags := []string{"--db-outage-budget", faultNetBudget.String(), "--lease-timeout", "10s"}
@@ -274,12 +284,7 @@ const (
 // lost the role (exactly one replica says it leads, and goes on leading), and
 // every task still ends NoProblem with exactly one accepted attempt.
 func TestFaultLeaderLinkDies(t *testing.T) {
-	skipShortFault(t)
-	cluster := queuetest.NewTCPCluster(t, loopbackPort(t))
-	dsn := cluster.NewDB(t)
-	proxies := newFaultProxies()
-	upstream := fmt.Sprintf("127.0.0.1:%d", cluster.Port())
-	rig := newFaultRig(t, dsn)
+	rig, dsn, upstream, proxies := newFaultNetRig(t)
 	rig.stage("leader", "", faultLeaderTasks, faultKillPayload)
 	links := map[string]*faultLink{}
 	for _, name := range []string{"l1", "l2"} {
@@ -318,9 +323,7 @@ func TestFaultLeaderLinkDies(t *testing.T) {
 
 	silenced := rig.dbNow()
 	start := time.Now()
-	for _, s := range []string{"upstream", "downstream"} {
-		links[leader.name].toxic("timeout", s, map[string]int{"timeout": 0})
-	}
+	links[leader.name].silence()
 	var tookOver time.Duration
 	for time.Since(start) < faultLeaderHold {
 		if tookOver == 0 && leaders()[other.name] {
