@@ -127,18 +127,10 @@ func TestPgBouncer(t *testing.T) {
 			require.Contains(t, d.ok("report", "--corpus", corpus, "--service", "bench_echo"), "no_problem  150")
 			require.Contains(t, d.ok("runs", "--corpus", corpus, "--service", "bench_echo"), "150 (100.00%)")
 			require.Contains(t, d.ok("task", "show", "1"), "status   no_problem (-1)")
-			addr := fmt.Sprintf("127.0.0.1:%d", loopbackPort(t))
-			web := d.start("web", "--listen", addr)
-			require.Eventually(t, func() bool {
-				resp, err := http.Get("http://" + addr + "/")
-				if err == nil {
-					resp.Body.Close()
-				}
-				return err == nil && resp.StatusCode == http.StatusOK
-			}, 30*time.Second, 100*time.Millisecond, "the dashboard answers: %s", web.log())
+			web, base := d.startWeb()
 			for _, path := range []string{"/", "/report?corpus=" + corpus + "&service=bench_echo", "/runs?corpus=" + corpus + "&service=bench_echo",
 				"/task/1", "/workers"} {
-				code, body := get(t, "http://"+addr+path)
+				code, body := get(t, base+path)
 				require.Equal(t, http.StatusOK, code, "%s: %s", path, body)
 			}
 			require.Equal(t, 0, web.stop(syscall.SIGTERM, 10*time.Second))

@@ -33,6 +33,22 @@ type process struct {
 	err    error
 }
 
+// startWeb starts `cortexq web` with args on a free loopback port and waits until its
+// dashboard answers; it returns the process and the dashboard's base URL.
+func (d *testDB) startWeb(args ...string) (*process, string) {
+	d.t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", loopbackPort(d.t))
+	web := d.start(append(append([]string{"web"}, args...), "--listen", addr)...)
+	require.Eventually(d.t, func() bool {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 100*time.Millisecond, "the dashboard answers: %s", web.log())
+	return web, "http://" + addr
+}
+
 // start starts the binary with args in the environment of d.
 func (d *testDB) start(args ...string) *process {
 	d.t.Helper()

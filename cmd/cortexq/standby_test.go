@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -84,18 +83,10 @@ func TestAuditsOnAHotStandby(t *testing.T) {
 		require.NoError(t, queryOne(ctx, standby.DSN("audited"), "SELECT count(*) FROM "+pgx.Identifier{view}.Sanitize(), &n), view)
 	}
 
-	addr := fmt.Sprintf("127.0.0.1:%d", loopbackPort(t))
-	web := s.start("web", "--read-only", "--listen", addr)
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + addr + "/")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 100*time.Millisecond, "the dashboard answers: %s", web.log())
+	web, base := s.startWeb("--read-only")
 	q := "?corpus=" + corpus + "&service=bench_echo"
 	for _, path := range []string{"/", "/live", "/report" + q, "/report" + q + "&severity=warning", "/runs" + q, "/task/1", "/workers"} {
-		code, body := get(t, "http://"+addr+path)
+		code, body := get(t, base+path)
 		require.Equal(t, http.StatusOK, code, "%s: %s", path, body)
 		if strings.Contains(path, "severity=warning") {
 			require.Regexp(t, `Counts as of the fold .* On a standby: its last replayed commit is \d+s old\.`, body, path)

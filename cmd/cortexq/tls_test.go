@@ -131,16 +131,8 @@ func TestTLSVerifyFull(t *testing.T) {
 	// The replica's role, over TLS with its own certificate: its dashboard and a rerun.
 	rep := &testDB{t: t, env: []string{"DATABASE_URL=" + dsn("tls", "tls_replica")}}
 	require.Contains(t, rep.ok("rerun", "--corpus", corpus, "--service", "bench_echo", "--severity", "no_problem"), "100")
-	addr := fmt.Sprintf("127.0.0.1:%d", loopbackPort(t))
-	web := rep.start("web", "--listen", addr)
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + addr + "/")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 100*time.Millisecond, "the dashboard answers: %s", web.log())
-	code, body := get(t, "http://"+addr+"/report?corpus="+corpus+"&service=bench_echo")
+	web, base := rep.startWeb()
+	code, body := get(t, base+"/report?corpus="+corpus+"&service=bench_echo")
 	require.Equal(t, http.StatusOK, code, body)
 	require.Equal(t, 0, web.stop(syscall.SIGTERM, 10*time.Second))
 

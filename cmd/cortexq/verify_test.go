@@ -342,21 +342,7 @@ func TestAdminTokenFile(t *testing.T) {
 // A worker told to stop (SIGTERM) mid-conversion finishes it and sends its result: the task is
 // done in the attempt it had, none lost; a second signal would abandon it.
 func TestWorkerSIGTERMFinishesTheConversionInHand(t *testing.T) {
-	d := newTestDB(t)
-	d.ok("service", "add", "echo")
-	staged, err := bench.StageCorpus(d.ctx, t.TempDir(), 1, 2048)
-	require.NoError(t, err)
-	d.importList("c", "echo", staged...)
-	vent := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
-	sink := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
-	replica := d.start("serve", "--replica", "r-warm", "--ventilator", vent, "--sink", sink,
-		"--http", fmt.Sprintf("127.0.0.1:%d", loopbackPort(t)))
-	marker := filepath.Join(t.TempDir(), "converting")
-	worker := d.start("worker", "exec", "--service", "echo", "--ventilator", vent, "--sink", sink,
-		"--identity", "w-warm", "--throttle", "100ms", "--io-timeout", "10s", "--grace", "1m",
-		"--", "sh", "-c", `touch "$2"; sleep 3; cp "$0" "$1"`, "{in}", "{out}", marker)
-	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil },
-		time.Minute, 50*time.Millisecond, "the conversion began; worker:\n%s", worker.log())
+	d, replica, worker := startConverting(t, 1, "r-warm", "w-warm", "--grace", "1m")
 	require.Equal(t, 0, worker.stop(syscall.SIGTERM, time.Minute), worker.log())
 	require.Contains(t, worker.log(), "finishing the conversions in hand")
 	require.NotContains(t, worker.log(), "abandoned")
@@ -370,21 +356,7 @@ func TestWorkerSIGTERMFinishesTheConversionInHand(t *testing.T) {
 // A replica drained with SIGUSR1 leases nothing more and still takes the result of the
 // conversion it leased: no conversion and no attempt lost; the rest waits TODO.
 func TestReplicaDrainedBySIGUSR1(t *testing.T) {
-	d := newTestDB(t)
-	d.ok("service", "add", "echo")
-	staged, err := bench.StageCorpus(d.ctx, t.TempDir(), 3, 2048)
-	require.NoError(t, err)
-	d.importList("c", "echo", staged...)
-	vent := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
-	sink := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
-	replica := d.start("serve", "--replica", "r-drain", "--ventilator", vent, "--sink", sink,
-		"--http", fmt.Sprintf("127.0.0.1:%d", loopbackPort(t)))
-	marker := filepath.Join(t.TempDir(), "converting")
-	worker := d.start("worker", "exec", "--service", "echo", "--ventilator", vent, "--sink", sink,
-		"--identity", "w-drain", "--throttle", "100ms", "--io-timeout", "10s",
-		"--", "sh", "-c", `touch "$2"; sleep 3; cp "$0" "$1"`, "{in}", "{out}", marker)
-	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil },
-		time.Minute, 50*time.Millisecond, "the conversion began; worker:\n%s", worker.log())
+	d, replica, worker := startConverting(t, 3, "r-drain", "w-drain")
 	require.NoError(t, replica.cmd.Process.Signal(syscall.SIGUSR1))
 	require.Eventually(t, func() bool { return strings.Contains(replica.log(), "draining (SIGUSR1)") },
 		30*time.Second, 50*time.Millisecond, replica.log())
@@ -396,4 +368,27 @@ func TestReplicaDrainedBySIGUSR1(t *testing.T) {
 	require.Equal(t, 0, worker.stop(syscall.SIGTERM, time.Minute), worker.log())
 	require.Equal(t, 0, replica.stop(syscall.SIGTERM, 30*time.Second), replica.log())
 	require.Equal(t, 0, d.count(`SELECT count(*) FROM tasks WHERE status > 0`), "the stock went back: nothing dispatched")
+}
+
+// startConverting stages tasks echo tasks, starts a replica named replica and an exec worker
+// named identity (with extra flags) whose conversions take 3 s, and returns once the first
+// conversion began.
+func startConverting(t *testing.T, tasks int, replica, identity string, extra ...string) (d *testDB, rp, worker *process) {
+	t.Helper()
+	d = newTestDB(t)
+	d.ok("service", "add", "echo")
+	staged, err := bench.StageCorpus(d.ctx, t.TempDir(), tasks, 2048)
+	require.NoError(t, err)
+	d.importList("c", "echo", staged...)
+	vent := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
+	sink := fmt.Sprintf("tcp://127.0.0.1:%d", loopbackPort(t))
+	rp = d.start("serve", "--replica", replica, "--ventilator", vent, "--sink", sink,
+		"--http", fmt.Sprintf("127.0.0.1:%d", loopbackPort(t)))
+	marker := filepath.Join(t.TempDir(), "converting")
+	args := append([]string{"worker", "exec", "--service", "echo", "--ventilator", vent, "--sink", sink,
+		"--identity", identity, "--throttle", "100ms", "--io-timeout", "10s"}, extra...)
+	worker = d.start(append(args, "--", "sh", "-c", `touch "$2"; sleep 3; cp "$0" "$1"`, "{in}", "{out}", marker)...)
+	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil },
+		time.Minute, 50*time.Millisecond, "the conversion began; worker:\n%s", worker.log())
+	return d, rp, worker
 }
