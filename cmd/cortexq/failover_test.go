@@ -105,12 +105,21 @@ func runFailover(t *testing.T, sync bool) {
 			_, err := conn.Exec(rig.ctx, s)
 			require.NoError(t, err, s)
 		}
-		// The reload stops the WAL receiver a moment later, not at once: the primary's stretch
-		// alone is counted from when the standby stopped receiving.
+		// The reload stops the WAL receiver a moment later, not at once (and one not started
+		// yet may still start with the old setting): the primary's stretch alone is counted from
+		// when the standby has no receiver and its received WAL stands still for a second while
+		// the primary dispatches.
+		received := func() (lsn string, receivers int) {
+			require.NoError(t, conn.QueryRow(rig.ctx, `SELECT coalesce(pg_last_wal_receive_lsn()::text, ''),
+				(SELECT count(*) FROM pg_stat_wal_receiver)`).Scan(&lsn, &receivers))
+			return lsn, receivers
+		}
 		require.Eventually(t, func() bool {
-			var receiving int
-			return conn.QueryRow(rig.ctx, `SELECT count(*) FROM pg_stat_wal_receiver`).Scan(&receiving) == nil && receiving == 0
-		}, 30*time.Second, 50*time.Millisecond, "the standby stopped receiving WAL")
+			was, _ := received()
+			time.Sleep(time.Second)
+			now, receivers := received()
+			return receivers == 0 && now == was
+		}, time.Minute, 100*time.Millisecond, "the standby stopped receiving WAL")
 		conn.Close(rig.ctx)
 		before = rig.waitFor("the primary goes on alone", time.Minute,
 			func(p faultProgress) bool { return p.terminal >= before.terminal+300 }, nil)
