@@ -165,9 +165,15 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	// One live process a name: its start-up sweep removes the name's other processes' temp files.
-	if err := root.Lease(cfg.Lease).CheckName(c.Context); err != nil {
+	mode, err := pooler(c)
+	if err != nil {
 		return err
 	}
+	name, err := root.Lease(cfg.Lease).HoldName(c.Context, mode != poolerTransaction)
+	if err != nil {
+		return err
+	}
+	defer name.Release()
 	rep, err := replica.New(root, cfg)
 	if err != nil {
 		return usagef(c, "%v", err)
