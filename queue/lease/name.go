@@ -161,6 +161,7 @@ const lockHolderQuery = `SELECT l.pid::int4, coalesce(a.application_name, ''), c
 FROM pg_locks l
 LEFT JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid = $1::int4::oid AND l.objid::int8 = $2::int8
 LIMIT 1`
 
@@ -208,7 +209,7 @@ func (h *NameHold) keep(ctx context.Context) {
 	defer close(h.done)
 	t := time.NewTicker(HeartbeatEvery)
 	defer t.Stop()
-	lost := false
+	lost, told := false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -238,8 +239,9 @@ func (h *NameHold) keep(ctx context.Context) {
 			if lost {
 				h.store.logger.Info("this replica's name is held again", "replica", h.store.cfg.Replica)
 			}
-			lost = false
-		case errors.As(err, &held):
+			lost, told = false, false
+		case errors.As(err, &held) && !told:
+			told = true // once: it stays so until one of the two stops
 			h.store.logger.Error("another process took this replica's name while its session was lost: two processes now "+
 				"run under one name; stop one", "replica", h.store.cfg.Replica, "holder", held.Holder)
 		}
