@@ -107,10 +107,13 @@ func (s *Store) HoldName(ctx context.Context, sessionLocks bool) (*NameHold, err
 		h.cancel = func() {}
 		return h, s.CheckName(ctx)
 	}
+	start := time.Now()
 	conn, err := h.take(ctx, nameLockWait)
 	if err != nil {
 		return nil, err
 	}
+	s.logger.Info("holding this replica's name (a session lock: docs/operations.md#one-process-a-name)",
+		"replica", s.cfg.Replica, "waited", time.Since(start).Round(time.Millisecond))
 	h.conn = conn
 	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = cancel
