@@ -174,6 +174,12 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	defer name.Release()
+	// The name is this process's: what reservations it holds are a dead process's stock.
+	if n, err := root.Lease(cfg.Lease).ReleaseEarlier(c.Context); err != nil {
+		return fmt.Errorf("release the reservations of this replica's earlier process: %w", err)
+	} else if n > 0 {
+		logger.Info("released the reservations of this replica's earlier process (its tasks are TODO again)", "released", n)
+	}
 	rep, err := replica.New(root, cfg)
 	if err != nil {
 		return usagef(c, "%v", err)

@@ -47,3 +47,34 @@ func TestHoldNameOneProcessAName(t *testing.T) {
 	require.NoError(t, err, "free once released")
 	second.Release()
 }
+
+// A restarted replica gives back at once the stock its killed process held (ReleaseEarlier):
+// those tasks are TODO again with no attempt counted; another replica's stock stays.
+func TestReleaseEarlierGivesBackADeadProcesssStock(t *testing.T) {
+	f := newFixture(t)
+	for range 6 {
+		f.task()
+	}
+	dead := f.reserve(f.store, 4)
+	require.Len(t, dead, 4)
+	other := New(f.pool, Config{Replica: "r2", LeaseTimeout: testLease, NowFunc: f.clock.Now})
+	require.Len(t, f.reserve(other, 2), 2)
+
+	restarted := New(f.pool, Config{Replica: "r1", LeaseTimeout: testLease, NowFunc: f.clock.Now})
+	n, err := restarted.ReleaseEarlier(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	var todo, reservedR1, reservedR2 int
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT
+		(SELECT count(*) FROM tasks WHERE status = 0),
+		(SELECT count(*) FROM dispatch WHERE replica = 'r1'),
+		(SELECT count(*) FROM dispatch WHERE replica = 'r2' AND state = 'reserved')`).Scan(&todo, &reservedR1, &reservedR2))
+	require.Equal(t, []int{4, 0, 2}, []int{todo, reservedR1, reservedR2})
+	for _, r := range dead {
+		require.Zero(t, f.attempts(r.TaskID))
+	}
+	f.sound()
+	n, err = restarted.ReleaseEarlier(f.ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing left to give back")
+}
