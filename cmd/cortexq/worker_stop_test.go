@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -10,6 +11,8 @@ import (
 
 	zmq "github.com/pebbe/zmq4"
 	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
+	"go.yaml.in/yaml/v3"
 )
 
 // workerStopBudget is how long a worker with no task in hand may take to exit after SIGTERM. It
@@ -120,4 +123,48 @@ func TestWorkerSIGTERMAbandonsTheConversionPastItsGrace(t *testing.T) {
 	require.Contains(t, worker.log(), "grace period over: abandoning the conversions in hand")
 	require.Contains(t, worker.log(), "task abandoned: worker stopping")
 	require.Equal(t, 0, d.count(`SELECT count(*) FROM attempts WHERE outcome = 'accepted'`), "no result came")
+}
+
+// Every worker service of docker-compose.yml gives its workers time to end their conversions
+// themselves: Docker's SIGKILL comes stop_grace_period after its SIGTERM, which must be past the
+// worker's --grace (the flag's default if the command gives none), with time to send the last
+// results and exit. A worker killed by Docker instead loses its conversions and, before issue 64
+// was understood, made `docker compose stop` take the whole period.
+func TestComposeWorkersStopWithinTheirGracePeriod(t *testing.T) {
+	raw, err := os.ReadFile("../../docker-compose.yml")
+	require.NoError(t, err)
+	var doc struct {
+		Services map[string]struct {
+			Command         []string `yaml:"command"`
+			StopGracePeriod string   `yaml:"stop_grace_period"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	var defaultGrace time.Duration
+	for _, f := range workerCommand().Subcommands[0].Flags {
+		if d, ok := f.(*cli.DurationFlag); ok && d.Name == "grace" {
+			defaultGrace = d.Value
+		}
+	}
+	require.Positive(t, defaultGrace, "worker echo has --grace")
+	workers := 0
+	for name, svc := range doc.Services {
+		if len(svc.Command) == 0 || svc.Command[0] != "worker" {
+			continue
+		}
+		workers++
+		grace := defaultGrace
+		for _, arg := range svc.Command {
+			if v, ok := strings.CutPrefix(arg, "--grace="); ok {
+				grace, err = time.ParseDuration(v)
+				require.NoError(t, err, "service %s: %s", name, arg)
+			}
+		}
+		require.NotEmpty(t, svc.StopGracePeriod, "service %s: no stop_grace_period (Docker's default is 10 s)", name)
+		period, err := time.ParseDuration(svc.StopGracePeriod)
+		require.NoError(t, err, "service %s: stop_grace_period", name)
+		require.GreaterOrEqual(t, period, grace+5*time.Second,
+			"service %s: stop_grace_period %s leaves no time past --grace %s", name, period, grace)
+	}
+	require.Equal(t, 2, workers, "the echo and LaTeXML worker services")
 }
