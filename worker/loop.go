@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,8 @@ const stopReplyWait = time.Second
 
 var (
 	errIOTimeout = errors.New("i/o timeout")
+	// errReplicaGone: the replica that took a request disconnected before it answered.
+	errReplicaGone = errors.New("the replica disconnected before it answered")
 	// errStopping ends a request, or the wait for its reply, that a stopping worker gave up.
 	errStopping = errors.New("worker stopping")
 )
@@ -99,6 +102,9 @@ type endpoints struct {
 	vent, sink string
 	dealer     *zmq.Socket // nil when it must be rebuilt
 	push       *zmq.Socket // nil when it must be rebuilt
+	// gone receives the dealer's disconnections (a socket monitor), when the dealer talks to one
+	// replica: a request that replica took is lost when it goes (killed, or its link dead).
+	gone *zmq.Socket
 	// failures counts the exchanges with this ventilator failed in a row: the pause after each
 	// doubles from Backoff (backoffDoublings), and the first one that works again says so.
 	failures int
@@ -172,6 +178,13 @@ func (l *loop) once(ctx context.Context) bool {
 	}
 	l.cfg.Stats.Requests.Add(1)
 	first, more, err := l.receive(ctx, stopReplyWait)
+	if errors.Is(err, errReplicaGone) {
+		// Its request went with it: asked again at once, of the next replica in turn.
+		l.cfg.Stats.Lost.Add(1)
+		l.log.Info("the replica went away with this request; asking again", "ventilator", l.p.vent)
+		l.closeDealer(l.p)
+		return false
+	}
 	if err != nil {
 		l.transportError(ctx, "reply", err)
 		return false
@@ -428,7 +441,7 @@ func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 // late reply) and backs off. A request the stopping worker gave up (errStopping) is only
 // logged: the loop ends.
 func (l *loop) transportError(ctx context.Context, what string, err error) {
-	l.closeSocket(&l.p.dealer, 0)
+	l.closeDealer(l.p)
 	if ctx.Err() != nil {
 		return
 	}
@@ -537,6 +550,9 @@ func (l *loop) receive(ctx context.Context, stopAfter time.Duration) (frame []by
 		if zmq.AsErrno(err) != zmq.Errno(syscall.EAGAIN) {
 			return nil, false, err
 		}
+		if stopAfter != noStop && l.p.disconnected() { // the wait for a reply: its replica went
+			return nil, false, errReplicaGone
+		}
 		if err := w.over(ctx); err != nil {
 			return nil, false, err
 		}
@@ -556,6 +572,7 @@ func (l *loop) request(ctx context.Context) error {
 				l.log.Debug("socket setup failed", "ventilator", p.vent, "err", err)
 				continue
 			}
+			p.disconnected() // what went before this request
 			if _, err := p.dealer.SendBytes(service, zmq.DONTWAIT); err == nil {
 				l.p = p
 				l.next = (l.next + i + 1) % len(l.pairs)
@@ -568,6 +585,7 @@ func (l *loop) request(ctx context.Context) error {
 	if err := l.ensurePair(l.p); err != nil {
 		return err
 	}
+	l.p.disconnected() // what went before this request
 	// Not sent yet (no replica connected): a stopping worker gives it up at once.
 	return l.send(ctx, l.p.dealer, service, 0, 0)
 }
@@ -602,7 +620,61 @@ func (l *loop) buildDealer(p *endpoints) error {
 		return fmt.Errorf("ventilator socket: %w", err)
 	}
 	p.dealer = s
+	if len(splitEndpoints(p.vent)) == 1 {
+		if err := l.watchDealer(p); err != nil {
+			l.closeDealer(p)
+			return fmt.Errorf("ventilator socket monitor: %w", err)
+		}
+	}
 	return nil
+}
+
+// monitors numbers the dealers' monitor endpoints, unique in the process.
+var monitors atomic.Uint64
+
+// watchDealer connects p.gone to a monitor of p.dealer's disconnections.
+func (l *loop) watchDealer(p *endpoints) error {
+	addr := fmt.Sprintf("inproc://cortexq-worker-dealer-%d", monitors.Add(1))
+	if err := p.dealer.Monitor(addr, zmq.EVENT_DISCONNECTED); err != nil {
+		return err
+	}
+	m, err := l.zctx.NewSocket(zmq.PAIR)
+	if err != nil {
+		return err
+	}
+	if err := m.SetLinger(0); err != nil {
+		_ = m.Close()
+		return err
+	}
+	if err := m.Connect(addr); err != nil {
+		_ = m.Close()
+		return err
+	}
+	p.gone = m
+	return nil
+}
+
+// disconnected reports whether p's dealer lost its replica since the last call (false when it
+// is not watched).
+func (p *endpoints) disconnected() bool {
+	if p.gone == nil {
+		return false
+	}
+	lost := false
+	for range 64 { // the events since the last call: a few at most
+		ev, _, _, err := p.gone.RecvEvent(zmq.DONTWAIT)
+		if err != nil {
+			break
+		}
+		lost = lost || ev == zmq.EVENT_DISCONNECTED
+	}
+	return lost
+}
+
+// closeDealer closes p's dealer and its monitor.
+func (l *loop) closeDealer(p *endpoints) {
+	l.closeSocket(&p.dealer, 0)
+	l.closeSocket(&p.gone, 0)
 }
 
 func (l *loop) buildPush(p *endpoints) error {
@@ -662,7 +734,7 @@ func (l *loop) socket(t zmq.Type, endpoint string, setup func(*zmq.Socket) error
 // close closes both sockets; the sink socket keeps its queued results for up to pushLinger.
 func (l *loop) close(pushLinger time.Duration) {
 	for _, p := range l.pairs {
-		l.closeSocket(&p.dealer, 0)
+		l.closeDealer(p)
 		l.closeSocket(&p.push, pushLinger)
 	}
 }

@@ -185,9 +185,10 @@ func TestStoppingGivesUpTheRequestLostWithAKilledReplica(t *testing.T) {
 	back := startStandIn(t, doomed.endpoint, [][]byte{[]byte(wire.MockTaskID), {}})
 	time.Sleep(300 * time.Millisecond) // the worker reconnects to the replica that came back
 
+	_ = back // the lost request is asked again meanwhile (TestARequestLostWithAKilledReplicaIsAskedAgainAtOnce)
+
 	stop()
 	requireStopsWithin(t, done, stopBudget)
-	none(t, back.requests) // the lost request was given up, not asked again
 	none(t, k1.results)
 	none(t, k2.results)
 }
@@ -226,4 +227,29 @@ func TestStoppingFinishesTheConversionInHand(t *testing.T) {
 	require.Equal(t, uint64(1), cfg.Stats.Pushed.Load())
 	require.Zero(t, cfg.Stats.Failed.Load())
 	requireEmptyDir(t, cfg.TempDir)
+}
+
+// A request taken by a replica that is then killed is asked again at once of another one, when
+// its disconnection is seen: not after IOTimeout (here an hour), nor after a backoff.
+func TestARequestLostWithAKilledReplicaIsAskedAgainAtOnce(t *testing.T) {
+	t.Parallel()
+	live := startStandIn(t, "tcp://127.0.0.1:*", [][]byte{[]byte(wire.MockTaskID), {}})
+	doomed := startStandIn(t, "tcp://127.0.0.1:*", nil) // takes the request, never answers
+	k1, k2 := newFakeSink(t), newFakeSink(t)
+	cfg := config(t, &fakeVentilator{endpoint: doomed.endpoint + "," + live.endpoint},
+		&fakeSink{endpoint: k1.endpoint + "," + k2.endpoint})
+	cfg.IOTimeout = time.Hour
+	cfg.Backoff = time.Hour
+	cfg.Throttle = 20 * time.Millisecond
+	_, stop := startStoppable(t, cfg, worker.Echo{})
+	defer stop()
+	next(t, doomed.requests)
+	for len(live.requests) > 0 { // requests answered before the doomed one took its turn
+		<-live.requests
+	}
+
+	doomed.kill()
+	next(t, live.requests) // within next's wait, far below an hour
+	require.Equal(t, uint64(1), cfg.Stats.Lost.Load())
+	require.Zero(t, cfg.Stats.Rebuilds.Load(), "no timeout, no backoff")
 }

@@ -113,6 +113,8 @@ type Stats struct {
 	BadReplies atomic.Uint64
 	// Rebuilds counts DEALER sockets rebuilt after a timeout or transport error.
 	Rebuilds atomic.Uint64
+	// Lost counts requests whose replica disconnected before it answered (asked again at once).
+	Lost atomic.Uint64
 }
 
 // Run works tasks for cfg.Service until ctx is cancelled or cfg.Count real tasks are done, and
