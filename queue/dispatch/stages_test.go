@@ -3,8 +3,8 @@ package dispatch
 import (
 	"archive/zip"
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
