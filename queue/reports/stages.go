@@ -8,8 +8,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"slices"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/cortexq/cortexq/queue"
@@ -308,4 +311,94 @@ func (t TaskStages) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(map[string]any{"task_id": t.TaskID, "entry": t.Entry, "leased_at": t.LeasedAt,
 		"answered_at": t.AnsweredAt, "total_ms": ms(t.Total), "stages": stages})
+}
+
+// StageRows are a summary's stages as table rows (stage, tasks, p50, p95, p99, sum, load, share),
+// under StageHeader.
+func StageRows(sum StageSummary) [][]string {
+	rows := make([][]string, 0, len(sum.Stages))
+	for _, st := range sum.Stages {
+		share := "-"
+		if st.Share > 0 {
+			share = fmt.Sprintf("%.1f%%", 100*st.Share)
+		}
+		rows = append(rows, []string{st.Stage, fmt.Sprint(st.Count), FormatStage(st.P50), FormatStage(st.P95),
+			FormatStage(st.P99), FormatStage(st.Sum), fmt.Sprintf("%.2f", st.Load), share})
+	}
+	return rows
+}
+
+// StageHeader heads StageRows.
+var StageHeader = []string{"stage", "tasks", "p50", "p95", "p99", "sum", "load", "busy_share"}
+
+// StageNote is the line under a stage table: the tasks, their wall clock and rate, the
+// bottleneck.
+func StageNote(sum StageSummary) string {
+	if sum.Tasks == 0 {
+		return "no accepted attempt with stages recorded"
+	}
+	note := fmt.Sprintf("%d tasks in %s: %.2f papers/s; bottleneck: %s", sum.Tasks, FormatStage(sum.Wall), sum.PapersPerSecond, sum.Bottleneck)
+	if sum.Bottleneck != sum.Busiest {
+		note += " (busiest stage: " + sum.Busiest + ")"
+	}
+	if sum.Truncated {
+		note += fmt.Sprintf(" (the newest %d attempts only)", sum.Tasks)
+	}
+	return note
+}
+
+// WriteStageTable writes a summary as an aligned table and its note (the bench's and the demo's
+// last lines).
+func WriteStageTable(w io.Writer, sum StageSummary) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.ToUpper(strings.Join(StageHeader, "\t")))
+	for _, r := range StageRows(sum) {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, StageNote(sum))
+	return err
+}
+
+// SlowestHeader heads SlowestRows.
+var SlowestHeader = []string{"task", "entry", "total", "reserved", "source", "worker", "transfer", "unpack", "convert",
+	"pack", "write", "claim_wait", "claim"}
+
+// SlowestRows are tasks as table rows under SlowestHeader ("-": a stage not recorded).
+func SlowestRows(tasks []TaskStages) [][]string {
+	rows := make([][]string, 0, len(tasks))
+	for _, t := range tasks {
+		r := []string{fmt.Sprint(t.TaskID), t.Entry, FormatStage(t.Total)}
+		for _, name := range SlowestHeader[3:] {
+			r = append(r, t.StageText(name))
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// StageText is a stage of the task by name, formatted ("-": not recorded).
+func (t TaskStages) StageText(name string) string {
+	if name == StageTransfer {
+		if d, ok := t.Stages.Transfer(); ok {
+			return FormatStage(d)
+		}
+		return "-"
+	}
+	for s := queue.Stage(0); s < queue.NumStages; s++ {
+		if s.String() == name && t.Stages.Has(s) {
+			return FormatStage(t.Stages[s])
+		}
+	}
+	return "-"
+}
+
+// FormatStage writes a stage time in milliseconds below 10 s, else in seconds to the tenth.
+func FormatStage(d time.Duration) string {
+	if d < 10*time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1fs", d.Seconds())
 }
