@@ -287,6 +287,10 @@ func TestDemoLatexml(t *testing.T) {
 		require.Regexp(t, fmt.Sprintf(`(?m)^\d+\s+%s\s+%s\s+%s\s`, s.Name, s.Want, s.Want), out)
 	}
 	require.NotContains(t, out, "differs")
+	// The stage table ends the demo (docs/stages.md).
+	require.Contains(t, out, "where the time went")
+	require.Regexp(t, `(?m)^convert\s+5\s`, out, "five papers ran latexmlc; no_tex did not")
+	require.Regexp(t, `(?m)^6 tasks in .*papers/s; bottleneck: `, out)
 	// The report drill-down ends the demo: severities, categories of error, whats of undefined.
 	require.Regexp(t, `(?m)^error\s+1\s+20\.00%$`, out)
 	require.Regexp(t, `(?m)^undefined\s+1\s+1$`, out)
