@@ -300,11 +300,8 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		service: svc.Name,
 	}
 	// The mirror names the worker as the ventilator did: under CURVE prefixed with its key.
-	if h, ok := s.hot.Get(res.TaskID); ok && h.Worker == peerOf(ctx).worker(res.Identity) {
-		if h.Pending {
-			it.result.HandedOut = h.HandedOut // its claim may be the one recording the attempt
-		}
-		it.handout = h
+	if it.handout = s.handOutOf(ctx, res); it.handout.Pending {
+		it.result.HandedOut = it.handout.HandedOut // its claim may be the one recording the attempt
 	}
 	base, err := s.catalog.CorpusPath(ctx, task.CorpusID)
 	if err != nil {
@@ -346,6 +343,15 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		it.result.Kind = lease.KindRetryable
 	}
 	return it, "", nil
+}
+
+// handOutOf is the mirror's entry of this replica's hand-out of the result's task to its sender
+// (the peer of ctx), if it has one.
+func (s *Server) handOutOf(ctx context.Context, res wire.Result) hot.Task {
+	if h, ok := s.hot.Get(res.TaskID); ok && h.Worker == peerOf(ctx).worker(res.Identity) {
+		return h
+	}
+	return hot.Task{}
 }
 
 // errNotHolder is the error of a result whose sender's key holds no attempt of its task.
