@@ -204,9 +204,14 @@ func (s *Server) noteStages(it *item, in inbound) {
 		if !h.Reserved.IsZero() {
 			st[queue.StageReserved] = max(h.HandedOut.Sub(h.Reserved), 0)
 		}
-		if !h.SourceSent.IsZero() {
+		switch {
+		case !h.SourceSent.IsZero() && !h.SourceSent.After(in.received):
 			st[queue.StageSource] = max(h.SourceSent.Sub(h.HandedOut), 0)
-			st[queue.StageWorker] = max(in.received.Sub(h.SourceSent), 0)
+			st[queue.StageWorker] = in.received.Sub(h.SourceSent)
+		case !in.received.IsZero():
+			// The result came before the ventilator noted its send done: the round trip counts
+			// from the hand-out, the source's time in it.
+			st[queue.StageWorker] = max(in.received.Sub(h.HandedOut), 0)
 		}
 		it.result.ReservedAt = h.Reserved
 	}
