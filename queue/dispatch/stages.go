@@ -1,12 +1,35 @@
 package dispatch
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cortexq/cortexq/queue"
 )
+
+// stageObservers are cortexq_stage_seconds' series of each service, by stage, looked up once
+// (a lookup by label values costs more than the observation).
+type stageObservers struct {
+	vec *prometheus.HistogramVec
+	m   sync.Map // service name → *[queue.NumStages]prometheus.Observer
+}
+
+// of returns service's series.
+func (o *stageObservers) of(service string) *[queue.NumStages]prometheus.Observer {
+	if v, ok := o.m.Load(service); ok {
+		return v.(*[queue.NumStages]prometheus.Observer)
+	}
+	obs := &[queue.NumStages]prometheus.Observer{}
+	for s := queue.StageReserved; s < queue.NumStages; s++ {
+		if s != queue.StageClaimWait {
+			obs[s] = o.vec.WithLabelValues(service, s.String())
+		}
+	}
+	v, _ := o.m.LoadOrStore(service, obs)
+	return v.(*[queue.NumStages]prometheus.Observer)
+}
 
 // newStageHistogram makes cortexq_stage_seconds: the stages of the attempts this replica's
 // claims accepted, per service and stage (docs/stages.md#metrics). Its labels are bounded by the
@@ -27,6 +50,7 @@ func (m *metrics) observeStages(it *item) {
 	if st == nil {
 		return
 	}
+	obs := m.stages.of(it.service)
 	for s := queue.StageReserved; s < queue.NumStages; s++ {
 		d := st[s]
 		switch {
@@ -36,7 +60,7 @@ func (m *metrics) observeStages(it *item) {
 			d = time.Since(it.queued)
 		}
 		if d >= 0 {
-			m.stageSeconds.WithLabelValues(it.service, s.String()).Observe(d.Seconds())
+			obs[s].Observe(d.Seconds())
 		}
 	}
 }
