@@ -81,6 +81,22 @@ func (s *Stages) Any() bool {
 	return false
 }
 
+// String lists the recorded stages, in order: "todo 3s, reserved 2ms, ..., transfer 100ms, ...".
+func (s *Stages) String() string {
+	var parts []string
+	for st := Stage(0); st < NumStages; st++ {
+		if s.Has(st) {
+			parts = append(parts, st.String()+" "+s[st].String())
+		}
+		if st == StageWorker {
+			if d, ok := s.Transfer(); ok {
+				parts = append(parts, "transfer "+d.String())
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // Transfer is what the worker's round trip took beyond the stages it reported: the network both
 // ways and its own loop. ok is false unless the round trip and at least one worker stage are
 // recorded.

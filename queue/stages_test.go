@@ -56,6 +56,7 @@ func TestStageLine(t *testing.T) {
 	d, ok := st.Transfer()
 	require.True(t, ok)
 	require.Equal(t, 568*time.Millisecond, d)
+	require.Equal(t, "worker 4s, transfer 568ms, unpack 12ms, convert 3.4s, pack 20ms", st.String())
 	none := NoStages()
 	none[StageWorker] = time.Second
 	_, ok = none.Transfer()

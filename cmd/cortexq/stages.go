@@ -5,12 +5,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/base"
+	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/reports"
 )
 
@@ -109,4 +111,13 @@ func stageScopeOf(c *cli.Context, root *base.Base) (reports.StageScope, int64, s
 	}
 	return sc, run, fmt.Sprintf("corpus %s, service %s, run %d (from %s): stages", c.String(flagCorpus), service, run,
 		zoned(sc.Since, time.DateTime)), nil
+}
+
+// printAttemptStages writes the stages of the attempts that recorded them (docs/stages.md).
+func printAttemptStages(out io.Writer, attempts []inspect.Attempt) {
+	for _, a := range attempts {
+		if a.Stages != nil {
+			fmt.Fprintf(out, "stages of run %d attempt %d: %s\n", a.Run, a.Attempt, a.Stages)
+		}
+	}
 }

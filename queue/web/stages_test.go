@@ -34,6 +34,9 @@ func TestWebRunTime(t *testing.T) {
 	require.Contains(t, page.body, "<td>convert</td><td>2</td>")
 	require.Regexp(t, fmt.Sprintf(`(?s)<a href="/task/%d">%d</a>.*<a href="/task/%d">%d</a>`, f.bad, f.bad, f.ok, f.ok), page.body,
 		"the slowest first, linked to their pages")
+	task := c.get(fmt.Sprintf("/task/%d", f.bad)).body
+	require.Contains(t, task, "worker 1.5s, transfer 100ms, write 1ms, claim_wait 1ms, claim 5ms, unpack 0s, convert 1.4s, pack 0s",
+		"the task page shows its attempt's stages")
 	runs := c.get("/runs?corpus=papers&service=tex_to_html").body
 	require.Contains(t, runs, `href="/runs/time?corpus=papers&amp;run=`, "each run links its time view")
 
