@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,6 +215,17 @@ func (r *latexmlRun) checkStages() {
 	text := r.d.ok("runs", "--corpus", "samples", "--service", "tex_to_html", "--stages", "--slowest", "3")
 	require.Regexp(t, `(?m)^convert\s+5\s+(\d+ms|\d+\.\ds)\s`, text, "the stage table")
 	require.Contains(t, text, "the 3 slowest tasks, hand-out to commit")
+
+	// The run's time view in the dashboard: the same table, the slowest first, linked.
+	_, base := r.d.startWeb()
+	resp, err := http.Get(base + "/runs/time?corpus=samples&service=tex_to_html")
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
+	require.Contains(t, string(page), "<td>convert</td><td>5</td>")
+	require.Contains(t, string(page), fmt.Sprintf(`<a href="/task/%d">%d</a>`, recorded[0].id, recorded[0].id), "the slowest task, linked")
 }
 
 // A LaTeXML worker that cannot sandbox refuses to start and says how to run without it; with
