@@ -114,11 +114,21 @@ func (s *Stages) Transfer() (d time.Duration, ok bool) {
 	return max(d, 0), ok
 }
 
-// maxStageMs bounds a stored stage: about 24.8 days.
+// maxStageMs bounds a stored stage, in its unit: about 24.8 days of milliseconds.
 const maxStageMs = 1<<31 - 2
 
+// unit is the unit a stage is stored in: whole seconds for the wait in TODO (hours, where
+// milliseconds would cost two bytes more), milliseconds for the rest.
+func (s Stage) unit() time.Duration {
+	if s == StageTodo {
+		return time.Second
+	}
+	return time.Millisecond
+}
+
 // Encode packs the stages into attempts.stages: for each stage in order, an unsigned LEB128
-// varint of its milliseconds plus one (0: not recorded), the trailing unrecorded ones left out.
+// varint of its time plus one (0: not recorded), the trailing unrecorded ones left out; the time
+// in whole seconds for the wait in TODO, in milliseconds for the rest.
 // nil if none is recorded. A typical attempt takes 10-16 bytes
 // (docs/stages.md#storage).
 func (s *Stages) Encode() []byte {
@@ -130,10 +140,10 @@ func (s *Stages) Encode() []byte {
 		return nil
 	}
 	b := make([]byte, 0, n+4)
-	for _, d := range s[:n] {
+	for i, d := range s[:n] {
 		var v uint64
 		if d >= 0 {
-			v = uint64(min(d.Milliseconds(), maxStageMs)) + 1
+			v = uint64(min(int64(d/Stage(i).unit()), maxStageMs)) + 1
 		}
 		for v >= 0x80 {
 			b = append(b, byte(v)|0x80)
@@ -164,7 +174,7 @@ func DecodeStages(b []byte) (Stages, error) {
 			}
 		}
 		if i < int(NumStages) && v > 0 {
-			s[i] = time.Duration(v-1) * time.Millisecond
+			s[i] = time.Duration(v-1) * Stage(i).unit()
 		}
 	}
 	return s, nil

@@ -15,8 +15,8 @@ func TestStagesEncodeDecode(t *testing.T) {
 	st[StageWorker] = 3400 * time.Millisecond
 	st[StageWrite] = 1500 * time.Microsecond // kept as whole milliseconds
 	b := st.Encode()
-	// todo: 3 h = 10,800,001 → 4 bytes; reserved unrecorded 1; source 1; worker 3401 → 2; write 1.
-	require.Len(t, b, 9)
+	// todo: 3 h = 10,800 s + 1 → 2 bytes; reserved unrecorded 1; source 1; worker 3401 ms → 2; write 1.
+	require.Len(t, b, 7)
 	got, err := DecodeStages(b)
 	require.NoError(t, err)
 	want := st
@@ -39,7 +39,15 @@ func TestStagesEncodeDecode(t *testing.T) {
 	huge[StageTodo] = 100 * 24 * time.Hour
 	got, err = DecodeStages(huge.Encode())
 	require.NoError(t, err)
-	require.Equal(t, time.Duration(maxStageMs)*time.Millisecond, got[StageTodo], "saturated")
+	require.Equal(t, 100*24*time.Hour, got[StageTodo], "whole seconds")
+	huge[StageConvert] = 100 * 24 * time.Hour
+	got, err = DecodeStages(huge.Encode())
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(maxStageMs)*time.Millisecond, got[StageConvert], "saturated")
+	huge[StageTodo] = 2500 * time.Millisecond
+	got, err = DecodeStages(huge.Encode())
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, got[StageTodo], "the wait in TODO in whole seconds")
 }
 
 func TestStageLine(t *testing.T) {
