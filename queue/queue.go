@@ -133,6 +133,9 @@ type Report struct {
 	// Retryable is set when the log carries `Info:cortex:retryable`: the Fatal is a retryable
 	// cause (a timeout, an out-of-memory shed, a crash), not a verdict.
 	Retryable bool
+	// Stages holds the worker's own stages from its `Info:cortexq:stage_ms` line (StageLine;
+	// nil: none), which is not stored as a message.
+	Stages *Stages
 }
 
 // Errors shared across packages.

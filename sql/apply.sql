@@ -43,18 +43,19 @@ WITH dispatch_deleted AS (
 ), attempts_added AS (
     -- An attempt a claim records (a reply for a reserved task) is inserted with its outcome:
     -- attempts_finished cannot see rows this statement inserts. A replica of '' is @replica.
-    -- A result size below -1 is none recorded (NULL), as is a NULL digest.
+    -- A result size below -1 is none recorded (NULL), as is a NULL digest and NULL stages.
     INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, outcome, status, answered_at,
-                          result_size, result_digest)
+                          result_size, result_digest, stages)
     SELECT k.task_id, k.run, k.attempt, k.worker, coalesce(nullif(k.replica, ''), @replica::text), k.leased_at,
            nullif(k.outcome, ''), nullif(k.status, 0), CASE WHEN k.outcome <> '' THEN @now::timestamptz END,
-           CASE WHEN k.result_size >= -1 THEN k.result_size END, k.result_digest
+           CASE WHEN k.result_size >= -1 THEN k.result_size END, k.result_digest, k.stages
     FROM (SELECT unnest(@new_task_ids::bigint[]) AS task_id, unnest(@new_runs::int[]) AS run,
                  unnest(@new_attempts::int[]) AS attempt, unnest(@new_workers::text[]) AS worker,
                  unnest(@new_replicas::text[]) AS replica, unnest(@new_outcomes::text[]) AS outcome,
                  unnest(@new_statuses::smallint[]) AS status, unnest(@new_leased_ats::timestamptz[]) AS leased_at,
                  unnest(@new_result_sizes::bigint[]) AS result_size,
-                 unnest(@new_result_digests::bytea[]) AS result_digest) AS k
+                 unnest(@new_result_digests::bytea[]) AS result_digest,
+                 unnest(@new_stages::bytea[]) AS stages) AS k
 ), attempts_finished AS (
     UPDATE attempts a
     SET outcome = CASE WHEN a.outcome = 'accepted' AND k.outcome IN ('superseded', 'stale')
@@ -65,11 +66,14 @@ WITH dispatch_deleted AS (
         -- The archive of an accepted result (migrations/00030_result_digests.sql): what
         -- `cortexq verify` compares the file with. Below -1: none recorded, the row's stands.
         result_size = CASE WHEN k.result_size >= -1 THEN k.result_size ELSE a.result_size END,
-        result_digest = CASE WHEN k.result_size >= -1 THEN k.result_digest ELSE a.result_digest END
+        result_digest = CASE WHEN k.result_size >= -1 THEN k.result_digest ELSE a.result_digest END,
+        -- Its stage times (migrations/00034_attempt_stages.sql); NULL: the row's stand.
+        stages = coalesce(k.stages, a.stages)
     FROM (SELECT unnest(@out_task_ids::bigint[]) AS task_id, unnest(@out_runs::int[]) AS run,
                  unnest(@out_attempts::int[]) AS attempt, unnest(@out_outcomes::text[]) AS outcome,
                  unnest(@out_statuses::smallint[]) AS status, unnest(@out_result_sizes::bigint[]) AS result_size,
-                 unnest(@out_result_digests::bytea[]) AS result_digest) AS k
+                 unnest(@out_result_digests::bytea[]) AS result_digest,
+                 unnest(@out_stages::bytea[]) AS stages) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
       AND a.task_id = ANY(@out_task_ids::bigint[])
 ), messages_written AS (

@@ -44,8 +44,9 @@ ORDER BY c.share_key, c.corpus_id, c.id
 LIMIT @max_rows::int;
 
 -- name: TaskLockForClaim :many
--- TaskLockForClaim locks the tasks results arrived for, in id order.
-SELECT id, service_id, corpus_id, entry, status, run
+-- TaskLockForClaim locks the tasks results arrived for, in id order; todo_since dates the wait
+-- in TODO of a first attempt's stages (docs/stages.md).
+SELECT id, service_id, corpus_id, entry, status, run, todo_since
 FROM tasks
 WHERE id = ANY(@ids::bigint[])
 ORDER BY id

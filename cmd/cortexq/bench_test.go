@@ -48,6 +48,11 @@ func TestBenchReportsItsOwnClusterAndBatches(t *testing.T) {
 	require.Contains(t, text, "average batch: reserve ", text)
 	require.Contains(t, text, "PostgreSQL CPU: the --database-url server's processes only", text)
 	require.Contains(t, text, "report fold after the drain: ", text)
+	// The stage table ends it (docs/stages.md): the bench's echo workers report no stages of their own.
+	require.Contains(t, text, "where the time went", text)
+	require.Regexp(t, `(?m)^claim\s+20\s`, text)
+	require.Regexp(t, `(?m)^20 tasks in .*papers/s; bottleneck: `, text)
+	require.Contains(t, out, `"stage_bytes_per_task":`)
 }
 
 // TestBenchCorpora: --corpora makes a backlog per corpus (the big one's tail in the database

@@ -3,18 +3,23 @@ package main
 import (
 	"archive/zip"
 	"bufio"
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/worker/latexml"
 )
 
@@ -89,7 +94,7 @@ func (r *latexmlRun) task(sample string) (status string, msgs []string, details 
 	return status, msgs, details
 }
 
-// result lists the members of a sample's published result archive; cortex.log must come first.
+// result lists the members of a sample's published result archive.
 func (r *latexmlRun) result(sample string) []string {
 	zr, err := zip.OpenReader(filepath.Join(r.root, sample, "tex_to_html.zip"))
 	require.NoError(r.t, err)
@@ -113,7 +118,7 @@ func TestLaTeXMLEndToEnd(t *testing.T) {
 			require.Equal(t, s.Want.String(), status, "messages: %v", msgs)
 			require.Contains(t, msgs, s.WantMessage)
 			names := r.result(s.Name)
-			require.Equal(t, "cortex.log", names[0], "cortex.log comes first")
+			require.Equal(t, "cortex.log", names[len(names)-1], "cortex.log comes last, after what its stage line times")
 
 			switch s.Name {
 			case "no_tex":
@@ -148,6 +153,79 @@ func TestLaTeXMLEndToEnd(t *testing.T) {
 	}
 	require.Equal(t, len(latexml.Samples), r.d.count(`SELECT count(*) FROM attempts WHERE worker LIKE 'w-latexml-%' AND outcome = 'accepted'`))
 	require.Contains(t, r.worker.log(), "sandbox=\"bwrap (uid 65534, no network", "sandboxed by default, as the start-up line says")
+	r.checkStages()
+}
+
+// checkStages checks the samples' stages as cortexq runs --stages shows them: every paper's
+// worker stages recorded (convert but for the one Invalid before its run), the summary over all
+// of them, and the slowest list a sort of their recorded times.
+func (r *latexmlRun) checkStages() {
+	t := r.t
+	var out struct {
+		Run     int64 `json:"run"`
+		Summary struct {
+			Tasks      int    `json:"tasks"`
+			Bottleneck string `json:"bottleneck"`
+			Stages     []struct {
+				Stage string `json:"stage"`
+				Count int    `json:"count"`
+			} `json:"stages"`
+		} `json:"summary"`
+		Slowest []struct {
+			TaskID  int64              `json:"task_id"`
+			TotalMs float64            `json:"total_ms"`
+			Stages  map[string]float64 `json:"stages"`
+		} `json:"slowest"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.d.ok("runs", "--corpus", "samples", "--service", "tex_to_html", "--stages",
+		"--slowest", "100", "--json")), &out))
+	n := len(latexml.Samples)
+	require.Equal(t, n, out.Summary.Tasks)
+	require.NotEmpty(t, out.Summary.Bottleneck)
+	counts := map[string]int{}
+	for _, st := range out.Summary.Stages {
+		counts[st.Stage] = st.Count
+	}
+	require.Equal(t, map[string]int{"todo": n, "reserved": n, "source": n, "worker": n, "transfer": n, "unpack": n,
+		"convert": n - 1, "pack": n, "write": n, "claim_wait": n, "claim": n}, counts, "no_tex has no latexmlc run")
+	// The slowest list is the recorded stages sorted by their hand-out to commit.
+	rows, err := r.d.pool.Query(r.d.ctx, `SELECT task_id, stages FROM attempts WHERE outcome = 'accepted'`)
+	require.NoError(t, err)
+	type rec struct {
+		id    int64
+		total time.Duration
+	}
+	var recorded []rec
+	for rows.Next() {
+		var id int64
+		var b []byte
+		require.NoError(t, rows.Scan(&id, &b))
+		st, err := queue.DecodeStages(b)
+		require.NoError(t, err)
+		recorded = append(recorded, rec{id, st[queue.StageSource] + st[queue.StageWorker] + st[queue.StageWrite] +
+			st[queue.StageClaimWait] + st[queue.StageClaim]})
+	}
+	require.NoError(t, rows.Err())
+	slices.SortFunc(recorded, func(a, b rec) int { return cmp.Or(cmp.Compare(b.total, a.total), cmp.Compare(a.id, b.id)) })
+	require.Len(t, out.Slowest, n)
+	for i, s := range out.Slowest {
+		require.Equal(t, recorded[i].id, s.TaskID, "rank %d", i)
+		require.InDelta(t, float64(recorded[i].total)/float64(time.Millisecond), s.TotalMs, 0.001)
+	}
+	text := r.d.ok("runs", "--corpus", "samples", "--service", "tex_to_html", "--stages", "--slowest", "3")
+	require.Regexp(t, `(?m)^convert\s+5\s+(\d+ms|\d+\.\ds)\s`, text, "the stage table")
+	require.Contains(t, text, "the 3 slowest tasks, hand-out to commit")
+
+	// The run's time view in the dashboard: the same table, the slowest first, linked.
+	_, base := r.d.startWeb()
+	resp, err := http.Get(base + "/runs/time?corpus=samples&service=tex_to_html")
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
+	require.Contains(t, string(page), "<td>convert</td><td>5</td>")
+	require.Contains(t, string(page), fmt.Sprintf(`<a href="/task/%d">%d</a>`, recorded[0].id, recorded[0].id), "the slowest task, linked")
 }
 
 // A LaTeXML worker that cannot sandbox refuses to start and says how to run without it; with
@@ -221,6 +299,10 @@ func TestDemoLatexml(t *testing.T) {
 		require.Regexp(t, fmt.Sprintf(`(?m)^\d+\s+%s\s+%s\s+%s\s`, s.Name, s.Want, s.Want), out)
 	}
 	require.NotContains(t, out, "differs")
+	// The stage table ends the demo (docs/stages.md).
+	require.Contains(t, out, "where the time went")
+	require.Regexp(t, `(?m)^convert\s+5\s`, out, "five papers ran latexmlc; no_tex did not")
+	require.Regexp(t, `(?m)^6 tasks in .*papers/s; bottleneck: `, out)
 	// The report drill-down ends the demo: severities, categories of error, whats of undefined.
 	require.Regexp(t, `(?m)^error\s+1\s+20\.00%$`, out)
 	require.Regexp(t, `(?m)^undefined\s+1\s+1$`, out)

@@ -67,7 +67,7 @@ func TestMonitoringMetricsLint(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	for _, name := range []string{"cortexq_results_total", "cortexq_workers_active", "cortexq_oldest_todo_age_seconds",
-		"cortexq_report_changes_pending", "cortexq_corpus_filesystem_avail_bytes", "cortexq_build_info"} {
+		"cortexq_report_changes_pending", "cortexq_corpus_filesystem_avail_bytes", "cortexq_build_info", "cortexq_stage_seconds"} {
 		require.Contains(t, body, "\n"+name, "exported")
 	}
 	cmd := exec.Command("promtool", "check", "metrics")

@@ -20,11 +20,17 @@ func runsCommand() *cli.Command {
 		Description: "One line per run, oldest first: its id (for cortexq diff --from/--to), when it started and ended,\n" +
 			"the note its rerun gave, and its tasks by status with their shares (of the tasks not Invalid, as\n" +
 			"cortexq report counts them). A closed run shows the tallies it ended with; the current one, its\n" +
-			"tallies now. A rerun closes the current run and opens the next.",
-		Flags: append([]cli.Flag{
+			"tallies now. A rerun closes the current run and opens the next.\n" +
+			"\n" +
+			"--stages prints where a run's time went instead (docs/stages.md): for each stage of its accepted\n" +
+			"attempts (todo, reserved, source, worker, transfer, unpack, convert, pack, write, claim_wait, claim)\n" +
+			"the tasks that recorded it, p50/p95/p99, sum, load (sum over the wall clock) and share of the busy\n" +
+			"time; then papers per second and the bottleneck. --slowest N lists the N tasks slowest from hand-out\n" +
+			"to commit with their stages. Without --corpus: the service's attempts over all corpora.",
+		Flags: append(append([]cli.Flag{
 			corpusFlag("corpus (or sandbox) whose runs to list"),
 			serviceFlag("service whose runs to list"),
-		}, formatFlags("runs")...),
+		}, formatFlags("runs")...), stageFlags()...),
 		Action: runRuns,
 	}
 }
@@ -32,6 +38,12 @@ func runsCommand() *cli.Command {
 func runRuns(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
+	}
+	if c.Bool("stages") {
+		return runStages(c)
+	}
+	if c.Int("slowest") != 0 || c.Int64("run") != 0 {
+		return usagef(c, "--slowest and --run go with --stages")
 	}
 	if err := required(c, flagCorpus, flagService); err != nil {
 		return err

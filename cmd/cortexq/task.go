@@ -117,6 +117,7 @@ func printHistory(out io.Writer, h inspect.TaskHistory) error {
 		if err := w.Flush(); err != nil {
 			return err
 		}
+		printAttemptStages(out, h.Attempts)
 	}
 
 	fmt.Fprintf(out, "\nmessages (%d)\n", len(h.Messages))

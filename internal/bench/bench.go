@@ -26,6 +26,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/procstat"
+	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/worker"
 )
 
@@ -73,10 +74,14 @@ func benchCommand() *cli.Command {
 
 // Report is what a bench run measured.
 type Report struct {
-	Tasks     int `json:"tasks"`
-	Workers   int `json:"workers"`
-	Replicas  int `json:"replicas"`
-	PayloadKB int `json:"payload_kb"`
+	// Stages is where the measured tasks' time went, and StageBytesPerTask what their stages
+	// take in the database (docs/stages.md).
+	Stages            *reports.StageSummary `json:"stages,omitempty"`
+	StageBytesPerTask float64               `json:"stage_bytes_per_task"`
+	Tasks             int                   `json:"tasks"`
+	Workers           int                   `json:"workers"`
+	Replicas          int                   `json:"replicas"`
+	PayloadKB         int                   `json:"payload_kb"`
 	// Messages is --messages; with it, the statuses the logs derive (each gated) and what the
 	// stored messages take, all in, divided by their number (every run's, in the database).
 	Messages         int     `json:"messages,omitempty"`

@@ -102,6 +102,9 @@ func runLatexmlDemo(c *cli.Context) error {
 		return err
 	}
 	printLatexmlHints(c, out, root, name, sum.CorpusID, entries)
+	if err := printDemoStages(ctx, out, root, svc.ID, sum.CorpusID); err != nil {
+		return err
+	}
 	if wrong > 0 {
 		return fmt.Errorf("demo: %d of %d sample papers did not get the status they are documented to get", wrong, len(entries))
 	}
@@ -175,6 +178,7 @@ func printLatexmlHints(c *cli.Context, out io.Writer, root *base.Base, name stri
 	fmt.Fprintf(out, "  %s task show %d\n", self, firstTask(ctx, root, corpus))
 	fmt.Fprintf(out, "  %s db psql -c \"SELECT m.severity, m.category, m.what, count(DISTINCT m.task_id) AS tasks FROM task_messages m JOIN tasks t ON t.id = m.task_id AND t.run = m.run JOIN corpora c ON c.id = t.corpus_id WHERE c.name = '%s' AND m.severity <> 'info' GROUP BY 1, 2, 3 ORDER BY 4 DESC\"\n", self, name)
 	fmt.Fprintf(out, "  unzip -l %s\n", filepath.Join(filepath.Dir(entries[0]), wired.LatexmlService+".zip"))
+	fmt.Fprintf(out, "  %s runs --corpus %s --service %s --stages --slowest 10\n", self, name, wired.LatexmlService)
 }
 
 // latexmlDemoService returns the service tex_to_html, adding it with leaseTimeout if it is new.

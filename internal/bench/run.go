@@ -35,7 +35,7 @@ func runBench(c *cli.Context) error {
 		return err
 	}
 	defer r.cleanUp()
-	for _, phase := range []func() error{r.open, r.stage, r.startReplicas, r.pin, r.drain, r.stop, r.fold, r.gates, r.vsRiver} {
+	for _, phase := range []func() error{r.open, r.stage, r.startReplicas, r.pin, r.drain, r.stop, r.fold, r.gates, r.stages, r.vsRiver} {
 		if err := phase(); err != nil {
 			return err
 		}
@@ -656,7 +656,9 @@ func (r *benchRun) print() {
 		r.logf("messages: about %d a log; %d stored in all, %.1f bytes each (tables, indexes, TOAST)", r.messages, rep.StoredMessages, rep.BytesPerMessage)
 		r.logf("gates: lost %d, NoProblem %d, Warning %d, Error %d of %d, as the logs say; archives differing %d → %s",
 			rep.Lost, rep.NoProblem, rep.Warning, rep.Error, r.n, rep.BadArchives, verdict)
+		printStages(r.c.App.Writer, rep.Stages, rep.StageBytesPerTask)
 		return
 	}
 	r.logf("gates: lost %d, NoProblem %d of %d, archives differing %d → %s", rep.Lost, rep.NoProblem, r.n, rep.BadArchives, verdict)
+	printStages(r.c.App.Writer, rep.Stages, rep.StageBytesPerTask)
 }

@@ -25,7 +25,8 @@
 // non-empty what is the status line, N = what as a 32-bit integer (3 if it is not one), status
 // queue.StatusFromConversion(N) unless already Invalid; the last status line wins and is not
 // stored. An Info:cortex:retryable line (severity "info" in any case) sets Report.Retryable and
-// is not stored either.
+// is not stored either, nor is an Info-type Info:cortexq:stage_ms line, the worker's stage timings
+// (Report.Stages, queue.ParseStageLine; docs/stages.md#the-stage-line).
 //
 // Beyond the reference format, and to keep hostile logs bounded: at most Options.MaxMessages
 // messages of each severity are stored, as in CorTeX (the rest still count for the status, and

@@ -212,7 +212,7 @@ type parser struct {
 	// inDetails is set after a message line: tab-led lines that follow continue it.
 	inDetails bool
 	// current is the index in report.Messages of the message being continued, or -1 when that
-	// message is not stored (a status line, a retryable tag, a message over max).
+	// message is not stored (a status line, a retryable tag, a stage line, a message over max).
 	current int
 	// max is how many messages of each severity are stored; seen counts them all, by severity
 	// (the index in severities).
@@ -337,8 +337,8 @@ func splitMessage(line []byte) (severity, category, what, details []byte, ok boo
 	return severity, category, what, details, true
 }
 
-// message handles one parsed message line: the status line and the retryable tag set the report,
-// anything else is stored.
+// message handles one parsed message line: the status line, the retryable tag and the worker's
+// stage line set the report, anything else is stored.
 func (p *parser) message(severityWord, category, what, details []byte) {
 	severity := severityOf(severityWord)
 	if severity == queue.SeverityFatal && string(category) == "invalid" {
@@ -360,6 +360,14 @@ func (p *parser) message(severityWord, category, what, details []byte) {
 		return
 	case m.Category == "cortex" && m.What == "retryable" && bytes.EqualFold(severityWord, []byte("info")):
 		p.report.Retryable = true
+		return
+	case m.Severity == queue.SeverityInfo && m.Category == queue.StageLineCategory && m.What == queue.StageLineWhat:
+		// The worker's stage line (docs/stages.md#the-stage-line): timings, not a message.
+		if p.report.Stages == nil {
+			st := queue.NoStages()
+			p.report.Stages = &st
+		}
+		queue.ParseStageLine(string(details[:min(len(details), 256)]), p.report.Stages)
 		return
 	}
 	if p.keep(severity) {

@@ -536,3 +536,20 @@ func TestInternerSharesWithinItsSlots(t *testing.T) {
 	// The empty field too.
 	require.Equal(t, "", in.intern(nil))
 }
+
+// The worker's stage line (docs/stages.md#the-stage-line) sets Report.Stages and is not stored;
+// a Warning of that name is an ordinary message.
+func TestParseStageLine(t *testing.T) {
+	t.Parallel()
+	rep, err := Parse(strings.NewReader("Info:cortexq:stage_ms unpack=12 convert=3400 pack=20\nWarning:cortexq:stage_ms x\nStatus:conversion:0\n"), Options{})
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusNoProblem, rep.Status)
+	require.Equal(t, []queue.Message{warning("cortexq", "stage_ms", "x")}, rep.Messages)
+	require.NotNil(t, rep.Stages)
+	require.Equal(t, "12ms 3.4s 20ms", fmt.Sprint(rep.Stages[queue.StageUnpack], rep.Stages[queue.StageConvert], rep.Stages[queue.StagePack]))
+	require.False(t, rep.Stages.Has(queue.StageWorker))
+
+	rep, err = Parse(strings.NewReader("Info:cortexq:main_tex a.tex\nInfo:conversion:0\n"), Options{})
+	require.NoError(t, err)
+	require.Nil(t, rep.Stages, "an older worker sends none")
+}

@@ -189,6 +189,11 @@ func (e *env) importInto(corpus int32, entries []string) []int64 {
 
 // workers runs n echo workers; the returned func stops them and waits.
 func (e *env) workers(n int, tune ...func(*worker.Config)) (*worker.Stats, func()) {
+	return e.workersWith(worker.Echo{}, n, tune...)
+}
+
+// workersWith runs n workers of h; the returned func stops them and waits.
+func (e *env) workersWith(h worker.Handler, n int, tune ...func(*worker.Config)) (*worker.Stats, func()) {
 	cfg := worker.Config{
 		Ventilator: e.vent, Sink: e.sink, Service: e.svcName, Identity: "echo-" + e.t.Name(),
 		Concurrency: n, Throttle: 20 * time.Millisecond, IOTimeout: 5 * time.Second,
@@ -200,7 +205,7 @@ func (e *env) workers(n int, tune ...func(*worker.Config)) (*worker.Stats, func(
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
-	go func() { done <- worker.Run(ctx, cfg, worker.Echo{}) }()
+	go func() { done <- worker.Run(ctx, cfg, h) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

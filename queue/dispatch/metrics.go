@@ -31,6 +31,7 @@ type metrics struct {
 	dbErrors            *prometheus.CounterVec
 	fdsOpen             prometheus.Gauge
 	fdsLimit            prometheus.Gauge
+	stages              *stageObservers // cortexq_stage_seconds
 }
 
 // identityTables are the per-identity tables cortexq_identity_entries reports (Server.identityEntries).
@@ -79,6 +80,8 @@ func newMetrics(reg prometheus.Registerer, inFlight, parsedBytes, stocked func()
 			Help:        "Entries of a table kept per worker identity or peer: requests waiting, asking per worker and key, requests held at a cap, workers and keys holding unanswered leases, bogus-input budgets.",
 			ConstLabels: prometheus.Labels{"table": table}}, func() float64 { return float64(identities()[table]) }))
 	}
+	m.stages = &stageObservers{vec: newStageHistogram()}
+	collectors = append(collectors, m.stages.vec)
 	for _, c := range collectors {
 		_ = reg.Register(c) // a second server in one process keeps the first one's collectors
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/cortexlog"
+	"github.com/cortexq/cortexq/queue/hot"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
 )
@@ -26,6 +27,8 @@ type inbound struct {
 	weight int64 // held against Server.held until the writer is done with res.Data
 	// wasHeld: the result has been held for the database's return (outage.go) at least once.
 	wasHeld bool
+	// received is when the result came in whole (monotonic clock): the end of its worker stage.
+	received time.Time
 }
 
 // item is a result ready to be claimed: its reply for the lease state machine and what
@@ -41,6 +44,11 @@ type item struct {
 	// queued is when the item was handed to the claimers (zero: now); the claim batch it
 	// opens waits for more only until ClaimFlush after it.
 	queued time.Time
+	// handout is the mirror's entry of this replica's hand-out of the task to the sender, if
+	// any: its stage marks (noteStages).
+	handout hot.Task
+	// workerStages are the stages the worker reported in its cortex.log (nil: none).
+	workerStages *queue.Stages
 }
 
 // receiver owns the PULL socket: it parses result messages and hands them to the writers.
@@ -53,6 +61,7 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 	lim := frameLimits{headers: 3, body: satAdd(s.cfg.MaxResultBytes, resultFrameSlack)}
 	for ctx.Err() == nil {
 		msg, err := s.recvFrom(pull, 0, "sink", lim)
+		received := time.Now()
 		if err != nil {
 			if isAgain(err) {
 				continue
@@ -94,7 +103,7 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 			return nil
 		}
 		select {
-		case inbox <- inbound{res: res, from: msg.from, weight: weight}:
+		case inbox <- inbound{res: res, from: msg.from, weight: weight, received: received}:
 		case <-ctx.Done():
 			return nil
 		}
@@ -149,6 +158,9 @@ func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 	pctx, cancel := context.WithTimeout(withPeer(ctx, in.from), s.cfg.DBTimeout)
 	it, reason, err := s.prepare(pctx, in.res)
 	cancel()
+	if it != nil {
+		s.noteStages(it, in)
+	}
 	if errors.Is(err, errParked) {
 		if s.slow.park(in) {
 			s.sec.limited.Inc()
@@ -179,6 +191,36 @@ func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 	}
 }
 
+// noteStages gives a prepared result the stages measured so far (docs/stages.md): those of this
+// replica's hand-out, if it handed the task to the sender, the result's write and parse, and the
+// worker's own. A result held through an outage counts the outage in its write stage.
+func (s *Server) noteStages(it *item, in inbound) {
+	st := queue.NoStages()
+	if it.workerStages != nil {
+		st = *it.workerStages
+	}
+	h := it.handout
+	if !h.HandedOut.IsZero() {
+		if !h.Reserved.IsZero() {
+			st[queue.StageReserved] = max(h.HandedOut.Sub(h.Reserved), 0)
+		}
+		switch {
+		case !h.SourceSent.IsZero() && !h.SourceSent.After(in.received):
+			st[queue.StageSource] = max(h.SourceSent.Sub(h.HandedOut), 0)
+			st[queue.StageWorker] = in.received.Sub(h.SourceSent)
+		case !in.received.IsZero():
+			// The result came before the ventilator noted its send done: the round trip counts
+			// from the hand-out, the source's time in it.
+			st[queue.StageWorker] = max(in.received.Sub(h.HandedOut), 0)
+		}
+		it.result.ReservedAt = h.Reserved
+	}
+	if !in.received.IsZero() {
+		st[queue.StageWrite] = time.Since(in.received)
+	}
+	it.result.Stages = &st
+}
+
 // placeHeld places a result held through an outage: its receive weight is already released.
 func (s *Server) placeHeld(ctx context.Context, in inbound, out chan<- *item) {
 	in.weight = 0
@@ -197,6 +239,7 @@ func (s *Server) queueItem(ctx context.Context, in inbound, it *item, out chan<-
 	}
 	s.parsedBytes.Add(it.weight)
 	it.queued = time.Now()
+	it.result.Queued = it.queued
 	out <- it
 }
 
@@ -262,8 +305,8 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		service: svc.Name,
 	}
 	// The mirror names the worker as the ventilator did: under CURVE prefixed with its key.
-	if h, ok := s.hot.Get(res.TaskID); ok && h.Pending && h.Worker == peerOf(ctx).worker(res.Identity) {
-		it.result.HandedOut = h.HandedOut // its claim may be the one recording the attempt
+	if it.handout = s.handOutOf(ctx, res); it.handout.Pending {
+		it.result.HandedOut = it.handout.HandedOut // its claim may be the one recording the attempt
 	}
 	base, err := s.catalog.CorpusPath(ctx, task.CorpusID)
 	if err != nil {
@@ -299,11 +342,21 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 		return nil, "write_failed", err
 	}
 	it.result.Status, it.result.Messages = rep.Status, rep.Messages
+	it.workerStages = rep.Stages
 	it.result.Archive = &lease.ArchiveRecord{Size: it.file.Size, Digest: it.file.Digest}
 	if rep.Retryable {
 		it.result.Kind = lease.KindRetryable
 	}
 	return it, "", nil
+}
+
+// handOutOf is the mirror's entry of this replica's hand-out of the result's task to its sender
+// (the peer of ctx), if it has one.
+func (s *Server) handOutOf(ctx context.Context, res wire.Result) hot.Task {
+	if h, ok := s.hot.Get(res.TaskID); ok && h.Worker == peerOf(ctx).worker(res.Identity) {
+		return h
+	}
+	return hot.Task{}
 }
 
 // errNotHolder is the error of a result whose sender's key holds no attempt of its task.
@@ -538,6 +591,7 @@ func (s *Server) settle(decisions []lease.Decision, index map[*lease.Result]*ite
 		s.chargeOutcome(it.from, d.Outcome)
 		if d.Outcome == lease.OutcomeAccepted || d.Outcome == lease.OutcomeFinal {
 			s.metrics.results.WithLabelValues(it.service, d.Status.String()).Inc()
+			s.metrics.observeStages(it)
 		}
 		switch d.Outcome {
 		case lease.OutcomeAccepted, lease.OutcomeFinal, lease.OutcomeDeferred, lease.OutcomeUnusable:

@@ -44,6 +44,9 @@ const (
 type stockItem struct {
 	r  lease.Reserved
 	at time.Time
+	// ready is when its reservation came back: the start of its reservation stage
+	// (docs/stages.md).
+	ready time.Time
 }
 
 type stock struct {
@@ -206,8 +209,9 @@ func (v *ventilator) finish(d leaseDone) {
 			v.refuseOlder(st, d.job.issued, "db_error")
 			return
 		}
+		ready := time.Now()
 		for _, r := range d.reserved {
-			st.items = append(st.items, stockItem{r: r, at: d.job.issued})
+			st.items = append(st.items, stockItem{r: r, at: d.job.issued, ready: ready})
 			v.s.stocks.in(r.TaskID)
 		}
 		st.dry = len(d.reserved) < d.job.n
@@ -322,7 +326,7 @@ func (v *ventilator) serve(ctx context.Context, now time.Time) {
 // found unroutable gets nothing, and the task goes back to the stock.
 func (v *ventilator) handOut(ctx context.Context, st *stock, r *request, it stockItem) {
 	l := it.r.Lease(r.worker)
-	if !v.sendTask(ctx, r, l) {
+	if !v.sendTask(ctx, r, l, it.ready) {
 		st.items = slices.Insert(st.items, 0, it)
 		v.s.stocks.in(it.r.TaskID)
 		return

@@ -463,17 +463,17 @@ func (v *ventilator) decideCapped() {
 	v.capped = kept
 }
 
-// sendTask sends a leased task to its worker. It reports false when the worker was
-// unroutable: nothing was sent and the lease must be returned.
+// sendTask sends a leased task to its worker; reserved is when its reservation came back. It
+// reports false when the worker was unroutable: nothing was sent and the lease must be returned.
 //
 // The source archive is read whole before the first frame goes out. A task message, once
 // begun on the ROUTER, must be finished (the socket serves every worker), so a read that
 // failed half way would reach the worker as a cut payload that looks whole, and its verdict
 // would be recorded. Read first, an unreadable source gets a no-work reply and is left to
 // the reaper, as a missing one is.
-func (v *ventilator) sendTask(ctx context.Context, r *request, l lease.Lease) bool {
+func (v *ventilator) sendTask(ctx context.Context, r *request, l lease.Lease, reserved time.Time) bool {
 	identity := r.identity
-	v.s.hot.Put(hot.Task{Task: l.Task, Worker: l.Worker, Key: r.key, Pending: true, HandedOut: time.Now()})
+	v.s.hot.Put(hot.Task{Task: l.Task, Worker: l.Worker, Key: r.key, Pending: true, HandedOut: time.Now(), Reserved: reserved})
 	payload, readErr := v.readSource(ctx, l)
 	defer v.releaseSource()
 	// DONTWAIT: a peer that stopped reading (its queue full) must not stall every other worker.
@@ -513,6 +513,7 @@ func (v *ventilator) sendTask(ctx context.Context, r *request, l lease.Lease) bo
 	if err != nil {
 		v.s.logger.Warn("payload send failed; the reaper recovers the task", "task_id", l.TaskID, "error", err)
 	}
+	v.s.hot.Sent(l.TaskID, time.Now()) // the end of its source stage (docs/stages.md)
 	return true
 }
 

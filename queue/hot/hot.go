@@ -26,6 +26,10 @@ type Task struct {
 	Pending bool
 	// HandedOut is when this replica sent the task to Worker (its monotonic clock).
 	HandedOut time.Time
+	// Reserved is when this replica's reservation of the task came back, and SourceSent when its
+	// source was queued on the worker's socket (monotonic clock; zero: unknown): the stages'
+	// marks (docs/stages.md).
+	Reserved, SourceSent time.Time
 	// gen is the mirror's generation when the task was put (see Generation).
 	gen uint64
 	// answered is set once its worker's reply came in (Answered): it no longer counts against
@@ -118,6 +122,17 @@ func (m *Map) Put(t Task) {
 		m.n.Add(1)
 	}
 	m.count(t, 1)
+}
+
+// Sent notes when task id's source was queued for its worker (Task.SourceSent).
+func (m *Map) Sent(id int64, at time.Time) {
+	m.tasks.Compute(id, func(t Task, loaded bool) (Task, xsync.ComputeOp) {
+		if !loaded {
+			return t, xsync.CancelOp
+		}
+		t.SourceSent = at
+		return t, xsync.UpdateOp
+	})
 }
 
 // Answered notes that worker replied for task id: the task stops counting against worker's

@@ -164,6 +164,8 @@ type Attempt struct {
 	AnsweredAt *time.Time
 	Outcome    string // empty while the attempt runs
 	Status     *queue.Status
+	// Stages are its stage times (docs/stages.md), nil when none were recorded.
+	Stages *queue.Stages
 }
 
 // RunMessage is a log message of one run of a task.
@@ -224,6 +226,9 @@ func (r *Reader) TaskHistoryMessages(ctx context.Context, id int64, maxMessages 
 			}
 			if a.Outcome != nil {
 				at.Outcome = *a.Outcome
+			}
+			if st, err := queue.DecodeStages(a.Stages); err == nil && st.Any() {
+				at.Stages = &st
 			}
 			h.Attempts = append(h.Attempts, at)
 		}

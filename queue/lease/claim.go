@@ -53,6 +53,12 @@ type Result struct {
 	// Archive is the result archive the claim publishes, recorded with an accepted attempt for
 	// `cortexq verify` (nil: none recorded).
 	Archive *ArchiveRecord
+	// Stages are the attempt's stage times the dispatcher measured so far (nil: none), recorded
+	// with an accepted attempt; the claim adds the wait in TODO and its own (attemptStages).
+	Stages *queue.Stages
+	// Queued is when the result was queued for its claim, and ReservedAt when this replica's
+	// reservation of the task came back (monotonic clock; zero: unknown).
+	Queued, ReservedAt time.Time
 	// kinds are the message_kinds ids of Messages, in order (Store.resultKinds).
 	kinds []int32
 }
@@ -198,11 +204,12 @@ func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks Clai
 	if len(results) == 0 {
 		return nil, nil
 	}
+	began := time.Now()
 	refs := map[kindKey]kindRef{}
 	if err := s.resultKinds(ctx, results, refs); err != nil {
 		return nil, err
 	}
-	c := &claim{s: s, results: results, hooks: hooks, refs: refs}
+	c := &claim{s: s, results: results, hooks: hooks, refs: refs, began: began}
 	ids := resultTasks(results)
 	read := func(ctx context.Context, q *dbsqlc.Queries) (lockedTasks, error) { return lockTasks(ctx, q, ids) }
 	if err := pipelinedTx(ctx, s, "claim", txMode{generic: true, reads: &c.reads}, read, c.decide); err != nil {
@@ -218,6 +225,7 @@ type claim struct {
 	results []Result
 	hooks   ClaimHooks
 	refs    map[kindKey]kindRef // the rows of the results' message kinds (resultKinds)
+	began   time.Time           // when the claim began (the claim stage's start)
 
 	// What the try that committed decided (a retried transaction decides again), and how
 	// long its reads took (ClaimHooks.Writing).
@@ -254,6 +262,9 @@ func (c *claim) decide(now time.Time, got lockedTasks, _ *dbsqlc.Queries) (*writ
 	if c.hooks.Writing != nil {
 		c.hooks.Writing(c.reads)
 	}
+	// The claim stage ends at the commit, which comes one round trip after the writes are sent:
+	// that round trip is taken as long as this store's last claim's (docs/stages.md).
+	w.claimBegan, w.claimSent, w.commitTook = c.began, time.Now(), time.Duration(c.s.lastCommit.Load())
 	return w, nil
 }
 

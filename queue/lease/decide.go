@@ -290,7 +290,22 @@ func (s *Store) record(step *claimStep, ct *claimTask, r *Result, d *Decision, x
 		outcome = AttemptRetryable
 	}
 	w.outcome(row.TaskID, row.Run, attempt, outcome, status)
-	w.accepted(row.TaskID, row.Run, attempt, r.Archive)
+	w.accepted(row.TaskID, row.Run, attempt, r.Archive, attemptStages(r, attempt, ct.task.TodoSince, step.now))
+}
+
+// attemptStages are the stages an accepted result's attempt records: the dispatcher's, with the
+// wait in TODO of a run's first attempt, from todo_since to the reservation, dated on the
+// claim's database clock (now) by the replica's monotonic age of the reservation. The claim
+// stage is added at the write (writes.stagesParam). nil: none measured.
+func attemptStages(r *Result, attempt int, todoSince, now time.Time) *stageWrite {
+	if r.Stages == nil {
+		return nil
+	}
+	st := *r.Stages
+	if attempt == 0 && !r.ReservedAt.IsZero() && !todoSince.IsZero() {
+		st[queue.StageTodo] = max(now.Add(-time.Since(r.ReservedAt)).Sub(todoSince), 0)
+	}
+	return &stageWrite{stages: st, queued: r.Queued}
 }
 
 // claimReserved readies a reserved row for the decision on a reply, and reports whether to go

@@ -105,8 +105,12 @@ func pipelinedOnce[R any](ctx context.Context, s *Store, mode txMode,
 	if batch, err = s.writeBatch(ctx, conn, w, now); err != nil {
 		return err
 	}
+	sent = time.Now()
 	if err = s.commitResults(ctx, conn.SendBatch(ctx, batch), w, now); err == nil {
 		open = false
+		if mode.reads != nil {
+			s.lastCommit.Store(int64(time.Since(sent)))
+		}
 	}
 	return err
 }

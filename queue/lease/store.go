@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -73,6 +74,9 @@ type Store struct {
 	tally  tallies // worker counters waiting for FlushWorkers
 	todo   cursors // where each service's next scan for TODO tasks starts
 	kinds  kindCache
+	// lastCommit is how long the last claim's writes and COMMIT took (nanoseconds): the
+	// estimate of the next claim's, for its attempts' claim stage.
+	lastCommit atomic.Int64
 }
 
 // New returns a Store on pool, with cfg's defaults applied (Config.WithDefaults).

@@ -48,6 +48,10 @@ type writes struct {
 	// details, where not empty (Store.resolveKinds).
 	kindRefs map[kindKey]kindRef
 	usual    map[int32]string
+	// claimBegan is when a claim began, claimSent when its writes were sent, and commitTook its
+	// commit's estimated round trip: its attempts' claim stages (stagesParam).
+	claimBegan, claimSent time.Time
+	commitTook            time.Duration
 }
 
 // messageLog is a run's messages as a transaction writes them, with the ids of their kinds in
@@ -82,6 +86,31 @@ type outcomeWrite struct {
 	outcome AttemptOutcome
 	status  queue.Status
 	archive *ArchiveRecord // an accepted attempt's result archive, if recorded
+	stages  *stageWrite    // an accepted attempt's stage times, if measured
+}
+
+// stageWrite is an attempt's stages, and when its result was queued for the claim (zero:
+// unknown) to time the claim stage.
+type stageWrite struct {
+	stages queue.Stages
+	queued time.Time
+}
+
+// stagesParam is an outcome's stages as the statement takes them (nil: none): the wait for the
+// claim from the result's queueing to claimBegan, and the claim from then to the commit, the
+// writes sent at claimSent and their round trip as long as commitTook.
+func (w *writes) stagesParam(o outcomeWrite) []byte {
+	if o.stages == nil {
+		return nil
+	}
+	st := o.stages.stages
+	if !w.claimSent.IsZero() {
+		st[queue.StageClaim] = max(w.claimSent.Sub(w.claimBegan), 0) + w.commitTook
+		if !o.stages.queued.IsZero() {
+			st[queue.StageClaimWait] = max(w.claimBegan.Sub(o.stages.queued), 0)
+		}
+	}
+	return st.Encode()
 }
 
 // archiveParams is an outcome's archive as the statement takes it: a size below -1 for none.
@@ -135,10 +164,10 @@ func (w *writes) outcome(task int64, run int32, attempt int, outcome AttemptOutc
 }
 
 // accepted records the archive of an accepted attempt, after outcome.
-func (w *writes) accepted(task int64, run int32, attempt int, archive *ArchiveRecord) {
+func (w *writes) accepted(task int64, run int32, attempt int, archive *ArchiveRecord, stages *stageWrite) {
 	k := attemptKey{task, run, int32(attempt)}
 	if o, ok := w.outcomes[k]; ok && o.outcome == AttemptAccepted {
-		o.archive = archive
+		o.archive, o.stages = archive, stages
 		w.outcomes[k] = o
 	}
 }
@@ -193,6 +222,7 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 		p.NewOutcomes, p.NewStatuses = append(p.NewOutcomes, string(o.outcome)), append(p.NewStatuses, int16(o.status))
 		size, digest := o.archiveParams()
 		p.NewResultSizes, p.NewResultDigests = append(p.NewResultSizes, size), append(p.NewResultDigests, digest)
+		p.NewStages = append(p.NewStages, w.stagesParam(o))
 	}
 	added := make(map[attemptKey]bool, len(w.attempts))
 	for _, a := range w.attempts {
@@ -206,6 +236,7 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 		p.OutOutcomes, p.OutStatuses = append(p.OutOutcomes, string(o.outcome)), append(p.OutStatuses, int16(o.status))
 		size, digest := o.archiveParams()
 		p.OutResultSizes, p.OutResultDigests = append(p.OutResultSizes, size), append(p.OutResultDigests, digest)
+		p.OutStages = append(p.OutStages, w.stagesParam(o))
 	}
 	if err := w.messageParams(&p); err != nil {
 		return err

@@ -243,6 +243,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /rerun-task", s.action(s.rerunTask))
 	m.HandleFunc("GET /runs", s.page(s.runs))
 	m.HandleFunc("GET /runs/cell", s.page(s.diffCell))
+	m.HandleFunc("GET /runs/time", s.page(s.runTime))
+	m.HandleFunc("GET /runs/time.json", s.heavyOnly(s.runTimeJSON))
 	m.HandleFunc("GET /workers", s.page(s.workers))
 	m.HandleFunc("GET /login", s.light(s.loginPage))
 	m.HandleFunc("POST /login", s.login)

@@ -29,6 +29,7 @@ func pages(f *fixture) map[string]string {
 		"task-ok":  fmt.Sprintf("/task/%d", f.ok),
 		"log":      fmt.Sprintf("/task/%d/log", f.ok),
 		"runs":     "/runs?corpus=papers&service=tex_to_html",
+		"time":     "/runs/time?corpus=papers&service=tex_to_html",
 		"workers":  "/workers",
 		"login":    "/login",
 		"search":   "/search?q=source",

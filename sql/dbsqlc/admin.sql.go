@@ -11,7 +11,7 @@ import (
 )
 
 const attemptListForTask = `-- name: AttemptListForTask :many
-SELECT task_id, run, attempt, worker, replica, leased_at, answered_at, outcome, status, result_size, result_digest FROM attempts WHERE task_id = $1 ORDER BY run, attempt
+SELECT task_id, run, attempt, worker, replica, leased_at, answered_at, outcome, status, result_size, result_digest, stages FROM attempts WHERE task_id = $1 ORDER BY run, attempt
 `
 
 func (q *Queries) AttemptListForTask(ctx context.Context, taskID int64) ([]Attempt, error) {
@@ -35,6 +35,7 @@ func (q *Queries) AttemptListForTask(ctx context.Context, taskID int64) ([]Attem
 			&i.Status,
 			&i.ResultSize,
 			&i.ResultDigest,
+			&i.Stages,
 		); err != nil {
 			return nil, err
 		}

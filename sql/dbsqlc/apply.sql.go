@@ -47,18 +47,19 @@ WITH dispatch_deleted AS (
 ), attempts_added AS (
     -- An attempt a claim records (a reply for a reserved task) is inserted with its outcome:
     -- attempts_finished cannot see rows this statement inserts. A replica of '' is @replica.
-    -- A result size below -1 is none recorded (NULL), as is a NULL digest.
+    -- A result size below -1 is none recorded (NULL), as is a NULL digest and NULL stages.
     INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, outcome, status, answered_at,
-                          result_size, result_digest)
+                          result_size, result_digest, stages)
     SELECT k.task_id, k.run, k.attempt, k.worker, coalesce(nullif(k.replica, ''), $10::text), k.leased_at,
            nullif(k.outcome, ''), nullif(k.status, 0), CASE WHEN k.outcome <> '' THEN $11::timestamptz END,
-           CASE WHEN k.result_size >= -1 THEN k.result_size END, k.result_digest
+           CASE WHEN k.result_size >= -1 THEN k.result_size END, k.result_digest, k.stages
     FROM (SELECT unnest($12::bigint[]) AS task_id, unnest($13::int[]) AS run,
                  unnest($14::int[]) AS attempt, unnest($15::text[]) AS worker,
                  unnest($16::text[]) AS replica, unnest($17::text[]) AS outcome,
                  unnest($18::smallint[]) AS status, unnest($19::timestamptz[]) AS leased_at,
                  unnest($20::bigint[]) AS result_size,
-                 unnest($21::bytea[]) AS result_digest) AS k
+                 unnest($21::bytea[]) AS result_digest,
+                 unnest($22::bytea[]) AS stages) AS k
 ), attempts_finished AS (
     UPDATE attempts a
     SET outcome = CASE WHEN a.outcome = 'accepted' AND k.outcome IN ('superseded', 'stale')
@@ -69,13 +70,16 @@ WITH dispatch_deleted AS (
         -- The archive of an accepted result (migrations/00030_result_digests.sql): what
         -- ` + "`" + `cortexq verify` + "`" + ` compares the file with. Below -1: none recorded, the row's stands.
         result_size = CASE WHEN k.result_size >= -1 THEN k.result_size ELSE a.result_size END,
-        result_digest = CASE WHEN k.result_size >= -1 THEN k.result_digest ELSE a.result_digest END
-    FROM (SELECT unnest($22::bigint[]) AS task_id, unnest($23::int[]) AS run,
-                 unnest($24::int[]) AS attempt, unnest($25::text[]) AS outcome,
-                 unnest($26::smallint[]) AS status, unnest($27::bigint[]) AS result_size,
-                 unnest($28::bytea[]) AS result_digest) AS k
+        result_digest = CASE WHEN k.result_size >= -1 THEN k.result_digest ELSE a.result_digest END,
+        -- Its stage times (migrations/00034_attempt_stages.sql); NULL: the row's stand.
+        stages = coalesce(k.stages, a.stages)
+    FROM (SELECT unnest($23::bigint[]) AS task_id, unnest($24::int[]) AS run,
+                 unnest($25::int[]) AS attempt, unnest($26::text[]) AS outcome,
+                 unnest($27::smallint[]) AS status, unnest($28::bigint[]) AS result_size,
+                 unnest($29::bytea[]) AS result_digest,
+                 unnest($30::bytea[]) AS stages) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
-      AND a.task_id = ANY($22::bigint[])
+      AND a.task_id = ANY($23::bigint[])
 ), messages_written AS (
     -- A run's log, one row (migrations/00015_message_logs.sql): its message_kinds ids, the
     -- slice [kind_from:kind_to] of @msg_kinds, and its details, one text per log in
@@ -88,21 +92,21 @@ WITH dispatch_deleted AS (
     -- empty details of a kind whose usual ones are not empty. A log with no message deletes the
     -- row instead.
     INSERT INTO task_message_logs AS m (task_id, run, kinds, details)
-    SELECT k.task_id, k.run, ($29::int[])[k.kind_from:k.kind_to],
+    SELECT k.task_id, k.run, ($31::int[])[k.kind_from:k.kind_to],
            CASE WHEN k.detail_sep <> ''
                 THEN string_to_array(k.details, k.detail_sep, CASE WHEN k.elided THEN '' END) END
-    FROM (SELECT unnest($30::bigint[]) AS task_id, unnest($31::int[]) AS run,
-                 unnest($32::int[]) AS kind_from, unnest($33::int[]) AS kind_to,
-                 unnest($34::text[]) AS details, unnest($35::text[]) AS detail_sep,
-                 unnest($36::bool[]) AS elided) AS k
+    FROM (SELECT unnest($32::bigint[]) AS task_id, unnest($33::int[]) AS run,
+                 unnest($34::int[]) AS kind_from, unnest($35::int[]) AS kind_to,
+                 unnest($36::text[]) AS details, unnest($37::text[]) AS detail_sep,
+                 unnest($38::bool[]) AS elided) AS k
     WHERE k.kind_to >= k.kind_from
     ON CONFLICT (task_id, run) DO UPDATE SET kinds = excluded.kinds, details = excluded.details
 ), messages_cleared AS (
     DELETE FROM task_message_logs m
-    USING (SELECT unnest($30::bigint[]) AS task_id, unnest($31::int[]) AS run,
-                  unnest($32::int[]) AS kind_from, unnest($33::int[]) AS kind_to) AS k
+    USING (SELECT unnest($32::bigint[]) AS task_id, unnest($33::int[]) AS run,
+                  unnest($34::int[]) AS kind_from, unnest($35::int[]) AS kind_to) AS k
     WHERE m.task_id = k.task_id AND m.run = k.run AND k.kind_to < k.kind_from
-      AND m.task_id = ANY($30::bigint[])
+      AND m.task_id = ANY($32::bigint[])
 ), report_noted AS (
     -- The tasks given a final status (and with it their messages: a claim or a dead letter),
     -- for the report's next fold (migrations/00011_report_rollups.sql): one row each in an
@@ -137,6 +141,7 @@ type ApplyParams struct {
 	NewLeasedAts     []time.Time     `json:"new_leased_ats"`
 	NewResultSizes   []int64         `json:"new_result_sizes"`
 	NewResultDigests [][]byte        `json:"new_result_digests"`
+	NewStages        [][]byte        `json:"new_stages"`
 	OutTaskIds       []int64         `json:"out_task_ids"`
 	OutRuns          []int32         `json:"out_runs"`
 	OutAttempts      []int32         `json:"out_attempts"`
@@ -144,6 +149,7 @@ type ApplyParams struct {
 	OutStatuses      []int16         `json:"out_statuses"`
 	OutResultSizes   []int64         `json:"out_result_sizes"`
 	OutResultDigests [][]byte        `json:"out_result_digests"`
+	OutStages        [][]byte        `json:"out_stages"`
 	MsgKinds         []int32         `json:"msg_kinds"`
 	MsgTaskIds       []int64         `json:"msg_task_ids"`
 	MsgRuns          []int32         `json:"msg_runs"`
@@ -186,6 +192,7 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 		arg.NewLeasedAts,
 		arg.NewResultSizes,
 		arg.NewResultDigests,
+		arg.NewStages,
 		arg.OutTaskIds,
 		arg.OutRuns,
 		arg.OutAttempts,
@@ -193,6 +200,7 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 		arg.OutStatuses,
 		arg.OutResultSizes,
 		arg.OutResultDigests,
+		arg.OutStages,
 		arg.MsgKinds,
 		arg.MsgTaskIds,
 		arg.MsgRuns,

@@ -26,6 +26,8 @@ type Attempt struct {
 	ResultSize *int64 `json:"result_size"`
 	// SHA-256 of the result archive this attempt published when accepted (NULL: not recorded).
 	ResultDigest []byte `json:"result_digest"`
+	// Stage times of the attempt, packed (queue.Stages.Encode, docs/stages.md); NULL: not recorded.
+	Stages []byte `json:"stages"`
 }
 
 // Per corpus and service with anything moving: dead letters of the current runs, replies and leases over the last minute, and the corpus's share of its service's leases.

@@ -26,7 +26,7 @@ func (q *Queries) RunOpen(ctx context.Context, corpusID int32, serviceID int32, 
 }
 
 const taskLockForClaim = `-- name: TaskLockForClaim :many
-SELECT id, service_id, corpus_id, entry, status, run
+SELECT id, service_id, corpus_id, entry, status, run, todo_since
 FROM tasks
 WHERE id = ANY($1::bigint[])
 ORDER BY id
@@ -34,15 +34,17 @@ FOR NO KEY UPDATE
 `
 
 type TaskLockForClaimRow struct {
-	ID        int64  `json:"id"`
-	ServiceID int32  `json:"service_id"`
-	CorpusID  int32  `json:"corpus_id"`
-	Entry     string `json:"entry"`
-	Status    int16  `json:"status"`
-	Run       int32  `json:"run"`
+	ID        int64     `json:"id"`
+	ServiceID int32     `json:"service_id"`
+	CorpusID  int32     `json:"corpus_id"`
+	Entry     string    `json:"entry"`
+	Status    int16     `json:"status"`
+	Run       int32     `json:"run"`
+	TodoSince time.Time `json:"todo_since"`
 }
 
-// TaskLockForClaim locks the tasks results arrived for, in id order.
+// TaskLockForClaim locks the tasks results arrived for, in id order; todo_since dates the wait
+// in TODO of a first attempt's stages (docs/stages.md).
 func (q *Queries) TaskLockForClaim(ctx context.Context, ids []int64) ([]TaskLockForClaimRow, error) {
 	rows, err := q.db.Query(ctx, taskLockForClaim, ids)
 	if err != nil {
@@ -59,6 +61,7 @@ func (q *Queries) TaskLockForClaim(ctx context.Context, ids []int64) ([]TaskLock
 			&i.Entry,
 			&i.Status,
 			&i.Run,
+			&i.TodoSince,
 		); err != nil {
 			return nil, err
 		}

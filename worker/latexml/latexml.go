@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/worker/sandbox"
 )
 
@@ -106,16 +107,18 @@ func (c *Converter) Convert(ctx context.Context, in, out string) error {
 	}
 
 	var head bytes.Buffer // the worker's own lines, before LaTeXML's
+	began := time.Now()
 	skipped, err := Unpack(in, src, c.cfg.Limits)
 	var main string
 	if err == nil {
 		main, err = FindMain(src)
 	}
+	t := &stageTimes{unpack: time.Since(began), convert: -1}
 	var inv *InvalidError
 	if errors.As(err, &inv) {
 		c.cfg.Logger.Info("source archive invalid", "category", inv.Category, "details", inv.Details)
 		fmt.Fprintf(&head, "Fatal:invalid:%s %s\nStatus:conversion:%d\n", inv.Category, oneLine(inv.Details), LevelInvalid)
-		return writeResult(out, head.Bytes(), "", "")
+		return writeResult(out, head.Bytes(), "", "", t)
 	}
 	if err != nil {
 		return fmt.Errorf("latexml: %w", err)
@@ -130,7 +133,8 @@ func (c *Converter) Convert(ctx context.Context, in, out string) error {
 	scratch := src // the source directory as latexmlc sees it, cut from its log's paths
 	if c.cfg.Sandbox.Mode() == sandbox.None {
 		run := c.run(ctx, filepath.Join(src, filepath.FromSlash(main)), filepath.Join(html, stem+".html"), rawLog, nil)
-		return c.answer(ctx, out, main, head.Bytes(), run, rawLog, html, scratch)
+		t.convert = run.took
+		return c.answer(ctx, out, main, head.Bytes(), run, rawLog, html, scratch, t)
 	}
 	// Sandboxed: the source is read-only at /task/src; latexmlc writes the HTML and its log in
 	// the sandbox's own /tmp, and they come back into work/out.
@@ -147,7 +151,8 @@ func (c *Converter) Convert(ctx context.Context, in, out string) error {
 	scratch = sandboxSrc
 	run := c.run(ctx, path.Join(sandboxSrc, main), path.Join(sandbox.OutDir, "html", stem+".html"), path.Join(sandbox.OutDir, "latexml.log"),
 		&sandbox.Spec{Mounts: []sandbox.Mount{{Host: src, Sandbox: sandboxSrc}}, Dirs: []string{"html"}, OutHost: outHost})
-	return c.answer(ctx, out, main, head.Bytes(), run, filepath.Join(outHost, "latexml.log"), filepath.Join(outHost, "html"), scratch)
+	t.convert = run.took
+	return c.answer(ctx, out, main, head.Bytes(), run, filepath.Join(outHost, "latexml.log"), filepath.Join(outHost, "html"), scratch, t)
 }
 
 // sandboxBackstop is how long past the timeout a sandboxed latexmlc is killed from outside, if
@@ -157,9 +162,9 @@ const sandboxBackstop = 15 * time.Second
 // sandboxSrc is where a sandboxed latexmlc finds the task's source.
 const sandboxSrc = "/task/src"
 
-// answer writes the result of a latexmlc run: cortex.log (head, the mapped log, the worker's
-// verdict), latexml.log and the HTML.
-func (c *Converter) answer(ctx context.Context, out, main string, head []byte, run *run, rawLog, html, scratch string) error {
+// answer writes the result of a latexmlc run: latexml.log, the HTML and cortex.log (head, the
+// mapped log, the worker's verdict and its stage line).
+func (c *Converter) answer(ctx context.Context, out, main string, head []byte, run *run, rawLog, html, scratch string, t *stageTimes) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("latexml: %w", ctx.Err()) // the worker is stopping: no verdict
 	}
@@ -194,7 +199,14 @@ func (c *Converter) answer(ctx context.Context, out, main string, head []byte, r
 	fmt.Fprintf(&body, "Info:cortexq:latexmlc ran %.2f s, %s\n", run.took.Seconds(), run.exit())
 	fmt.Fprintf(&body, "Status:conversion:%d\n", level)
 	c.cfg.Logger.Info("converted", "main", main, "level", level, "messages", sum.Messages, "took", run.took.Round(time.Millisecond))
-	return writeResult(out, body.Bytes(), rawLog, html)
+	return writeResult(out, body.Bytes(), rawLog, html, t)
+}
+
+// stageTimes are the worker's stages (docs/stages.md#the-stage-line): unpack is the source
+// unpacked and its main file found, convert the latexmlc run (negative: none), and the pack,
+// timed by writeResult, the result archive written up to its cortex.log.
+type stageTimes struct {
+	unpack, convert time.Duration
 }
 
 // run is how one latexmlc run ended.
@@ -285,9 +297,11 @@ func openNoFollow(p string) (*os.File, error) {
 	return os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 }
 
-// writeResult writes the result zip: cortex.log first, then LaTeXML's log (if it is at most
-// maxRawLogBytes), then every file under html, at the archive's top level.
-func writeResult(out string, cortexLog []byte, rawLog, html string) (err error) {
+// writeResult writes the result zip: LaTeXML's log (if it is at most maxRawLogBytes), every
+// file under html, at the archive's top level, and cortex.log last, ending in the stage line
+// of t, its pack stage the time the archive took up to it.
+func writeResult(out string, cortexLog []byte, rawLog, html string, t *stageTimes) (err error) {
+	began := time.Now()
 	f, err := os.Create(out)
 	if err != nil {
 		return fmt.Errorf("latexml: result: %w", err)
@@ -298,11 +312,7 @@ func writeResult(out string, cortexLog []byte, rawLog, html string) (err error) 
 		}
 	}()
 	zw := zip.NewWriter(f)
-	w, err := zw.CreateHeader(&zip.FileHeader{Name: "cortex.log", Method: zip.Deflate, Modified: time.Now()})
-	if err == nil {
-		_, err = w.Write(cortexLog)
-	}
-	if err == nil && rawLog != "" {
+	if rawLog != "" {
 		if fi, serr := os.Lstat(rawLog); serr == nil && fi.Mode().IsRegular() && fi.Size() <= maxRawLogBytes {
 			err = addFile(zw, "latexml.log", rawLog)
 		}
@@ -323,12 +333,28 @@ func writeResult(out string, cortexLog []byte, rawLog, html string) (err error) 
 		})
 	}
 	if err == nil {
+		err = writeCortexLog(zw, cortexLog, queue.StageLine(t.unpack, t.convert, time.Since(began)))
+	}
+	if err == nil {
 		err = zw.Close()
 	}
 	if err != nil {
 		return fmt.Errorf("latexml: result: %w", err)
 	}
 	return nil
+}
+
+// writeCortexLog adds cortex.log: log, then the stage line.
+func writeCortexLog(zw *zip.Writer, log []byte, stageLine string) error {
+	w, err := zw.CreateHeader(&zip.FileHeader{Name: "cortex.log", Method: zip.Deflate, Modified: time.Now()})
+	if err != nil {
+		return err
+	}
+	if _, err = w.Write(log); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, stageLine+"\n")
+	return err
 }
 
 func addFile(zw *zip.Writer, name, p string) error {

@@ -330,7 +330,8 @@ func readResult(t *testing.T, out string) (string, map[string][]byte) {
 		require.NoError(t, rc.Close())
 		members[f.Name] = b
 	}
-	require.Equal(t, "cortex.log", zr.File[0].Name, "cortex.log comes first")
+	require.Equal(t, "cortex.log", zr.File[len(zr.File)-1].Name, "cortex.log comes last, after what its stage line times")
+	require.Contains(t, string(members["cortex.log"]), "\nInfo:cortexq:stage_ms unpack=", "the stage line")
 	return string(members["cortex.log"]), members
 }
 
