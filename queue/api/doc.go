@@ -38,7 +38,9 @@ type document struct {
 	} `json:"info"`
 	Paths      map[string]map[string]operation `json:"paths"`
 	Components struct {
-		Schemas map[string]schema `json:"schemas"`
+		Schemas    map[string]schema    `json:"schemas"`
+		Parameters map[string]parameter `json:"parameters"`
+		Responses  map[string]response  `json:"responses"`
 	} `json:"components"`
 }
 
@@ -52,6 +54,7 @@ type operation struct {
 }
 
 type parameter struct {
+	Ref         string `json:"$ref"`
 	Name        string `json:"name"`
 	In          string `json:"in"`
 	Required    bool   `json:"required"`
@@ -59,6 +62,7 @@ type parameter struct {
 }
 
 type response struct {
+	Ref         string `json:"$ref"`
 	Description string `json:"description"`
 }
 

@@ -515,7 +515,7 @@ type Paused struct {
 type Resumed struct {
 	Corpus  string `json:"corpus"`
 	Service string `json:"service"`
-	Resumed int64  `json:"resumed"`
+	Resumed int    `json:"resumed"`
 }
 
 // SandboxMade is a sandbox made of a slice.

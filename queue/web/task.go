@@ -68,7 +68,7 @@ func (s *Server) history(r *http.Request, messages int) (inspect.TaskHistory, er
 	}
 	h, err := s.inspect.TaskHistoryMessages(r.Context(), id, messages)
 	if errors.Is(err, queue.ErrNotFound) {
-		return h, httpError{http.StatusNotFound, "task " + strconv.FormatInt(id, 10) + ": no such task"}
+		return h, httpError{code: http.StatusNotFound, msg: "task " + strconv.FormatInt(id, 10) + ": no such task"}
 	}
 	return h, err
 }
@@ -269,7 +269,7 @@ func (s *Server) download(result bool) http.HandlerFunc {
 		}
 		f, err := archive.Open(a.base, p)
 		if err != nil || p == "" {
-			s.fail(w, r, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": no " + what + " archive readable here"})
+			s.fail(w, r, httpError{code: http.StatusNotFound, msg: "task " + strconv.FormatInt(h.ID, 10) + ": no " + what + " archive readable here"})
 			return
 		}
 		defer f.Close()
@@ -398,7 +398,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if hist.Service != previewService {
-		s.fail(w, r, httpError{http.StatusNotFound, "only " + previewService + " results have a preview"})
+		s.fail(w, r, httpError{code: http.StatusNotFound, msg: "only " + previewService + " results have a preview"})
 		return
 	}
 	member := r.PathValue("member")
@@ -413,7 +413,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 	}
 	zr, f, err := openResult(a)
 	if err != nil {
-		s.fail(w, r, httpError{http.StatusNotFound, "no result archive readable here"})
+		s.fail(w, r, httpError{code: http.StatusNotFound, msg: "no result archive readable here"})
 		return
 	}
 	defer f.Close()
@@ -423,7 +423,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		}
 		rc, err := m.Open()
 		if err != nil {
-			s.fail(w, r, httpError{http.StatusNotFound, member + ": " + err.Error()})
+			s.fail(w, r, httpError{code: http.StatusNotFound, msg: member + ": " + err.Error()})
 			return
 		}
 		defer rc.Close()
@@ -433,7 +433,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(w, io.LimitReader(rc, maxPreviewMember))
 		return
 	}
-	s.fail(w, r, httpError{http.StatusNotFound, member + ": not in the result archive"})
+	s.fail(w, r, httpError{code: http.StatusNotFound, msg: member + ": not in the result archive"})
 }
 
 // severityRank orders a task's messages: the worst first.
@@ -503,7 +503,7 @@ func (s *Server) taskView(r *http.Request) (view, error) {
 	p := taskPage{TaskHistory: h}
 	s.readArchives(r, &p)
 	if p.Preview == "" {
-		return view{}, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": " + noPreview(p)}
+		return view{}, httpError{code: http.StatusNotFound, msg: "task " + strconv.FormatInt(h.ID, 10) + ": " + noPreview(p)}
 	}
 	return view{Page: "view", Title: "Preview of task " + strconv.FormatInt(h.ID, 10), Data: p}, nil
 }
