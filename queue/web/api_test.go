@@ -203,3 +203,29 @@ func countBlocked(f *fixture) int {
 	require.NoError(f.t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM tasks WHERE status <= -6`).Scan(&n))
 	return n
 }
+
+// TestAPIHostileCostsWhatThePageCosts: the hostile task's messages (1,001 of 2,000 '<') over the
+// API are clipped within the page's budget: each answer is smaller than its page, and every
+// message's details are cut at 2 KiB, then 256 bytes once 512 KiB are given.
+func TestAPIHostileCostsWhatThePageCosts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	f.hostile()
+	c := f.client()
+	pages, apis := hostilePaths(f)[1:], hostileAPIPaths(f)
+	for i, p := range apis {
+		page := c.get(pages[i].path)
+		r := c.api("GET", p.path, "")
+		require.Equal(t, http.StatusOK, r.code, p.name)
+		require.Less(t, len(r.body), len(page.body), "%s: the API's answer is not larger than its page", p.name)
+		require.Less(t, len(r.body), 1_200_000, p.name)
+		require.Equal(t, false, r.json["late"], p.name)
+		t.Logf("%s: %d bytes (its page %d bytes)", p.name, len(r.body), len(page.body))
+	}
+	msgs := c.api("GET", apis[0].path, "").json["messages"].([]any)
+	require.Len(t, msgs, 1000)
+	last := msgs[999].(map[string]any)
+	require.EqualValues(t, 2000, last["details_bytes"])
+	require.Len(t, last["details"], api.SpentMax, "past the list's budget, 256 bytes each")
+	require.Len(t, msgs[1].(map[string]any)["details"], 2000, "within it, the whole 2,000")
+}
