@@ -112,6 +112,52 @@ func NewDiff(corpus, service string, d reports.DiffRuns, cells []reports.DiffCel
 	return out
 }
 
+// NewDiffSwept is NewDiff of a kept matrix (reports.DiffMatrixSwept) with how fresh it is.
+func NewDiffSwept(corpus, service string, d reports.DiffRuns, cells []reports.DiffCell, swept *time.Time, fold reports.FoldState) Diff {
+	out := NewDiff(corpus, service, d, cells)
+	if swept != nil {
+		out.Fold, out.SweptAt = NewFold(fold), swept
+	}
+	return out
+}
+
+// RunAt is the run (of the runs of a corpus and service, oldest first) open at t: the runs'
+// number of what happened then; 0 with no run on record.
+func RunAt(runs []reports.Run, t time.Time) int64 {
+	for i := len(runs) - 1; i >= 0; i-- {
+		if !t.Before(runs[i].StartedAt) || i == 0 {
+			return runs[i].ID
+		}
+	}
+	return 0
+}
+
+// NewTask is a task (inspect.TaskHistory, its messages aside) with the runs of its corpus and
+// service (reports.Runs).
+func NewTask(h inspect.TaskHistory, runs []reports.Run) Task {
+	id := strconv.FormatInt(h.ID, 10)
+	out := Task{ID: h.ID, Corpus: h.Corpus, Service: h.Service, Entry: h.Entry, Status: StatusName(h.Status), Run: h.Run,
+		Attempts: []TaskAttempt{}, Dispatch: []TaskDispatch{},
+		Links: TaskLinks{Messages: TaskPath(h.ID) + "/messages", Page: "/task/" + id, Source: "/task/" + id + "/source",
+			Result: "/task/" + id + "/result", Log: "/task/" + id + "/cortex.log"}}
+	if len(runs) > 0 {
+		out.CurrentRun = runs[len(runs)-1].ID
+	}
+	for _, a := range h.Attempts {
+		t := TaskAttempt{Run: a.Run, Attempt: a.Attempt, RunID: RunAt(runs, a.LeasedAt), Worker: a.Worker, Replica: a.Replica,
+			LeasedAt: a.LeasedAt, AnsweredAt: a.AnsweredAt, Outcome: a.Outcome}
+		if a.Status != nil {
+			t.Status = StatusName(*a.Status)
+		}
+		out.Attempts = append(out.Attempts, t)
+	}
+	for _, d := range h.Rows {
+		out.Dispatch = append(out.Dispatch, TaskDispatch{Run: d.Run, State: d.State, Retries: d.Retries, DeadLettered: d.DeadLettered,
+			Replica: d.Replica, LeasedAt: d.LeasedAt, Deadline: d.Deadline, ReceivedAt: d.ReceivedAt})
+	}
+	return out
+}
+
 // NewWhy is cortexq why's reasons.
 func NewWhy(corpus, service string, reasons []inspect.Reason) Why {
 	out := Why{Corpus: corpus, Service: service, Reasons: make([]Reason, 0, len(reasons))}

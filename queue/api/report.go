@@ -83,7 +83,7 @@ func ReadSeverities(ctx context.Context, st *reports.Store, q ReportQuery) (Repo
 	if err != nil {
 		return ReportSeverities{}, err
 	}
-	out := ReportSeverities{Corpus: q.Corpus, Service: q.Service, All: q.All, Rows: []ReportRow{}}
+	out := ReportSeverities{Corpus: q.Corpus, Service: q.Service, All: q.All, Rows: []ReportRow{}, Rerun: q.RerunCommand()}
 	for _, n := range counts {
 		out.Tasks += n
 	}
@@ -141,7 +141,7 @@ func ReadNames(ctx context.Context, st *reports.Store, q ReportQuery) (ReportNam
 		return ReportNames{}, err
 	}
 	out := ReportNames{Corpus: q.Corpus, Service: q.Service, Severity: q.Severity, Category: q.Category, All: q.All,
-		Level: "category", Of: of, Offset: q.Offset, Limit: q.Limit, Rows: []ReportRow{}}
+		Level: "category", Of: of, Offset: q.Offset, Limit: q.Limit, Rows: []ReportRow{}, Rerun: q.RerunCommand()}
 	if q.Category != "" {
 		out.Level = "what"
 	}
@@ -179,7 +179,7 @@ func ReadTasks(ctx context.Context, st *reports.Store, q ReportQuery) (ReportTas
 		return ReportTasks{}, err
 	}
 	out := ReportTasks{Corpus: q.Corpus, Service: q.Service, Severity: q.Severity, Category: q.Category, What: q.What,
-		All: q.All, Offset: q.Offset, Limit: q.Limit, Tasks: []ReportTask{}}
+		All: q.All, Offset: q.Offset, Limit: q.Limit, Tasks: []ReportTask{}, Rerun: q.RerunCommand()}
 	read := st.ReportMessages
 	if q.All {
 		read = st.ReportAllMessages
@@ -198,4 +198,28 @@ func ReadTasks(ctx context.Context, st *reports.Store, q ReportQuery) (ReportTas
 	}
 	out.NextOffset = next(q.Offset, q.Limit, len(msgs), -1)
 	return out, nil
+}
+
+// RerunCommand is the cortexq command that reruns the query's slice.
+func (q ReportQuery) RerunCommand() string {
+	parts := []string{"cortexq", "rerun"}
+	for _, kv := range [][2]string{{"corpus", q.Corpus}, {"service", q.Service}, {"severity", q.Severity}, {"category", q.Category}, {"what", q.What}} {
+		if kv[1] != "" {
+			parts = append(parts, "--"+kv[0], shellQuote(kv[1]))
+		}
+	}
+	if q.All {
+		parts = append(parts, "--all")
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.,/:=+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

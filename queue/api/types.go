@@ -129,6 +129,8 @@ type ReportSeverities struct {
 	Tasks int64       `json:"tasks"`
 	Of    int64       `json:"of"`
 	Rows  []ReportRow `json:"rows"`
+	// Rerun is the cortexq command that reruns the rung's slice (the API's: POST …/rerun).
+	Rerun string `json:"rerun"`
 }
 
 // Fold says how fresh the category and what rungs' counts (the report rollups) are.
@@ -156,7 +158,8 @@ type ReportNames struct {
 	NextOffset *int        `json:"next_offset,omitempty"`
 	Rows       []ReportRow `json:"rows"`
 	// Fold is nil in the all-tasks view (read from its own rollups, kept with each fold).
-	Fold *Fold `json:"fold,omitempty"`
+	Fold  *Fold  `json:"fold,omitempty"`
+	Rerun string `json:"rerun"`
 }
 
 // ReportTasks is the report's last rung: the messages of one what with their tasks, a page of
@@ -174,7 +177,8 @@ type ReportTasks struct {
 	Tasks      []ReportTask `json:"tasks"`
 	// Late: the messages were not read within the request's deadline (the dashboard's page
 	// deadline); Tasks is then empty.
-	Late bool `json:"late"`
+	Late  bool   `json:"late"`
+	Rerun string `json:"rerun"`
 }
 
 // ReportTask is a message of a what with its task; Details is clipped (DetailsBytes is its
@@ -222,6 +226,10 @@ type Diff struct {
 	From    int64      `json:"from"`
 	To      int64      `json:"to"`
 	Cells   []DiffCell `json:"cells"`
+	// Fold and SweptAt, for the kept matrix of the last closed run and the open one: how fresh
+	// its counts are (as of the last fold; todo, in_flight and blocked as of the last sweep).
+	Fold    *Fold      `json:"fold,omitempty"`
+	SweptAt *time.Time `json:"swept_at,omitempty"`
 }
 
 // DiffCell is one cell of a diff with tasks in it.

@@ -175,8 +175,12 @@ func (s *Server) apiDiff(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cells, err := s.reports.DiffMatrix(r.Context(), d)
-	return api.NewDiff(corpus, service, d, cells), err
+	cells, swept, err := s.reports.DiffMatrixSwept(r.Context(), d)
+	if err != nil || swept == nil {
+		return api.NewDiff(corpus, service, d, cells), err
+	}
+	fold, err := s.reports.ReportFoldState(r.Context())
+	return api.NewDiffSwept(corpus, service, d, cells, swept, fold), err
 }
 
 // diffStatus reads a diff cell's status by name (new: not a task then, for from_status only).
@@ -276,27 +280,7 @@ func (s *Server) apiTask(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := strconv.FormatInt(h.ID, 10)
-	out := api.Task{ID: h.ID, Corpus: h.Corpus, Service: h.Service, Entry: h.Entry, Status: api.StatusName(h.Status), Run: h.Run,
-		Attempts: []api.TaskAttempt{}, Dispatch: []api.TaskDispatch{},
-		Links: api.TaskLinks{Messages: api.TaskPath(h.ID) + "/messages", Page: "/task/" + id, Source: "/task/" + id + "/source",
-			Result: "/task/" + id + "/result", Log: "/task/" + id + "/cortex.log"}}
-	if len(runs) > 0 {
-		out.CurrentRun = runs[len(runs)-1].ID
-	}
-	for _, a := range h.Attempts {
-		t := api.TaskAttempt{Run: a.Run, Attempt: a.Attempt, RunID: runAt(runs, a.LeasedAt), Worker: a.Worker, Replica: a.Replica,
-			LeasedAt: a.LeasedAt, AnsweredAt: a.AnsweredAt, Outcome: a.Outcome}
-		if a.Status != nil {
-			t.Status = api.StatusName(*a.Status)
-		}
-		out.Attempts = append(out.Attempts, t)
-	}
-	for _, d := range h.Rows {
-		out.Dispatch = append(out.Dispatch, api.TaskDispatch{Run: d.Run, State: d.State, Retries: d.Retries, DeadLettered: d.DeadLettered,
-			Replica: d.Replica, LeasedAt: d.LeasedAt, Deadline: d.Deadline, ReceivedAt: d.ReceivedAt})
-	}
-	return out, nil
+	return api.NewTask(h, runs), nil
 }
 
 func (s *Server) apiTaskMessages(r *http.Request) (any, error) {

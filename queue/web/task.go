@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/inspect"
-	"github.com/cortexq/cortexq/queue/reports"
 )
 
 // previewService is the service whose results hold an HTML page to preview.
@@ -134,7 +134,7 @@ func (s *Server) task(r *http.Request) (view, error) {
 		p.CurrentRun = runs[len(runs)-1].ID
 	}
 	for _, a := range h.Attempts {
-		p.AttemptRuns = append(p.AttemptRuns, runAt(runs, a.LeasedAt))
+		p.AttemptRuns = append(p.AttemptRuns, api.RunAt(runs, a.LeasedAt))
 	}
 	p.Timeline, p.TimelineH = timeline(h.Attempts, p.AttemptRuns, time.Now())
 	s.readArchives(r, &p)
@@ -185,17 +185,6 @@ func regular(base, p string) bool {
 	}
 	f.Close()
 	return true
-}
-
-// runAt is the run (of the runs of a corpus and service, oldest first) open at t: the runs
-// page's number of what happened then; 0 with no run on record.
-func runAt(runs []reports.Run, t time.Time) int64 {
-	for i := len(runs) - 1; i >= 0; i-- {
-		if !t.Before(runs[i].StartedAt) || i == 0 {
-			return runs[i].ID
-		}
-	}
-	return 0
 }
 
 // timeline lays a task's attempts out as bars: one row each, from leased to answered (or now),
