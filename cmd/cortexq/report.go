@@ -403,9 +403,6 @@ func reportMessages(c *cli.Context, root *base.Base, slice reports.Slice, q repo
 	for _, m := range msgs {
 		t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), m.Entry, m.Details})
 	}
-	if msgs == nil {
-		msgs = []reports.ReportMessage{}
-	}
 	return t.print(c)
 }
 
@@ -442,9 +439,6 @@ func reportLevel(c *cli.Context, root *base.Base, slice reports.Slice, q reportQ
 		} else {
 			t.Rows = append(t.Rows, []string{r.Name, commas(r.Tasks), commas(r.Messages)})
 		}
-	}
-	if rows == nil {
-		rows = []reports.ReportRow{}
 	}
 	return t.print(c)
 }
@@ -528,10 +522,8 @@ func reportAllSeverities(c *cli.Context, rep *reports.Store, scope queue.Scope, 
 	}
 	t := table{Title: fmt.Sprintf("%s: %s; per severity, the tasks with a message of it and those messages", q.where, commas(all)+" tasks"),
 		Header: []string{"severity", "tasks", "messages", "percent"}}
-	var rows []reports.ReportRow
 	for _, sev := range reports.AllSeverities {
 		r := sevs[sev]
-		rows = append(rows, r)
 		t.Rows = append(t.Rows, []string{r.Name, num(c, r.Tasks), num(c, r.Messages), percent(r.Tasks, all)})
 	}
 	return t.print(c)
@@ -547,9 +539,6 @@ func reportAllMessages(c *cli.Context, rep *reports.Store, sl reports.Slice, q a
 		Header: []string{"task_id", "status", "entry", "details"}, Next: "rerun these tasks: " + q.rerun}
 	for _, m := range msgs {
 		t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), statusName(*m.Status), m.Entry, m.Details})
-	}
-	if msgs == nil {
-		msgs = []reports.ReportMessage{}
 	}
 	return t.print(c)
 }
@@ -567,9 +556,6 @@ func reportAllNames(c *cli.Context, rep *reports.Store, sl reports.Slice, q allQ
 	t := table{Title: title, Header: []string{level, "tasks", "messages"}, Total: &total, Next: "rerun this slice: " + q.rerun}
 	for _, r := range rows {
 		t.Rows = append(t.Rows, []string{r.Name, num(c, r.Tasks), num(c, r.Messages)})
-	}
-	if rows == nil {
-		rows = []reports.ReportRow{}
 	}
 	return t.print(c)
 }
