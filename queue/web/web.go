@@ -12,6 +12,11 @@
 // origin). Against hostile results and clients (docs/web.md#hostile-results) pages are bounded
 // in bytes and in work, streamed, made at most HeavyLimit at once (the log pages LogLimit, in
 // slots of their own) within PageDeadline, and text is shown through text.Printable.
+//
+// Under /api/v1 it serves the JSON twin of every page and action (api.go, docs/api.md): the
+// types and OpenAPI contract of queue/api, read through the same calls within the same bounds;
+// its actions take the admin token as a bearer (authorize, the one place that decides who may
+// act).
 package web
 
 import (
