@@ -61,6 +61,17 @@ ORDER BY d.deadline
 LIMIT @max_rows
 FOR UPDATE OF d, t SKIP LOCKED;
 
+-- name: DispatchLockReservedOfReplica :many
+-- DispatchLockReservedOfReplica takes the reservations a replica name holds, with their tasks:
+-- at its start, those of its earlier process, which died holding them (queue/lease/name.go).
+SELECT sqlc.embed(d), t.run AS task_run, t.status AS task_status
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.state = 'reserved' AND d.replica = @replica::text
+ORDER BY d.deadline
+LIMIT @max_rows
+FOR UPDATE OF d, t SKIP LOCKED;
+
 -- name: ReserveFresh :many
 -- ReserveFresh is the reservation's fast path, a whole transaction in one statement (one round
 -- trip with its commit): it reserves up to max_rows TODO tasks of a service for the replica,

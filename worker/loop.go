@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,7 +35,21 @@ const (
 	keepaliveProbes          = 4
 )
 
-var errIOTimeout = errors.New("i/o timeout")
+// stopReplyWait is how long a stopping worker still waits for the reply to a request it has
+// sent. A dispatcher answers a request at once, with a task or with no work (a cortexq replica
+// within its requestWait of 3 s even when its database is slow), so a reply is all but always in
+// by then; one that is not is from a replica that is gone (killed while the request was on its
+// way, or since) and will never come. The request is then given up: a cortexq replica that
+// answers later finds the worker gone and returns the lease, no attempt spent.
+const stopReplyWait = time.Second
+
+var (
+	errIOTimeout = errors.New("i/o timeout")
+	// errReplicaGone: the replica that took a request disconnected before it answered.
+	errReplicaGone = errors.New("the replica disconnected before it answered")
+	// errStopping ends a request, or the wait for its reply, that a stopping worker gave up.
+	errStopping = errors.New("worker stopping")
+)
 
 // loop is one task loop; its sockets are used by its goroutine only.
 type loop struct {
@@ -87,6 +102,9 @@ type endpoints struct {
 	vent, sink string
 	dealer     *zmq.Socket // nil when it must be rebuilt
 	push       *zmq.Socket // nil when it must be rebuilt
+	// gone receives the dealer's disconnections (a socket monitor), when the dealer talks to one
+	// replica: a request that replica took is lost when it goes (killed, or its link dead).
+	gone *zmq.Socket
 	// failures counts the exchanges with this ventilator failed in a row: the pause after each
 	// doubles from Backoff (backoffDoublings), and the first one that works again says so.
 	failures int
@@ -159,7 +177,14 @@ func (l *loop) once(ctx context.Context) bool {
 		return false
 	}
 	l.cfg.Stats.Requests.Add(1)
-	first, more, err := l.recv(ctx)
+	first, more, err := l.receive(ctx, stopReplyWait)
+	if errors.Is(err, errReplicaGone) {
+		// Its request went with it: asked again at once, of the next replica in turn.
+		l.cfg.Stats.Lost.Add(1)
+		l.log.Info("the replica went away with this request; asking again", "ventilator", l.p.vent)
+		l.closeDealer(l.p)
+		return false
+	}
 	if err != nil {
 		l.transportError(ctx, "reply", err)
 		return false
@@ -186,7 +211,7 @@ func (l *loop) once(ctx context.Context) bool {
 		if n, emit := l.badReply.Record(); emit {
 			l.log.Warn("ventilator reply discarded", "err", err, "count", n)
 		}
-		sleep(ctx, l.cfg.Backoff)
+		l.pause(ctx, l.cfg.Backoff)
 		return false
 	}
 	l.cfg.Stats.Tasks.Add(1)
@@ -224,7 +249,7 @@ func (l *loop) task(ctx context.Context, taskID int64, idFrame []byte, more bool
 		log.Warn("task not worked: scratch directory", "err", err)
 		l.cfg.Stats.Failed.Add(1)
 		l.pushEmpty(ctx, log, idFrame)
-		sleep(ctx, l.cfg.Backoff)
+		l.pause(ctx, l.cfg.Backoff)
 		return
 	}
 	defer func() {
@@ -379,7 +404,7 @@ func (l *loop) pushResult(ctx context.Context, idFrame []byte, r io.Reader) erro
 			if more {
 				flags = zmq.SNDMORE
 			}
-			return l.send(ctx, l.p.push, frame, flags)
+			return l.send(ctx, l.p.push, frame, flags, noStop)
 		})
 	}
 	if err != nil {
@@ -394,7 +419,7 @@ func (l *loop) pushResult(ctx context.Context, idFrame []byte, r io.Reader) erro
 
 func (l *loop) sendHeader(ctx context.Context, idFrame []byte) error {
 	for _, f := range [][]byte{[]byte(l.identity), []byte(l.cfg.Service), idFrame} {
-		if err := l.send(ctx, l.p.push, f, zmq.SNDMORE); err != nil {
+		if err := l.send(ctx, l.p.push, f, zmq.SNDMORE, noStop); err != nil {
 			return err
 		}
 	}
@@ -413,10 +438,15 @@ type eofReader struct{}
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
 // transportError logs a failed exchange with the ventilator, rebuilds the DEALER (dropping any
-// late reply) and backs off.
+// late reply) and backs off. A request the stopping worker gave up (errStopping) is only
+// logged: the loop ends.
 func (l *loop) transportError(ctx context.Context, what string, err error) {
-	l.closeSocket(&l.p.dealer, 0)
+	l.closeDealer(l.p)
 	if ctx.Err() != nil {
+		return
+	}
+	if errors.Is(err, errStopping) {
+		l.log.Info("request given up: worker stopping", "stage", what, "ventilator", l.p.vent)
 		return
 	}
 	l.cfg.Stats.Rebuilds.Add(1)
@@ -424,7 +454,7 @@ func (l *loop) transportError(ctx context.Context, what string, err error) {
 	backoff := l.cfg.Backoff << min(l.p.failures-1, backoffDoublings)
 	l.log.Warn("ventilator exchange failed; reconnecting after a pause", "stage", what, "err", err,
 		"ventilator", l.p.vent, "failures_in_a_row", l.p.failures, "backoff", backoff)
-	sleep(ctx, backoff)
+	l.pause(ctx, backoff)
 }
 
 // exchanged notes an exchange with the current ventilator that worked, after failures.
@@ -447,9 +477,47 @@ func (l *loop) drain(ctx context.Context, more bool) error {
 	return nil
 }
 
-// send sends one frame, waiting at most IOTimeout in pollInterval steps.
-func (l *loop) send(ctx context.Context, s *zmq.Socket, frame []byte, flags zmq.Flag) error {
-	deadline := time.Now().Add(l.cfg.IOTimeout)
+// noStop is the stopAfter of a socket call that the worker's stop does not cut short: a
+// result's frames, and the frames of a reply after its first, which come with it.
+const noStop = time.Duration(-1)
+
+// ioWait bounds one blocking socket call, made in pollInterval steps: IOTimeout, ctx, and, for a
+// request or the wait for its reply, the worker's stop: stopAfter after the loop first sees
+// Config.Stopping closed (noStop: never).
+type ioWait struct {
+	l         *loop
+	what      string
+	deadline  time.Time
+	stopAfter time.Duration
+	stopAt    time.Time
+}
+
+func (l *loop) newWait(what string, stopAfter time.Duration) *ioWait {
+	return &ioWait{l: l, what: what, deadline: time.Now().Add(l.cfg.IOTimeout), stopAfter: stopAfter}
+}
+
+// over reports why the call must end now (ctx's error, errStopping or an I/O timeout), or nil.
+func (w *ioWait) over(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := time.Now()
+	if w.stopAfter >= 0 && w.stopAt.IsZero() && w.l.stopping() {
+		w.stopAt = now.Add(w.stopAfter)
+	}
+	if !w.stopAt.IsZero() && !now.Before(w.stopAt) {
+		return fmt.Errorf("%s: %w", w.what, errStopping)
+	}
+	if now.After(w.deadline) {
+		return fmt.Errorf("%s: %w after %s", w.what, errIOTimeout, w.l.cfg.IOTimeout)
+	}
+	return nil
+}
+
+// send sends one frame, waiting at most IOTimeout in pollInterval steps (and stopAfter past the
+// worker's stop, unless noStop).
+func (l *loop) send(ctx context.Context, s *zmq.Socket, frame []byte, flags zmq.Flag, stopAfter time.Duration) error {
+	w := l.newWait("send", stopAfter)
 	for {
 		_, err := s.SendBytes(frame, flags)
 		if err == nil {
@@ -458,18 +526,21 @@ func (l *loop) send(ctx context.Context, s *zmq.Socket, frame []byte, flags zmq.
 		if zmq.AsErrno(err) != zmq.Errno(syscall.EAGAIN) {
 			return err
 		}
-		if err := ctx.Err(); err != nil {
+		if err := w.over(ctx); err != nil {
 			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("send: %w after %s", errIOTimeout, l.cfg.IOTimeout)
 		}
 	}
 }
 
 // recv receives one frame from the DEALER, waiting at most IOTimeout in pollInterval steps.
 func (l *loop) recv(ctx context.Context) (frame []byte, more bool, err error) {
-	deadline := time.Now().Add(l.cfg.IOTimeout)
+	return l.receive(ctx, noStop)
+}
+
+// receive is recv that, unless stopAfter is noStop, also gives up stopAfter past the worker's
+// stop (errStopping): the wait for a reply's first frame.
+func (l *loop) receive(ctx context.Context, stopAfter time.Duration) (frame []byte, more bool, err error) {
+	w := l.newWait("receive", stopAfter)
 	for {
 		frame, err = l.p.dealer.RecvBytes(0)
 		if err == nil {
@@ -479,11 +550,11 @@ func (l *loop) recv(ctx context.Context) (frame []byte, more bool, err error) {
 		if zmq.AsErrno(err) != zmq.Errno(syscall.EAGAIN) {
 			return nil, false, err
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, false, err
+		if stopAfter != noStop && l.p.disconnected() { // the wait for a reply: its replica went
+			return nil, false, errReplicaGone
 		}
-		if time.Now().After(deadline) {
-			return nil, false, fmt.Errorf("receive: %w after %s", errIOTimeout, l.cfg.IOTimeout)
+		if err := w.over(ctx); err != nil {
+			return nil, false, err
 		}
 	}
 }
@@ -501,6 +572,7 @@ func (l *loop) request(ctx context.Context) error {
 				l.log.Debug("socket setup failed", "ventilator", p.vent, "err", err)
 				continue
 			}
+			p.disconnected() // what went before this request
 			if _, err := p.dealer.SendBytes(service, zmq.DONTWAIT); err == nil {
 				l.p = p
 				l.next = (l.next + i + 1) % len(l.pairs)
@@ -513,7 +585,9 @@ func (l *loop) request(ctx context.Context) error {
 	if err := l.ensurePair(l.p); err != nil {
 		return err
 	}
-	return l.send(ctx, l.p.dealer, service, 0)
+	l.p.disconnected() // what went before this request
+	// Not sent yet (no replica connected): a stopping worker gives it up at once.
+	return l.send(ctx, l.p.dealer, service, 0, 0)
 }
 
 // ensureSockets builds the sockets of every pair that lacks them.
@@ -546,7 +620,61 @@ func (l *loop) buildDealer(p *endpoints) error {
 		return fmt.Errorf("ventilator socket: %w", err)
 	}
 	p.dealer = s
+	if len(splitEndpoints(p.vent)) == 1 {
+		if err := l.watchDealer(p); err != nil {
+			l.closeDealer(p)
+			return fmt.Errorf("ventilator socket monitor: %w", err)
+		}
+	}
 	return nil
+}
+
+// monitors numbers the dealers' monitor endpoints, unique in the process.
+var monitors atomic.Uint64
+
+// watchDealer connects p.gone to a monitor of p.dealer's disconnections.
+func (l *loop) watchDealer(p *endpoints) error {
+	addr := fmt.Sprintf("inproc://cortexq-worker-dealer-%d", monitors.Add(1))
+	if err := p.dealer.Monitor(addr, zmq.EVENT_DISCONNECTED); err != nil {
+		return err
+	}
+	m, err := l.zctx.NewSocket(zmq.PAIR)
+	if err != nil {
+		return err
+	}
+	if err := m.SetLinger(0); err != nil {
+		_ = m.Close()
+		return err
+	}
+	if err := m.Connect(addr); err != nil {
+		_ = m.Close()
+		return err
+	}
+	p.gone = m
+	return nil
+}
+
+// disconnected reports whether p's dealer lost its replica since the last call (false when it
+// is not watched).
+func (p *endpoints) disconnected() bool {
+	if p.gone == nil {
+		return false
+	}
+	lost := false
+	for range 64 { // the events since the last call: a few at most
+		ev, _, _, err := p.gone.RecvEvent(zmq.DONTWAIT)
+		if err != nil {
+			break
+		}
+		lost = lost || ev == zmq.EVENT_DISCONNECTED
+	}
+	return lost
+}
+
+// closeDealer closes p's dealer and its monitor.
+func (l *loop) closeDealer(p *endpoints) {
+	l.closeSocket(&p.dealer, 0)
+	l.closeSocket(&p.gone, 0)
 }
 
 func (l *loop) buildPush(p *endpoints) error {
@@ -606,7 +734,7 @@ func (l *loop) socket(t zmq.Type, endpoint string, setup func(*zmq.Socket) error
 // close closes both sockets; the sink socket keeps its queued results for up to pushLinger.
 func (l *loop) close(pushLinger time.Duration) {
 	for _, p := range l.pairs {
-		l.closeSocket(&p.dealer, 0)
+		l.closeDealer(p)
 		l.closeSocket(&p.push, pushLinger)
 	}
 }
@@ -642,16 +770,6 @@ func (l *loop) pause(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-l.cfg.Stopping:
-	case <-t.C:
-	}
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
 	case <-t.C:
 	}
 }

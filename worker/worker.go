@@ -59,9 +59,13 @@ type Config struct {
 	// Concurrency is the number of task loops, each with its own sockets (1 if zero).
 	Concurrency int
 	// Stopping, when closed, stops Run gently (a warm shutdown): each loop finishes the task in
-	// hand (its conversion, and pushing its result) and requests no more; a request already
-	// sent is answered and its task worked. Cancelling Run's ctx instead abandons the tasks in
-	// hand (the dispatcher retries them at their lease's end, an attempt spent). Nil: never.
+	// hand (its conversion, and pushing its result) and requests no more. A loop that has no
+	// task in hand returns at once: from its throttle or backoff pause, from a request no
+	// replica has taken yet, and from the wait for a reply, which it still gives a second (a
+	// dispatcher answers at once; a reply that has not come by then is from a replica that is
+	// gone, a request lost with a killed one) and whose task, if one comes, it works.
+	// Cancelling Run's ctx instead abandons the tasks in hand (the dispatcher retries them at
+	// their lease's end, an attempt spent). Nil: never.
 	Stopping <-chan struct{}
 	// Count stops Run after this many real tasks in all (0 = run until ctx is cancelled).
 	Count int
@@ -109,6 +113,8 @@ type Stats struct {
 	BadReplies atomic.Uint64
 	// Rebuilds counts DEALER sockets rebuilt after a timeout or transport error.
 	Rebuilds atomic.Uint64
+	// Lost counts requests whose replica disconnected before it answered (asked again at once).
+	Lost atomic.Uint64
 }
 
 // Run works tasks for cfg.Service until ctx is cancelled or cfg.Count real tasks are done, and

@@ -110,7 +110,12 @@ type testDB struct {
 func newTestDB(t *testing.T) *testDB {
 	t.Helper()
 	t.Parallel()
-	dsn := queuetest.ConnString(t)
+	return newTestDBOn(t, queuetest.ConnString(t))
+}
+
+// newTestDBOn is newTestDB on the database of dsn.
+func newTestDBOn(t *testing.T, dsn string) *testDB {
+	t.Helper()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)

@@ -165,8 +165,20 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	// One live process a name: its start-up sweep removes the name's other processes' temp files.
-	if err := root.Lease(cfg.Lease).CheckName(c.Context); err != nil {
+	mode, err := pooler(c)
+	if err != nil {
 		return err
+	}
+	name, err := root.Lease(cfg.Lease).HoldName(c.Context, mode != poolerTransaction)
+	if err != nil {
+		return err
+	}
+	defer name.Release()
+	// The name is this process's: what reservations it holds are a dead process's stock.
+	if n, err := root.Lease(cfg.Lease).ReleaseEarlier(c.Context); err != nil {
+		return fmt.Errorf("release the reservations of this replica's earlier process: %w", err)
+	} else if n > 0 {
+		logger.Info("released the reservations of this replica's earlier process (its tasks are TODO again)", "released", n)
 	}
 	rep, err := replica.New(root, cfg)
 	if err != nil {

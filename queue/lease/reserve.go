@@ -331,19 +331,62 @@ func (s *Store) Release(ctx context.Context, rs []Reserved) (int, error) {
 // max (ReapBatchDefault when max <= 0): their replica died or froze holding them. Rows other
 // transactions hold are skipped.
 func (s *Store) ReleaseExpired(ctx context.Context, max int) (int, error) {
+	return s.releaseLocked(ctx, "release expired reservations", func(q *dbsqlc.Queries, now time.Time, max int32) ([]releasable, error) {
+		rows, err := q.DispatchLockReservedExpired(ctx, now, max)
+		out := make([]releasable, len(rows))
+		for i := range rows {
+			out[i] = releasable{&rows[i].Dispatch, rows[i].TaskRun, rows[i].TaskStatus}
+		}
+		return out, err
+	}, max)
+}
+
+// ReleaseEarlier gives back, at once, every reservation this replica's name holds (Release):
+// called at the start, while the name is held (HoldName) and before this process reserves
+// anything, they are those of an earlier process of the name, which died holding them. Without
+// it they would wait out their deadline (--reservation-ttl). It reports how many it released.
+func (s *Store) ReleaseEarlier(ctx context.Context) (int, error) {
+	total := 0
+	for range 1000 { // bounded: a stock is a few thousand reservations at most
+		n, err := s.releaseLocked(ctx, "release an earlier process's reservations", func(q *dbsqlc.Queries, _ time.Time, max int32) ([]releasable, error) {
+			rows, err := q.DispatchLockReservedOfReplica(ctx, s.cfg.Replica, max)
+			out := make([]releasable, len(rows))
+			for i := range rows {
+				out[i] = releasable{&rows[i].Dispatch, rows[i].TaskRun, rows[i].TaskStatus}
+			}
+			return out, err
+		}, 0)
+		total += n
+		if err != nil || n < ReapBatchDefault {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// releasable is a locked reservation with its task's run and status.
+type releasable struct {
+	d          *dbsqlc.Dispatch
+	taskRun    int32
+	taskStatus int16
+}
+
+// releaseLocked releases, in one transaction, up to max (ReapBatchDefault when max <= 0)
+// reservations that lock chooses and locks.
+func (s *Store) releaseLocked(ctx context.Context, what string, lock func(*dbsqlc.Queries, time.Time, int32) ([]releasable, error), max int) (int, error) {
 	if max <= 0 {
 		max = ReapBatchDefault
 	}
 	n := 0
-	err := s.inTx(ctx, "release expired reservations", true, func(q *dbsqlc.Queries, _ pgx.Tx, now time.Time) error {
+	err := s.inTx(ctx, what, true, func(q *dbsqlc.Queries, _ pgx.Tx, now time.Time) error {
 		n = 0
-		rows, err := q.DispatchLockReservedExpired(ctx, now, int32(max))
+		rows, err := lock(q, now, int32(max))
 		if err != nil {
-			return fmt.Errorf("lock expired reservations: %w", err)
+			return fmt.Errorf("lock the reservations: %w", err)
 		}
 		w := newWrites()
-		for i := range rows {
-			s.release(w, &rows[i].Dispatch, rows[i].TaskRun, rows[i].TaskStatus, now)
+		for _, r := range rows {
+			s.release(w, r.d, r.taskRun, r.taskStatus, now)
 		}
 		n = len(rows)
 		if err := s.resolveKinds(ctx, q, w); err != nil {

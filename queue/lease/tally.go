@@ -3,7 +3,6 @@ package lease
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -258,60 +257,4 @@ func (s *Store) NoteDemand(ctx context.Context, services []int32, rates []float6
 		out[r.ServiceID] = r.Total
 	}
 	return out, nil
-}
-
-// NameHeldError is returned by CheckName when a live replica holds the name.
-type NameHeldError struct {
-	Replica string
-	Beat    time.Duration // how long before the check its heartbeat was
-}
-
-func (e *NameHeldError) Error() string {
-	return fmt.Sprintf("replica name %q is held by a live replica (its heartbeat moved during the check, %s before it); give this one another --replica", e.Replica, e.Beat.Round(time.Second))
-}
-
-// nameLiveWithin is how recent a heartbeat must be for its replica to count as live.
-const nameLiveWithin = 30 * time.Second
-
-// CheckName reports a *NameHeldError if another live process holds this replica's name: its
-// heartbeat (replica_heartbeats) is recent, not a clean stop, and moves while CheckName watches
-// it, for up to two heartbeats. A heartbeat that stays still is that of a process that died
-// (kill -9): the name is free, after that wait. Replicas' start-up sweep removes the temp files
-// of the name's other processes, so two live processes of one name must not be
-// (docs/operations.md#running-several-replicas).
-func (s *Store) CheckName(ctx context.Context) error {
-	q := dbsqlc.New(s.pool)
-	read := func() (*dbsqlc.ReplicaHeartbeatOfRow, error) {
-		rows, err := q.ReplicaHeartbeatOf(ctx, s.cfg.Replica)
-		if err != nil || len(rows) == 0 {
-			return nil, translate("read the replica's heartbeat", err)
-		}
-		return &rows[0], nil
-	}
-	first, err := read()
-	if err != nil || first == nil || first.Stopped || first.Now.Sub(first.SeenAt) > nameLiveWithin {
-		return err
-	}
-	s.logger.Info("another process of this replica's name beat recently; watching its heartbeat",
-		"replica", s.cfg.Replica, "heartbeat_age", first.Now.Sub(first.SeenAt).Round(time.Millisecond))
-	deadline := time.Now().Add(2*HeartbeatEvery + time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-		cur, err := read()
-		if err != nil {
-			return err
-		}
-		if cur != nil && !cur.SeenAt.Equal(first.SeenAt) && !cur.Stopped {
-			return &NameHeldError{Replica: s.cfg.Replica, Beat: cur.Now.Sub(cur.SeenAt)}
-		}
-		if cur == nil || cur.Stopped {
-			return nil
-		}
-	}
-	s.logger.Info("the heartbeat stayed still: its process is gone; the name is free", "replica", s.cfg.Replica)
-	return nil
 }

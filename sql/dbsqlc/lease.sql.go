@@ -169,6 +169,65 @@ func (q *Queries) DispatchLockReservedExpired(ctx context.Context, now time.Time
 	return items, nil
 }
 
+const dispatchLockReservedOfReplica = `-- name: DispatchLockReservedOfReplica :many
+SELECT d.task_id, d.run, d.state, d.attempt_workers, d.deadline, d.answered, d.finished_attempt, d.finished_status, d.queued, d.replica, d.service_id, d.retries, d.lease_timeout_seconds, d.leased_at, d.dead_lettered, d.last_cause, d.forget_at, d.received_at, t.run AS task_run, t.status AS task_status
+FROM dispatch d
+JOIN tasks t ON t.id = d.task_id
+WHERE d.state = 'reserved' AND d.replica = $1::text
+ORDER BY d.deadline
+LIMIT $2
+FOR UPDATE OF d, t SKIP LOCKED
+`
+
+type DispatchLockReservedOfReplicaRow struct {
+	Dispatch   Dispatch `json:"dispatch"`
+	TaskRun    int32    `json:"task_run"`
+	TaskStatus int16    `json:"task_status"`
+}
+
+// DispatchLockReservedOfReplica takes the reservations a replica name holds, with their tasks:
+// at its start, those of its earlier process, which died holding them (queue/lease/name.go).
+func (q *Queries) DispatchLockReservedOfReplica(ctx context.Context, replica string, maxRows int32) ([]DispatchLockReservedOfReplicaRow, error) {
+	rows, err := q.db.Query(ctx, dispatchLockReservedOfReplica, replica, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DispatchLockReservedOfReplicaRow
+	for rows.Next() {
+		var i DispatchLockReservedOfReplicaRow
+		if err := rows.Scan(
+			&i.Dispatch.TaskID,
+			&i.Dispatch.Run,
+			&i.Dispatch.State,
+			&i.Dispatch.AttemptWorkers,
+			&i.Dispatch.Deadline,
+			&i.Dispatch.Answered,
+			&i.Dispatch.FinishedAttempt,
+			&i.Dispatch.FinishedStatus,
+			&i.Dispatch.Queued,
+			&i.Dispatch.Replica,
+			&i.Dispatch.ServiceID,
+			&i.Dispatch.Retries,
+			&i.Dispatch.LeaseTimeoutSeconds,
+			&i.Dispatch.LeasedAt,
+			&i.Dispatch.DeadLettered,
+			&i.Dispatch.LastCause,
+			&i.Dispatch.ForgetAt,
+			&i.Dispatch.ReceivedAt,
+			&i.TaskRun,
+			&i.TaskStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const dispatchStillReserved = `-- name: DispatchStillReserved :many
 SELECT task_id
 FROM dispatch
