@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/catalog"
 )
 
@@ -121,11 +122,8 @@ func runCorpusList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if shares == nil {
-		shares = []catalog.Share{}
-	}
 	t := table{Title: fmt.Sprintf("%d corpora and services", len(shares)),
-		Header: []string{"corpus", "service", "sandbox", "weight", "priority", "todo", "leases/min", "share"}, JSON: shares}
+		Header: []string{"corpus", "service", "sandbox", "weight", "priority", "todo", "leases/min", "share"}, JSON: api.NewCorpora(shares)}
 	for _, s := range shares {
 		t.Rows = append(t.Rows, []string{printable(s.Corpus), printable(s.Service), strconv.FormatBool(s.Sandbox),
 			strconv.Itoa(int(s.Weight)), strconv.Itoa(int(s.Priority)), strconv.FormatInt(s.TODO, 10),

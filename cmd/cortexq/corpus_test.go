@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/internal/bench"
-	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/api"
 )
 
 // cortexq corpus set and list: weights and priorities, the share of the last minute's leases
@@ -52,16 +52,17 @@ func TestCorpusSetAndList(t *testing.T) {
 	}
 	require.Contains(t, d.ok("sandbox", "create", "sb", "--from", "a", "--service", "echo"), "30 tasks copied as TODO, priority 1;")
 
-	var shares []catalog.Share
-	require.NoError(t, json.Unmarshal([]byte(d.ok("corpus", "list", "--json")), &shares))
+	var corpora api.Corpora
+	require.NoError(t, json.Unmarshal([]byte(d.ok("corpus", "list", "--json")), &corpora))
+	shares := corpora.Corpora
 	require.Len(t, shares, 3)
-	byName := map[string]catalog.Share{}
+	byName := map[string]api.CorpusShare{}
 	for _, s := range shares {
 		byName[s.Corpus] = s
 	}
-	require.Equal(t, catalog.Share{Corpus: "a", Service: "echo", Weight: 3, Priority: 2, TODO: 0, LeasesLastMinute: 30, LeaseShare: 1}, byName["a"])
-	require.Equal(t, catalog.Share{Corpus: "b", Service: "echo", Weight: 1, Priority: 0, TODO: 10}, byName["b"])
-	require.Equal(t, catalog.Share{Corpus: "sb", Service: "echo", Sandbox: true, Weight: 1, Priority: 1, TODO: 30}, byName["sb"])
+	require.Equal(t, api.CorpusShare{Corpus: "a", Service: "echo", Weight: 3, Priority: 2, Todo: 0, LeasesLastMinute: 30, LeaseShare: 1}, byName["a"])
+	require.Equal(t, api.CorpusShare{Corpus: "b", Service: "echo", Weight: 1, Priority: 0, Todo: 10}, byName["b"])
+	require.Equal(t, api.CorpusShare{Corpus: "sb", Service: "echo", Sandbox: true, Weight: 1, Priority: 1, Todo: 30}, byName["sb"])
 	require.Equal(t, []string{"a", "sb", "b"}, []string{shares[0].Corpus, shares[1].Corpus, shares[2].Corpus}, "highest priority first")
 
 	table := d.ok("corpus", "list")

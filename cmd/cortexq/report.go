@@ -297,6 +297,9 @@ func runReport(c *cli.Context) error {
 	case what != "" && category == "":
 		return usagef(c, "--what needs --category")
 	}
+	if c.Bool("json") {
+		return reportAsAPI(c, sevName, category, what, limit, offset)
+	}
 	if c.Bool("all") {
 		return runReportAll(c, sevName, category, what, limit, offset)
 	}
@@ -337,7 +340,7 @@ type reportQuery struct {
 
 // reportSummary prints the report's first level: the tasks of each final status.
 func reportSummary(c *cli.Context, root *base.Base, scope queue.Scope, q reportQuery) error {
-	corpus, service, rerun, where := q.corpus, q.service, q.rerun, q.where
+	rerun, where := q.rerun, q.where
 	counts, err := root.Reports.ReportStatuses(c.Context, scope)
 	if err != nil {
 		return err
@@ -376,15 +379,13 @@ func reportSummary(c *cli.Context, root *base.Base, scope queue.Scope, q reportQ
 			t.Rows[i][1] = strconv.FormatInt(r.Tasks, 10)
 		}
 	}
-	t.JSON = map[string]any{"corpus": corpus, "service": service, "tasks": all, "total": total,
-		"severities": rows, "rerun": rerun}
 	return t.print(c)
 }
 
 // reportMessages prints the report's last level: a what's messages and their tasks.
 func reportMessages(c *cli.Context, root *base.Base, slice reports.Slice, q reportQuery) error {
-	corpus, service, rerun, where := q.corpus, q.service, q.rerun, q.where
-	sevName, category, what, limit, offset := q.sevName, q.category, q.what, q.limit, q.offset
+	rerun, where := q.rerun, q.where
+	sevName, category, what := q.sevName, q.category, q.what
 	if c.Bool("fold") { // the page's tasks are those of the last fold
 		if err := foldAll(c, root); err != nil {
 			return err
@@ -402,18 +403,13 @@ func reportMessages(c *cli.Context, root *base.Base, slice reports.Slice, q repo
 	for _, m := range msgs {
 		t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), m.Entry, m.Details})
 	}
-	if msgs == nil {
-		msgs = []reports.ReportMessage{}
-	}
-	t.JSON = map[string]any{"corpus": corpus, "service": service, "severity": sevName, "category": category,
-		"what": what, "offset": offset, "limit": limit, "messages": msgs, "rerun": rerun}
 	return t.print(c)
 }
 
 // reportLevel prints the category level of a severity, or the what level of a category.
 func reportLevel(c *cli.Context, root *base.Base, slice reports.Slice, q reportQuery) error {
-	corpus, service, rerun, where := q.corpus, q.service, q.rerun, q.where
-	sevName, category, limit, offset := q.sevName, q.category, q.limit, q.offset
+	rerun, where := q.rerun, q.where
+	sevName, category := q.sevName, q.category
 	if c.Bool("fold") {
 		if err := foldAll(c, root); err != nil {
 			return err
@@ -444,12 +440,6 @@ func reportLevel(c *cli.Context, root *base.Base, slice reports.Slice, q reportQ
 			t.Rows = append(t.Rows, []string{r.Name, commas(r.Tasks), commas(r.Messages)})
 		}
 	}
-	if rows == nil {
-		rows = []reports.ReportRow{}
-	}
-	t.JSON = map[string]any{"corpus": corpus, "service": service, "severity": sevName, "category": category,
-		"level": level, "offset": offset, "limit": limit, "total": total, "rows": rows, "rerun": rerun,
-		"folded_at": fold.FoldedAt, "fold_age_seconds": fold.Age.Seconds(), "fold_pending": fold.Pending}
 	return t.print(c)
 }
 
@@ -532,13 +522,10 @@ func reportAllSeverities(c *cli.Context, rep *reports.Store, scope queue.Scope, 
 	}
 	t := table{Title: fmt.Sprintf("%s: %s; per severity, the tasks with a message of it and those messages", q.where, commas(all)+" tasks"),
 		Header: []string{"severity", "tasks", "messages", "percent"}}
-	var rows []reports.ReportRow
 	for _, sev := range reports.AllSeverities {
 		r := sevs[sev]
-		rows = append(rows, r)
 		t.Rows = append(t.Rows, []string{r.Name, num(c, r.Tasks), num(c, r.Messages), percent(r.Tasks, all)})
 	}
-	t.JSON = map[string]any{"corpus": q.corpus, "service": q.service, "all": true, "tasks": all, "severities": rows}
 	return t.print(c)
 }
 
@@ -553,11 +540,6 @@ func reportAllMessages(c *cli.Context, rep *reports.Store, sl reports.Slice, q a
 	for _, m := range msgs {
 		t.Rows = append(t.Rows, []string{strconv.FormatInt(m.TaskID, 10), statusName(*m.Status), m.Entry, m.Details})
 	}
-	if msgs == nil {
-		msgs = []reports.ReportMessage{}
-	}
-	t.JSON = map[string]any{"corpus": q.corpus, "service": q.service, "all": true, "severity": q.severity, "category": q.category,
-		"what": q.what, "offset": sl.Offset, "limit": sl.Limit, "messages": msgs, "rerun": q.rerun}
 	return t.print(c)
 }
 
@@ -575,10 +557,5 @@ func reportAllNames(c *cli.Context, rep *reports.Store, sl reports.Slice, q allQ
 	for _, r := range rows {
 		t.Rows = append(t.Rows, []string{r.Name, num(c, r.Tasks), num(c, r.Messages)})
 	}
-	if rows == nil {
-		rows = []reports.ReportRow{}
-	}
-	t.JSON = map[string]any{"corpus": q.corpus, "service": q.service, "all": true, "severity": q.severity, "category": q.category,
-		"level": level, "offset": sl.Offset, "limit": sl.Limit, "total": total, "rows": rows, "rerun": q.rerun}
 	return t.print(c)
 }

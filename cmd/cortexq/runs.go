@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/reports"
 )
@@ -68,7 +69,7 @@ func runRuns(c *cli.Context) error {
 		Title: fmt.Sprintf("corpus %s, service %s: %d runs", c.String(flagCorpus), c.String(flagService), len(runs)),
 		Header: []string{"run", "started", "ended", "tasks", "no_problem", "warning", "error", "fatal", "invalid",
 			"todo", "in_flight", "blocked", "note"},
-		JSON: runs,
+		JSON: api.NewRuns(c.String(flagCorpus), c.String(flagService), runs),
 	}
 	raw := c.Bool("csv")
 	for _, r := range runs {
@@ -201,11 +202,12 @@ func runDiff(c *cli.Context) error {
 		for _, x := range tasks {
 			t.Rows = append(t.Rows, []string{strconv.FormatInt(x.TaskID, 10), x.Entry})
 		}
-		if tasks == nil {
-			tasks = []reports.DiffTask{}
+		js := api.DiffTasks{Corpus: corpus, Service: service, From: d.From, To: d.To, FromStatus: strings.ToLower(fromName),
+			ToStatus: statusName(*toStatus), Offset: offset, Limit: limit, Tasks: make([]api.DiffTask, 0, len(tasks))}
+		for _, x := range tasks {
+			js.Tasks = append(js.Tasks, api.DiffTask(x))
 		}
-		t.JSON = map[string]any{"corpus": corpus, "service": service, "from": d.From, "to": d.To,
-			"from_status": strings.ToLower(fromName), "to_status": statusName(*toStatus), "offset": offset, "limit": limit, "tasks": tasks}
+		t.JSON = js
 		return t.print(c)
 	}
 	return diffMatrix(c, root, d, label)
@@ -235,12 +237,6 @@ func diffMatrix(c *cli.Context, root *base.Base, d reports.DiffRuns, label strin
 		}
 		t.Note = foldAge(fold) + "; todo, in_flight and blocked as of " + zoned(*swept, "15:04:05")
 	}
-	type cellJSON struct {
-		From  string `json:"from"`
-		To    string `json:"to"`
-		Tasks int64  `json:"tasks"`
-	}
-	jcells := []cellJSON{}
 	for _, x := range cells {
 		from := "new"
 		if x.From != nil {
@@ -252,13 +248,8 @@ func diffMatrix(c *cli.Context, root *base.Base, d reports.DiffRuns, label strin
 		} else {
 			t.Rows = append(t.Rows, []string{from, "→", statusName(x.To), commas(x.Tasks)})
 		}
-		jcells = append(jcells, cellJSON{from, statusName(x.To), x.Tasks})
 	}
-	t.JSON = map[string]any{"corpus": corpus, "service": service, "from": d.From, "to": d.To, "cells": jcells}
-	if swept != nil {
-		m := t.JSON.(map[string]any)
-		m["folded_at"], m["fold_age_seconds"], m["fold_pending"], m["swept_at"] = fold.FoldedAt, fold.Age.Seconds(), fold.Pending, swept
-	}
+	t.JSON = api.NewDiffSwept(corpus, service, d, cells, swept, fold)
 	return t.print(c)
 }
 

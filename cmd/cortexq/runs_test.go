@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/lease"
-	"github.com/cortexq/cortexq/queue/reports"
 )
 
 type diffJSON struct {
@@ -118,8 +118,9 @@ func TestDiffOfARerunThatFixedSomeTasks(t *testing.T) {
 	// A third run: the closed runs compare with each other, and with a new task imported meanwhile.
 	d.importList("c", "echo", entries("t", 13)...)
 	d.ok("rerun", "--corpus", "c", "--service", "echo", "--severity", "error")
-	var runs []reports.Run
-	require.NoError(t, json.Unmarshal([]byte(d.ok("runs", "--corpus", "c", "--service", "echo", "--json")), &runs))
+	var rs api.Runs
+	require.NoError(t, json.Unmarshal([]byte(d.ok("runs", "--corpus", "c", "--service", "echo", "--json")), &rs))
+	runs := rs.Runs
 	require.Len(t, runs, 3)
 	require.Equal(t, "new latexml", runs[1].Note)
 	require.Equal(t, int64(5), runs[0].Error)

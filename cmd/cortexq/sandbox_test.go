@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/internal/bench"
-	"github.com/cortexq/cortexq/queue/reports"
+	"github.com/cortexq/cortexq/queue/api"
 )
 
 // A sandbox of a corpus's Error tasks runs on real replicas and workers, publishes
@@ -103,8 +103,9 @@ func TestSandboxRunLeavesTheParentUntouched(t *testing.T) {
 	// The sandbox is a corpus to the other commands.
 	out = d.ok("report", "--corpus", "sb", "--service", "echo")
 	require.Regexp(t, fmt.Sprintf(`(?m)^no_problem\s+%d\s+100\.00%%`, errored), out)
-	var runs []reports.Run
-	require.NoError(t, json.Unmarshal([]byte(d.ok("runs", "--corpus", "sb", "--service", "echo", "--json")), &runs))
+	var rs api.Runs
+	require.NoError(t, json.Unmarshal([]byte(d.ok("runs", "--corpus", "sb", "--service", "echo", "--json")), &rs))
+	runs := rs.Runs
 	require.Len(t, runs, 1)
 	require.Equal(t, "sandbox of c", runs[0].Note)
 	require.Contains(t, d.ok("status", "--corpus", "sb"), "sb")

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/catalog"
 )
 
@@ -31,8 +32,10 @@ func serviceCommand() *cli.Command {
 				Action: serviceAdd,
 			},
 			{
-				Name:   "list",
-				Usage:  "list the services",
+				Name:  "list",
+				Usage: "list the services",
+				Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the services as GET /api/v1/services answers them",
+					EnvVars: envVars("SERVICE_LIST_JSON")}},
 				Action: serviceList,
 			},
 		},
@@ -90,6 +93,9 @@ func serviceList(c *cli.Context) error {
 	services, err := root.Catalog.Services(c.Context)
 	if err != nil {
 		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c, api.NewServices(services))
 	}
 	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSERVICE\tLEASE")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -92,6 +93,36 @@ func TestAuditsOnAHotStandby(t *testing.T) {
 			require.Regexp(t, `Counts as of the fold .* On a standby: its last replayed commit is \d+s old\.`, body, path)
 		}
 	}
+	// The API: its reads on the standby, its actions refused with a JSON error, by --read-only
+	// and, on a dashboard with a token, by the standby itself.
+	api := "/api/v1/corpora/" + corpus + "/services/bench_echo"
+	for _, path := range []string{"/api/v1/status", api + "/report", api + "/report/categories?severity=warning", api + "/runs", "/api/v1/tasks/1"} {
+		code, body := get(t, base+path)
+		require.Equal(t, http.StatusOK, code, "%s: %s", path, body)
+	}
+	code, body := apiPost(t, base+api+"/pause", docsToken)
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Contains(t, body, `"code":"read_only"`)
 	require.Equal(t, 0, web.stop(syscall.SIGTERM, 10*time.Second))
 	require.NotContains(t, web.log(), "read-only transaction", web.log())
+	tokened, tbase := s.startWeb("--admin-token", docsToken)
+	code, body = apiPost(t, tbase+api+"/pause", docsToken)
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Contains(t, body, `"code":"read_only"`)
+	require.Contains(t, body, "hot standby")
+	require.Equal(t, 0, tokened.stop(syscall.SIGTERM, 10*time.Second))
+}
+
+// apiPost POSTs to an API action with a bearer token, returning the status and body.
+func apiPost(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/inspect"
 )
@@ -33,6 +34,11 @@ func statusCommand() *cli.Command {
 				Usage:   "refresh with progress bars until interrupted or all done",
 				EnvVars: envVars("STATUS_WATCH"),
 			},
+			&cli.BoolFlag{
+				Name:    "json",
+				Usage:   "print the progress as GET /api/v1/status answers it (not with --watch)",
+				EnvVars: envVars("STATUS_JSON"),
+			},
 			&cli.DurationFlag{
 				Name:    "interval",
 				Usage:   "refresh interval of --watch",
@@ -52,6 +58,9 @@ func runStatus(c *cli.Context) error {
 	if interval <= 0 {
 		return usagef(c, "--interval: want a positive duration")
 	}
+	if watch && c.Bool("json") {
+		return usagef(c, "give --watch or --json, not both")
+	}
 	root, done, err := openBase(c)
 	if err != nil {
 		return err
@@ -69,6 +78,9 @@ func runStatus(c *cli.Context) error {
 				return nil // interrupted
 			}
 			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c, api.NewStatus(rows))
 		}
 		switch {
 		case clear:

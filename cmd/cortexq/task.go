@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/inspect"
 )
 
@@ -24,7 +25,9 @@ func taskCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "show a task, its dispatch rows, attempts (workers, times, outcomes) and messages",
 				ArgsUsage: "ID",
-				Action:    taskShow,
+				Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the task as GET /api/v1/tasks/ID answers it (its messages: GET /api/v1/tasks/ID/messages)",
+					EnvVars: envVars("TASK_JSON")}},
+				Action: taskShow,
 			},
 		},
 	}
@@ -53,6 +56,13 @@ func taskShow(c *cli.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if c.Bool("json") {
+		runs, err := root.Reports.Runs(c.Context, queue.Scope{CorpusID: h.CorpusID, ServiceID: h.ServiceID})
+		if err != nil {
+			return err
+		}
+		return printJSON(c, api.NewTask(h, runs))
 	}
 	return printHistory(c.App.Writer, h)
 }

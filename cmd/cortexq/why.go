@@ -1,11 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/dispatch"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/reaper"
@@ -36,7 +36,7 @@ func whyCommand() *cli.Command {
 			&cli.IntFlag{Name: "worker-cap", Usage: "the replicas' --max-in-flight-per-worker", Value: dispatch.MaxInFlightPerWorkerDefault, EnvVars: envVars("MAX_IN_FLIGHT_PER_WORKER")},
 			&cli.DurationFlag{Name: "reap-interval", Usage: "the replicas' --reap-interval", Value: reaper.IntervalDefault, EnvVars: envVars("REAP_INTERVAL")},
 			&cli.DurationFlag{Name: "fold-interval", Usage: "the replicas' --fold-interval", Value: reaper.FoldIntervalDefault, EnvVars: envVars("FOLD_INTERVAL")},
-			&cli.BoolFlag{Name: "json", Usage: "print the reasons as a JSON array", EnvVars: envVars("WHY_JSON")},
+			&cli.BoolFlag{Name: "json", Usage: "print the reasons as GET /api/v1/corpora/C/services/S/why answers them", EnvVars: envVars("WHY_JSON")},
 		},
 		Action: runWhy,
 	}
@@ -66,15 +66,7 @@ func runWhy(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if c.Bool("json") {
-		if reasons == nil {
-			reasons = []inspect.Reason{}
-		}
-		b, err := json.MarshalIndent(reasons, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "%s\n", b)
-		return nil
+		return printJSON(c, api.NewWhy(c.String(flagCorpus), c.String(flagService), reasons))
 	}
 	if len(reasons) == 0 {
 		fmt.Fprintf(w, "corpus %s, service %s: nothing in the database holds it back (see docs/operations.md#why-is-a-corpus-not-moving)\n",

@@ -209,8 +209,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	tooMany := func(wait time.Duration) {
 		s.logger.Warn("web sign-in refused: too many failed attempts", "remote", r.RemoteAddr)
 		w.Header().Set("Retry-After", retryAfter(wait))
-		s.fail(w, r, httpError{http.StatusTooManyRequests,
-			fmt.Sprintf("too many failed sign-ins: try again in %s", wait.Round(time.Second))})
+		s.fail(w, r, httpError{code: http.StatusTooManyRequests, msg: fmt.Sprintf("too many failed sign-ins: try again in %s", wait.Round(time.Second))})
 	}
 	// An address past its own limit is refused without its token compared. Past the overall
 	// limit only, the token is compared: the right one signs in (so wrong guesses from elsewhere

@@ -34,7 +34,7 @@ func (s *Server) sourceFile(r *http.Request) (view, error) {
 	}
 	zr, f, err := openZip(a.base, a.source)
 	if err != nil {
-		return view{}, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": no source archive readable here"}
+		return view{}, httpError{code: http.StatusNotFound, msg: "task " + strconv.FormatInt(h.ID, 10) + ": no source archive readable here"}
 	}
 	defer f.Close()
 	var member *zip.File
@@ -47,16 +47,16 @@ func (s *Server) sourceFile(r *http.Request) (view, error) {
 		}
 	}
 	if member == nil {
-		return view{}, httpError{http.StatusNotFound, name + ": not in the source archive"}
+		return view{}, httpError{code: http.StatusNotFound, msg: name + ": not in the source archive"}
 	}
 	rc, err := member.Open()
 	if err != nil {
-		return view{}, httpError{http.StatusNotFound, member.Name + ": " + err.Error()}
+		return view{}, httpError{code: http.StatusNotFound, msg: member.Name + ": " + err.Error()}
 	}
 	b, err := io.ReadAll(io.LimitReader(rc, maxSourceShown+1))
 	rc.Close()
 	if err != nil {
-		return view{}, httpError{http.StatusNotFound, member.Name + ": " + err.Error()}
+		return view{}, httpError{code: http.StatusNotFound, msg: member.Name + ": " + err.Error()}
 	}
 	cut := len(b) > maxSourceShown
 	body, _ := htmlCut(text.PrintableLines(string(b[:min(len(b), maxSourceShown)])), maxSourceShown)
@@ -73,7 +73,7 @@ func (s *Server) sourceFile(r *http.Request) (view, error) {
 }
 
 // errNoArchive is the answer for a task with no archive of the kind asked for.
-var errNoArchive = httpError{http.StatusNotFound, "no archive"}
+var errNoArchive = httpError{code: http.StatusNotFound, msg: "no archive"}
 
 // openZip opens an archive beneath base (archive.Open: no path out of it) as a zip, with the
 // checks every page that reads a member makes: a member name that climbs out of the archive

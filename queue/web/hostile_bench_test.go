@@ -15,7 +15,8 @@ import (
 )
 
 // BenchmarkWebHostile loads the pages of the hostile task (hostileLog, with the statistics
-// autovacuum gathers: the log page, the task page and the report's page of its messages), one
+// autovacuum gathers: the log page, the task page and the report's page of its messages, and
+// their twins in the API), one
 // at a time, reporting the median and p95 of the loads with the load average
 // (docs/web.md#bounded-work-issue-50):
 //
@@ -25,7 +26,7 @@ func BenchmarkWebHostile(b *testing.B) {
 	f.hostile()
 	srv, err := web.New(web.Config{Base: f.base, Store: f.store})
 	require.NoError(b, err)
-	for _, p := range hostilePaths(f) {
+	for _, p := range append(hostilePaths(f), hostileAPIPaths(f)...) {
 		b.Run(p.name, func(b *testing.B) {
 			var took []time.Duration
 			for b.Loop() {
@@ -56,5 +57,14 @@ func hostilePaths(f *fixture) []namedPath {
 		{"log", fmt.Sprintf("/task/%d/log", f.warn)},
 		{"task", fmt.Sprintf("/task/%d", f.warn)},
 		{"report_messages", "/report?corpus=papers&service=tex_to_html&severity=warning&category=latex&what=amp&limit=1000"},
+	}
+}
+
+// hostileAPIPaths are the API's twins of the hostile task's pages (the log has none: the API
+// links to its download).
+func hostileAPIPaths(f *fixture) []namedPath {
+	return []namedPath{
+		{"api_task_messages", fmt.Sprintf("/api/v1/tasks/%d/messages?limit=1000", f.warn)},
+		{"api_report_tasks", "/api/v1/corpora/papers/services/tex_to_html/report/tasks?severity=warning&category=latex&what=amp&limit=1000"},
 	}
 }

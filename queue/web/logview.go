@@ -154,7 +154,7 @@ func (s *Server) taskLog(r *http.Request) (view, error) {
 	}
 	zr, f, err := openResult(a)
 	if err != nil {
-		return view{}, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": no result archive readable here"}
+		return view{}, httpError{code: http.StatusNotFound, msg: "task " + strconv.FormatInt(h.ID, 10) + ": no result archive readable here"}
 	}
 	defer f.Close()
 	v := logView{ID: h.ID, Deadline: s.cfg.PageDeadline}
@@ -164,7 +164,7 @@ func (s *Server) taskLog(r *http.Request) (view, error) {
 	} else {
 		rc, err := m.Open()
 		if err != nil {
-			return view{}, httpError{http.StatusNotFound, "cortex.log: " + err.Error()}
+			return view{}, httpError{code: http.StatusNotFound, msg: "cortex.log: " + err.Error()}
 		}
 		readLog(rc, pageDeadline(r), &v)
 		rc.Close()
@@ -188,18 +188,18 @@ func (s *Server) rawLog(w http.ResponseWriter, r *http.Request) {
 	}
 	zr, f, err := openResult(a)
 	if err != nil {
-		s.fail(w, r, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": no result archive readable here"})
+		s.fail(w, r, httpError{code: http.StatusNotFound, msg: "task " + strconv.FormatInt(h.ID, 10) + ": no result archive readable here"})
 		return
 	}
 	defer f.Close()
 	m := logMember(zr)
 	if m == nil {
-		s.fail(w, r, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": the result archive holds no cortex.log"})
+		s.fail(w, r, httpError{code: http.StatusNotFound, msg: "task " + strconv.FormatInt(h.ID, 10) + ": the result archive holds no cortex.log"})
 		return
 	}
 	rc, err := m.Open()
 	if err != nil {
-		s.fail(w, r, httpError{http.StatusNotFound, "cortex.log: " + err.Error()})
+		s.fail(w, r, httpError{code: http.StatusNotFound, msg: "cortex.log: " + err.Error()})
 		return
 	}
 	defer rc.Close()

@@ -24,7 +24,7 @@ func (s *Server) scopeParams(r *http.Request) (corpus, service string, scope que
 	}
 	scope, err = s.catalog.LookupScope(r.Context(), corpus, service)
 	if errors.Is(err, queue.ErrNotFound) {
-		return "", "", scope, httpError{http.StatusNotFound, err.Error()}
+		return "", "", scope, httpError{code: http.StatusNotFound, msg: err.Error()}
 	}
 	return corpus, service, scope, err
 }

@@ -74,7 +74,7 @@ func (s *Server) timeScope(r *http.Request, p *timePage) (reports.StageScope, er
 	if p.Corpus == "" {
 		svc, err := s.catalog.Service(r.Context(), p.Service)
 		if errors.Is(err, queue.ErrNotFound) {
-			return reports.StageScope{}, httpError{http.StatusNotFound, err.Error()}
+			return reports.StageScope{}, httpError{code: http.StatusNotFound, msg: err.Error()}
 		}
 		return reports.StageScope{ServiceID: svc.ID}, err
 	}
@@ -92,13 +92,13 @@ func (s *Server) timeScope(r *http.Request, p *timePage) (reports.StageScope, er
 			return reports.StageScope{}, err
 		}
 		if len(runs) == 0 {
-			return reports.StageScope{}, httpError{http.StatusNotFound, "no run of this corpus and service"}
+			return reports.StageScope{}, httpError{code: http.StatusNotFound, msg: "no run of this corpus and service"}
 		}
 		p.Run = runs[len(runs)-1].ID
 	}
 	sc, err := s.reports.RunStageScope(r.Context(), p.Run)
 	if errors.Is(err, queue.ErrNotFound) || err == nil && (sc.CorpusID != scope.CorpusID || sc.ServiceID != scope.ServiceID) {
-		return sc, httpError{http.StatusNotFound, fmt.Sprintf("run %d: not a run of this corpus and service", p.Run)}
+		return sc, httpError{code: http.StatusNotFound, msg: fmt.Sprintf("run %d: not a run of this corpus and service", p.Run)}
 	}
 	return sc, err
 }

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/inspect"
-	"github.com/cortexq/cortexq/queue/reports"
 )
 
 // previewService is the service whose results hold an HTML page to preview.
@@ -68,7 +68,7 @@ func (s *Server) history(r *http.Request, messages int) (inspect.TaskHistory, er
 	}
 	h, err := s.inspect.TaskHistoryMessages(r.Context(), id, messages)
 	if errors.Is(err, queue.ErrNotFound) {
-		return h, httpError{http.StatusNotFound, "task " + strconv.FormatInt(id, 10) + ": no such task"}
+		return h, httpError{code: http.StatusNotFound, msg: "task " + strconv.FormatInt(id, 10) + ": no such task"}
 	}
 	return h, err
 }
@@ -134,7 +134,7 @@ func (s *Server) task(r *http.Request) (view, error) {
 		p.CurrentRun = runs[len(runs)-1].ID
 	}
 	for _, a := range h.Attempts {
-		p.AttemptRuns = append(p.AttemptRuns, runAt(runs, a.LeasedAt))
+		p.AttemptRuns = append(p.AttemptRuns, api.RunAt(runs, a.LeasedAt))
 	}
 	p.Timeline, p.TimelineH = timeline(h.Attempts, p.AttemptRuns, time.Now())
 	s.readArchives(r, &p)
@@ -185,17 +185,6 @@ func regular(base, p string) bool {
 	}
 	f.Close()
 	return true
-}
-
-// runAt is the run (of the runs of a corpus and service, oldest first) open at t: the runs
-// page's number of what happened then; 0 with no run on record.
-func runAt(runs []reports.Run, t time.Time) int64 {
-	for i := len(runs) - 1; i >= 0; i-- {
-		if !t.Before(runs[i].StartedAt) || i == 0 {
-			return runs[i].ID
-		}
-	}
-	return 0
 }
 
 // timeline lays a task's attempts out as bars: one row each, from leased to answered (or now),
@@ -269,7 +258,7 @@ func (s *Server) download(result bool) http.HandlerFunc {
 		}
 		f, err := archive.Open(a.base, p)
 		if err != nil || p == "" {
-			s.fail(w, r, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": no " + what + " archive readable here"})
+			s.fail(w, r, httpError{code: http.StatusNotFound, msg: "task " + strconv.FormatInt(h.ID, 10) + ": no " + what + " archive readable here"})
 			return
 		}
 		defer f.Close()
@@ -398,7 +387,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if hist.Service != previewService {
-		s.fail(w, r, httpError{http.StatusNotFound, "only " + previewService + " results have a preview"})
+		s.fail(w, r, httpError{code: http.StatusNotFound, msg: "only " + previewService + " results have a preview"})
 		return
 	}
 	member := r.PathValue("member")
@@ -413,7 +402,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 	}
 	zr, f, err := openResult(a)
 	if err != nil {
-		s.fail(w, r, httpError{http.StatusNotFound, "no result archive readable here"})
+		s.fail(w, r, httpError{code: http.StatusNotFound, msg: "no result archive readable here"})
 		return
 	}
 	defer f.Close()
@@ -423,7 +412,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		}
 		rc, err := m.Open()
 		if err != nil {
-			s.fail(w, r, httpError{http.StatusNotFound, member + ": " + err.Error()})
+			s.fail(w, r, httpError{code: http.StatusNotFound, msg: member + ": " + err.Error()})
 			return
 		}
 		defer rc.Close()
@@ -433,7 +422,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(w, io.LimitReader(rc, maxPreviewMember))
 		return
 	}
-	s.fail(w, r, httpError{http.StatusNotFound, member + ": not in the result archive"})
+	s.fail(w, r, httpError{code: http.StatusNotFound, msg: member + ": not in the result archive"})
 }
 
 // severityRank orders a task's messages: the worst first.
@@ -503,7 +492,7 @@ func (s *Server) taskView(r *http.Request) (view, error) {
 	p := taskPage{TaskHistory: h}
 	s.readArchives(r, &p)
 	if p.Preview == "" {
-		return view{}, httpError{http.StatusNotFound, "task " + strconv.FormatInt(h.ID, 10) + ": " + noPreview(p)}
+		return view{}, httpError{code: http.StatusNotFound, msg: "task " + strconv.FormatInt(h.ID, 10) + ": " + noPreview(p)}
 	}
 	return view{Page: "view", Title: "Preview of task " + strconv.FormatInt(h.ID, 10), Data: p}, nil
 }

@@ -12,6 +12,11 @@
 // origin). Against hostile results and clients (docs/web.md#hostile-results) pages are bounded
 // in bytes and in work, streamed, made at most HeavyLimit at once (the log pages LogLimit, in
 // slots of their own) within PageDeadline, and text is shown through text.Printable.
+//
+// Under /api/v1 it serves the JSON twin of every page and action (api.go, docs/api.md): the
+// types and OpenAPI contract of queue/api, read through the same calls within the same bounds;
+// its actions take the admin token as a bearer (authorize, the one place that decides who may
+// act).
 package web
 
 import (
@@ -253,6 +258,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /pause", s.action(s.pause))
 	m.HandleFunc("POST /resume", s.action(s.resume))
 	m.HandleFunc("POST /sandbox", s.action(s.sandbox))
+	s.apiRoutes()
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.FileServerFS(static)
 	m.Handle("GET /static/", http.StripPrefix("/static/", files))
@@ -290,12 +296,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := text.CheckInput("path", r.URL.Path); err != nil {
-		s.fail(w, r, badRequest("%v", err))
+		s.fail(w, r, notText("%v", err))
 		return
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		s.fail(w, r, badRequest("bad query: %v", err))
+		s.fail(w, r, notText("bad query: %v", err))
 		return
 	}
 	if err := checkValues(q); err != nil {
@@ -313,11 +319,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func checkValues(v url.Values) error {
 	for name, values := range v {
 		if err := text.CheckInput("parameter name", name); err != nil {
-			return badRequest("%v", err)
+			return notText("%v", err)
 		}
 		for _, x := range values {
 			if err := text.CheckInput(name, x); err != nil {
-				return badRequest("%v", err)
+				return notText("%v", err)
 			}
 		}
 	}
@@ -345,16 +351,24 @@ func (s *Server) HTTPServer() *http.Server {
 type httpError struct {
 	code int
 	msg  string
+	// notText: the request is not text (text.CheckInput), which the API answers 400 where it
+	// answers a bad parameter 422.
+	notText bool
 }
 
 func (e httpError) Error() string { return e.msg }
 
 func badRequest(format string, args ...any) error {
-	return httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+	return httpError{code: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// notText is the 400 of a request that is not text.
+func notText(format string, args ...any) error {
+	return httpError{code: http.StatusBadRequest, msg: fmt.Sprintf(format, args...), notText: true}
 }
 
 func forbidden(format string, args ...any) error {
-	return httpError{http.StatusForbidden, fmt.Sprintf(format, args...)}
+	return httpError{code: http.StatusForbidden, msg: fmt.Sprintf(format, args...)}
 }
 
 // view is what a page handler returns: the template to render and its data.
@@ -411,7 +425,7 @@ func (s *Server) inSlots(slots chan struct{}, h http.HandlerFunc) http.HandlerFu
 		case slots <- struct{}{}:
 		case <-t.C:
 			w.Header().Set("Retry-After", "2")
-			s.fail(w, r, httpError{http.StatusServiceUnavailable, "the dashboard is busy making other pages: try again in a few seconds"})
+			s.fail(w, r, httpError{code: http.StatusServiceUnavailable, msg: "the dashboard is busy making other pages: try again in a few seconds"})
 			return
 		case <-r.Context().Done():
 			return
@@ -502,6 +516,10 @@ func (c *capWriter) Write(p []byte) (int, error) {
 
 // fail answers err: its status and message for an httpError, 404 for queue.ErrNotFound, else 500.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if strings.HasPrefix(r.URL.Path, apiPrefix) {
+		s.apiFail(w, r, err)
+		return
+	}
 	code, msg := http.StatusInternalServerError, "internal error: see the dashboard's log"
 	var he httpError
 	switch {

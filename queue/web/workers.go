@@ -3,6 +3,7 @@ package web
 // The workers page (/workers) and a worker's attempts (/workers/attempts).
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -19,6 +20,7 @@ type workerRow struct {
 	// got (answered ones over 60 minutes).
 	LeasesHour int64
 	PerMin     string
+	PerMinute  float64
 	Attempts   string // the page of its attempts
 	Leases     []inspect.LeaseOut
 }
@@ -26,19 +28,29 @@ type workerRow struct {
 // maxWorkerRows is how many workers the workers page lists.
 const maxWorkerRows = 500
 
-func (s *Server) workers(r *http.Request) (view, error) {
-	ctx := r.Context()
+// workerList is the workers page's data: each worker's row, the leases out, the workers by
+// state and how old the outcomes are (read in the background).
+type workerList struct {
+	Workers            []workerRow
+	Leases             int
+	Active, Idle, Gone int
+	outcomesAt         time.Time
+}
+
+// readWorkers reads the workers page's data (the page and the API both show it).
+func (s *Server) readWorkers(ctx context.Context) (workerList, error) {
+	var out workerList
 	acts, err := s.inspect.Workers(ctx, maxWorkerRows)
 	if err != nil {
-		return view{}, err
+		return out, err
 	}
 	outcomes, outcomesAt, err := s.outcomes.get(ctx, s)
 	if err != nil {
-		return view{}, err
+		return out, err
 	}
 	leases, err := s.inspect.LeasesOut(ctx, 2000)
 	if err != nil {
-		return view{}, err
+		return out, err
 	}
 	names := make([]string, 0, len(acts))
 	for _, a := range acts {
@@ -46,18 +58,17 @@ func (s *Server) workers(r *http.Request) (view, error) {
 	}
 	hours, err := s.inspect.WorkerHours(ctx, names)
 	if err != nil {
-		return view{}, err
+		return out, err
 	}
 	now, err := s.inspect.Now(ctx)
 	if err != nil {
-		return view{}, err
+		return out, err
 	}
 	held := map[string][]inspect.LeaseOut{}
 	for _, l := range leases {
 		k := l.Worker + "\x00" + l.Service
 		held[k] = append(held[k], l)
 	}
-	var rows []workerRow
 	counts := map[string]int{}
 	for _, a := range acts {
 		row := workerRow{WorkerSeen: a, WorkerOutcomes: outcomes[inspect.WorkerKey{Worker: a.Worker, ServiceID: a.ServiceID}], Leases: held[a.Worker+"\x00"+a.Service], State: "gone",
@@ -70,17 +81,24 @@ func (s *Server) workers(r *http.Request) (view, error) {
 			row.State = workerState(*row.LastSeen, now)
 		}
 		h := hours[a.Worker]
-		row.LeasesHour = h.Leases
-		row.PerMin = strconv.FormatFloat(float64(h.Answered)/60, 'f', 1, 64)
+		row.LeasesHour, row.PerMinute = h.Leases, float64(h.Answered)/60
+		row.PerMin = strconv.FormatFloat(row.PerMinute, 'f', 1, 64)
 		counts[row.State]++
-		rows = append(rows, row)
+		out.Workers = append(out.Workers, row)
+	}
+	out.Leases, out.Active, out.Idle, out.Gone, out.outcomesAt = len(leases), counts["active"], counts["idle"], counts["gone"], outcomesAt
+	return out, nil
+}
+
+func (s *Server) workers(r *http.Request) (view, error) {
+	list, err := s.readWorkers(r.Context())
+	if err != nil {
+		return view{}, err
 	}
 	return view{Page: "workers", Title: "Workers", Data: struct {
-		Workers            []workerRow
-		Leases             int
-		Active, Idle, Gone int
-		OutcomesAge        string
-	}{rows, len(leases), counts["active"], counts["idle"], counts["gone"], ageOf(outcomesAt, time.Now())}}, nil
+		workerList
+		OutcomesAge string
+	}{list, ageOf(list.outcomesAt, time.Now())}}, nil
 }
 
 // ageOf says how old a figure read at t is, by the second: "" when fresh (under a second).
