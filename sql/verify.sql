@@ -6,7 +6,7 @@
 -- has one (has_result), with its recorded size and SHA-256 (NULL: not recorded).
 SELECT t.id, t.corpus_id, t.service_id, t.entry, t.status, t.source_size, t.source_mtime,
        s.name AS service, c.path AS corpus_path,
-       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE c.id END::int AS sandbox_id,
+       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE coalesce(c.archive_id, c.id) END::int AS sandbox_id,
        (a.attempt IS NOT NULL)::bool AS has_result, a.result_size, a.result_digest
 FROM tasks t
 JOIN services s ON s.id = t.service_id
@@ -47,7 +47,7 @@ WHERE t.corpus_id = ANY(@corpus_ids::int[]);
 
 -- name: VerifyCorpora :many
 -- VerifyCorpora lists the corpora (and sandboxes) whose files `cortexq verify` walks.
-SELECT c.id, c.name, c.path, CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE c.id END::int AS sandbox_id
+SELECT c.id, c.name, c.path, CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE coalesce(c.archive_id, c.id) END::int AS sandbox_id
 FROM corpora c
 WHERE sqlc.narg('corpus_id')::int IS NULL OR c.id = sqlc.narg('corpus_id')::int
 ORDER BY c.id;

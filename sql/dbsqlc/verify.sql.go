@@ -99,7 +99,7 @@ func (q *Queries) VerifyAccountedDirs(ctx context.Context, idx []int32, corpusId
 }
 
 const verifyCorpora = `-- name: VerifyCorpora :many
-SELECT c.id, c.name, c.path, CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE c.id END::int AS sandbox_id
+SELECT c.id, c.name, c.path, CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE coalesce(c.archive_id, c.id) END::int AS sandbox_id
 FROM corpora c
 WHERE $1::int IS NULL OR c.id = $1::int
 ORDER BY c.id
@@ -141,7 +141,7 @@ func (q *Queries) VerifyCorpora(ctx context.Context, corpusID *int32) ([]VerifyC
 const verifyTasks = `-- name: VerifyTasks :many
 SELECT t.id, t.corpus_id, t.service_id, t.entry, t.status, t.source_size, t.source_mtime,
        s.name AS service, c.path AS corpus_path,
-       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE c.id END::int AS sandbox_id,
+       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE coalesce(c.archive_id, c.id) END::int AS sandbox_id,
        (a.attempt IS NOT NULL)::bool AS has_result, a.result_size, a.result_digest
 FROM tasks t
 JOIN services s ON s.id = t.service_id
