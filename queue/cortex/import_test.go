@@ -107,6 +107,27 @@ func TestImportIsIdempotentAndResumable(t *testing.T) {
 	_, err = runImport(ctx, t, site, stopped, cortex.Config{})
 	require.NoError(t, err)
 	require.Equal(t, first, dumpOf(t, stopped), "stopped and run again = run through")
+
+	// CorTeX goes on (the import ran on a live site): d0 (TODO) ends Error; d1 (TODO) ends too,
+	// but cortexq has converted it meanwhile, and its result stands.
+	owner, err := pgx.Connect(ctx, site.DSN)
+	require.NoError(t, err)
+	defer owner.Close(ctx)
+	_, err = owner.Exec(ctx, `UPDATE tasks SET status = -3 WHERE service_id = 3 AND corpus_id = 1 AND (entry LIKE '%/d0/d0.zip%' OR entry LIKE '%/d1/d1.zip')`)
+	require.NoError(t, err)
+	_, err = owner.Exec(ctx, `INSERT INTO log_errors (task_id, category, what, details)
+		SELECT id, 'late', 'error', 'after the first import' FROM tasks WHERE service_id = 3 AND corpus_id = 1 AND status = -3 AND entry LIKE '%/d0/d0.zip%'`)
+	require.NoError(t, err)
+	_, err = clean.Exec(ctx, `UPDATE tasks SET status = -1 WHERE entry LIKE '%/d1/d1.zip' AND service_id = (SELECT id FROM services WHERE name = 'tex_to_html')
+		AND corpus_id = (SELECT id FROM corpora WHERE name = 'arXiv')`)
+	require.NoError(t, err)
+	moved, err := runImport(ctx, t, site, clean, cortex.Config{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), moved.Corpora[0].Updated, "%+v", moved.Corpora[0])
+	now := dumpOf(t, clean)
+	require.Contains(t, now, "task arXiv tex_to_html /srv/corpora/arxiv/d0/d0.zip -3 1")
+	require.Contains(t, now, "task arXiv tex_to_html /srv/corpora/arxiv/d1/d1.zip -1 1")
+	require.Contains(t, now, "error late error after the first import")
 }
 
 // A CorTeX database of another shape is refused, naming what is missing, before anything is
