@@ -162,6 +162,17 @@ func TestImportCortex(t *testing.T) {
 		require.Equal(t, want, ourLadder(t, d, sc[0], sc[1]), "report ladder of %s × %s", sc[0], sc[1])
 	}
 
+	// The imported sandbox finds its result archives under its CorTeX id; verify checks them.
+	for _, n := range []int{5, 15, 25} {
+		writeZip(t, filepath.Join(root, "arxiv", fmt.Sprintf("d%d/tex_to_html.sandbox-2.zip", n)))
+	}
+	r := cortexq(t, d.env, "verify", "--corpus", "arXiv-errors", "--service", "tex_to_html")
+	require.Equal(t, 1, r.code, r.stdout+r.stderr)
+	require.Regexp(t, `missing .*/d35/tex_to_html\.sandbox-2\.zip`, r.stdout)
+	require.NotRegexp(t, `(?m)^orphan`, r.stdout)
+	writeZip(t, filepath.Join(root, "arxiv", "d35/tex_to_html.sandbox-2.zip"))
+	d.ok("verify", "--corpus", "arXiv-errors", "--service", "tex_to_html")
+
 	runs := d.importedRuns(src)
 	d.diffEqualsSnapshots(src, runs)
 	d.convertTheTODOTasks(site.ReaderDSN)

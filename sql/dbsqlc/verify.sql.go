@@ -142,7 +142,11 @@ const verifyTasks = `-- name: VerifyTasks :many
 SELECT t.id, t.corpus_id, t.service_id, t.entry, t.status, t.source_size, t.source_mtime,
        s.name AS service, c.path AS corpus_path,
        CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE coalesce(c.archive_id, c.id) END::int AS sandbox_id,
-       (a.attempt IS NOT NULL)::bool AS has_result, a.result_size, a.result_digest
+       -- A task imported from CorTeX as NoProblem, Warning or Error, and not converted since,
+       -- has CorTeX's result archive: its presence is checked.
+       (a.attempt IS NOT NULL OR t.status BETWEEN -3 AND -1
+        AND EXISTS (SELECT 1 FROM cortex_tasks c WHERE c.task_id = t.id AND c.cortex_status = t.status))::bool AS has_result,
+       a.result_size, a.result_digest
 FROM tasks t
 JOIN services s ON s.id = t.service_id
 JOIN corpora c ON c.id = t.corpus_id
