@@ -29,7 +29,7 @@ WHERE state = 'in_flight' AND (sqlc.narg('replica')::text IS NULL OR replica = s
 -- name: TaskInfo :many
 -- TaskInfo looks up what the sink needs to place results of tasks it does not mirror.
 SELECT t.id, t.service_id, t.corpus_id, t.entry, t.run, t.status, s.name AS service_name,
-       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE c.id END::int AS sandbox_id
+       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE coalesce(c.archive_id, c.id) END::int AS sandbox_id
 FROM tasks t
 JOIN services s ON s.id = t.service_id
 JOIN corpora c ON c.id = t.corpus_id

@@ -278,7 +278,7 @@ LIMIT @lim OFFSET @off;
 
 -- name: RunList :many
 -- RunList lists the runs of a corpus and service, oldest first.
-SELECT id, started_at, ended_at, note, tasks, todo, no_problem, warning, error, fatal, invalid,
+SELECT id, started_at, ended_at, note, owner, tasks, todo, no_problem, warning, error, fatal, invalid,
        blocked
 FROM runs
 WHERE corpus_id = @corpus_id AND service_id = @service_id
@@ -394,8 +394,9 @@ JOIN corpora p ON p.id = c.parent_corpus_id
 ORDER BY c.id;
 
 -- name: SandboxLock :one
--- SandboxLock takes a sandbox's corpus row, with its path.
-SELECT id, path
+-- SandboxLock takes a sandbox's corpus row, with its path and the id its result archives are
+-- named after.
+SELECT id, path, coalesce(archive_id, id)::int AS archive_id
 FROM corpora
 WHERE name = @name AND parent_corpus_id IS NOT NULL
 FOR UPDATE;

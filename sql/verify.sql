@@ -6,8 +6,12 @@
 -- has one (has_result), with its recorded size and SHA-256 (NULL: not recorded).
 SELECT t.id, t.corpus_id, t.service_id, t.entry, t.status, t.source_size, t.source_mtime,
        s.name AS service, c.path AS corpus_path,
-       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE c.id END::int AS sandbox_id,
-       (a.attempt IS NOT NULL)::bool AS has_result, a.result_size, a.result_digest
+       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE coalesce(c.archive_id, c.id) END::int AS sandbox_id,
+       -- A task imported from CorTeX as NoProblem, Warning or Error, and not converted since,
+       -- has CorTeX's result archive: its presence is checked.
+       (a.attempt IS NOT NULL OR t.status BETWEEN -3 AND -1
+        AND EXISTS (SELECT 1 FROM cortex_tasks c WHERE c.task_id = t.id AND c.cortex_status = t.status))::bool AS has_result,
+       a.result_size, a.result_digest
 FROM tasks t
 JOIN services s ON s.id = t.service_id
 JOIN corpora c ON c.id = t.corpus_id
@@ -47,7 +51,7 @@ WHERE t.corpus_id = ANY(@corpus_ids::int[]);
 
 -- name: VerifyCorpora :many
 -- VerifyCorpora lists the corpora (and sandboxes) whose files `cortexq verify` walks.
-SELECT c.id, c.name, c.path, CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE c.id END::int AS sandbox_id
+SELECT c.id, c.name, c.path, CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE coalesce(c.archive_id, c.id) END::int AS sandbox_id
 FROM corpora c
 WHERE sqlc.narg('corpus_id')::int IS NULL OR c.id = sqlc.narg('corpus_id')::int
 ORDER BY c.id;

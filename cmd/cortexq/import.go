@@ -36,15 +36,27 @@ func importCommand() *cli.Command {
 			"Entries are added as they are found, a batch at a time, in one transaction (memory does not grow\n" +
 			"with their count; --from-list is read twice, first for the corpus path and the count). On a\n" +
 			"terminal a progress line (a bar with --from-list) shows how far it is; otherwise a line goes to\n" +
-			"stderr every --progress-every.",
+			"stderr every --progress-every.\n" +
+			"\n" +
+			"--from-cortex URL imports a CorTeX database instead (no PATH, no --service; --corpus, repeatable,\n" +
+			"takes those corpora only): its services, corpora and sandboxes, entries, tasks with their\n" +
+			"statuses, the finished tasks' messages, runs with their snapshots, workers and runtimes. It only\n" +
+			"reads CorTeX's database (a role with SELECT is enough), and may run again: it adds only what\n" +
+			"changed. --dry-run counts what it would read, per table. docs/operations.md#moving-from-cortex",
 		Flags: []cli.Flag{
-			corpusFlag("corpus to import into (created if missing)"),
+			&cli.StringSliceFlag{Name: flagCorpus, Usage: "corpus to import into (created if missing); with --from-cortex, a CorTeX corpus to take (repeat for more; none: all)", EnvVars: envVars("CORPUS")},
 			serviceFlag("service the tasks are for (see cortexq service add)"),
 			&cli.StringFlag{
 				Name:    "from-list",
 				Usage:   "read entries from `FILE`, one path a line, instead of walking PATHs",
 				EnvVars: envVars("IMPORT_FROM_LIST"),
 			},
+			&cli.StringFlag{
+				Name:    "from-cortex",
+				Usage:   "import the CorTeX database at `URL` (a PostgreSQL connection string) instead of walking PATHs",
+				EnvVars: envVars("IMPORT_FROM_CORTEX"),
+			},
+			&cli.BoolFlag{Name: "dry-run", Usage: "with --from-cortex: count what would be read per table, write nothing", EnvVars: envVars("IMPORT_DRY_RUN")},
 			&cli.DurationFlag{
 				Name:    "progress-every",
 				Usage:   "when stderr is not a terminal, print a progress line this often (0: none)",
@@ -57,11 +69,24 @@ func importCommand() *cli.Command {
 }
 
 func runImport(c *cli.Context) error {
+	if c.IsSet("from-cortex") {
+		return runImportCortex(c)
+	}
 	paths, err := positional(c)
 	if err != nil {
 		return err
 	}
-	if err := required(c, flagCorpus, flagService); err != nil {
+	corpora := c.StringSlice(flagCorpus)
+	switch {
+	case len(corpora) == 0:
+		return usagef(c, "--%s is required", flagCorpus)
+	case len(corpora) > 1:
+		return usagef(c, "want one --%s (several only with --from-cortex)", flagCorpus)
+	case c.Bool("dry-run"):
+		return usagef(c, "--dry-run goes with --from-cortex")
+	}
+	corpus := corpora[0]
+	if err := required(c, flagService); err != nil {
 		return err
 	}
 	list := c.String("from-list")
@@ -71,7 +96,7 @@ func runImport(c *cli.Context) error {
 	case len(paths) > 0 && list != "":
 		return usagef(c, "give PATHs to walk or --from-list, not both")
 	}
-	if err := catalog.CheckCorpusName(c.String(flagCorpus)); err != nil {
+	if err := catalog.CheckCorpusName(corpus); err != nil {
 		return usagef(c, "--corpus: %v", err)
 	}
 	// Bad paths fail before anything touches the database.
@@ -96,9 +121,9 @@ func runImport(c *cli.Context) error {
 	progress := newImportProgress(c.App.ErrWriter, sources.Total, c.Duration("progress-every"))
 	defer progress.stop()
 	sum, err := root.Catalog.Import(c.Context, catalog.ImportRequest{
-		Corpus: c.String(flagCorpus), CorpusPath: sources.Dir, ServiceID: serviceID,
+		Corpus: corpus, CorpusPath: sources.Dir, ServiceID: serviceID,
 		Each: func(corpusPath string, add func(string) error) error {
-			return sources.Each(c.String(flagCorpus), corpusPath, func(path string) error {
+			return sources.Each(corpus, corpusPath, func(path string) error {
 				if err := add(path); err != nil {
 					return err
 				}
@@ -112,12 +137,12 @@ func runImport(c *cli.Context) error {
 		return err
 	}
 	slog.Debug("entries imported", "entries", progress.count(), "skipped", sources.Skipped, "elapsed", time.Since(began))
-	printImport(c, sum, sources.Skipped, time.Since(began))
+	printImport(c, corpus, sum, sources.Skipped, time.Since(began))
 	return nil
 }
 
 // printImport says what an import did.
-func printImport(c *cli.Context, sum catalog.ImportSummary, skipped int, took time.Duration) {
+func printImport(c *cli.Context, corpus string, sum catalog.ImportSummary, skipped int, took time.Duration) {
 	created := ""
 	if sum.CorpusCreated {
 		created = " (created)"
@@ -127,7 +152,7 @@ func printImport(c *cli.Context, sum catalog.ImportSummary, skipped int, took ti
 		run = "; opened a run"
 	}
 	fmt.Fprintf(c.App.Writer, "corpus %s%s, service %s: %d tasks added, %d already present, %d skipped (not source archives)%s, in %s\n",
-		c.String(flagCorpus), created, c.String(flagService), sum.Added, sum.Existing, skipped, run, took.Round(time.Millisecond))
+		corpus, created, c.String(flagService), sum.Added, sum.Existing, skipped, run, took.Round(time.Millisecond))
 }
 
 // importService returns the id of the service --service names, and the names of every service

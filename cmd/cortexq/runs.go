@@ -94,7 +94,7 @@ func runRuns(c *cli.Context) error {
 		}
 		t.Rows = append(t.Rows, []string{strconv.FormatInt(r.ID, 10), zoned(r.StartedAt, time.DateTime), ended, tasks,
 			cell(r.NoProblem), cell(r.Warning), cell(r.Error), cell(r.Fatal), invalid,
-			cell(r.TODO), cell(r.InFlight()), cell(r.Blocked), r.Note})
+			cell(r.TODO), cell(r.InFlight()), cell(r.Blocked), runNote(r)})
 	}
 	return t.print(c)
 }
@@ -304,4 +304,12 @@ func pickRuns(c *cli.Context, runs []reports.Run) (reports.DiffRuns, string, err
 		return reports.DiffRuns{}, "", usagef(c, "--from %d: the run is not closed", runs[fromIdx].ID)
 	}
 	return d, label, nil
+}
+
+// runNote is a run's note, with who started it when that is known (a run imported from CorTeX).
+func runNote(r reports.Run) string {
+	if r.Owner == "" {
+		return r.Note
+	}
+	return strings.TrimSpace(r.Note + " (by " + r.Owner + ")")
 }

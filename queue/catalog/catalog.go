@@ -113,6 +113,9 @@ func (c *Catalog) corpus(ctx context.Context, corpusID int32) (corpusInfo, error
 	info := corpusInfo{path: row.Path}
 	if row.ParentCorpusID != nil {
 		info.sandbox = row.ID
+		if row.ArchiveID != nil { // an imported CorTeX sandbox: its archives keep CorTeX's id
+			info.sandbox = *row.ArchiveID
+		}
 	}
 	c.corpora.Store(corpusID, info)
 	return info, nil

@@ -156,6 +156,32 @@ func (c *Cluster) NewDB(t testing.TB) string {
 	return c.DSN(name)
 }
 
+// NewBlankDB creates a fresh empty database on the cluster (no migrations: another
+// application's, say), dropped in t.Cleanup, and returns its connection string.
+func (c *Cluster) NewBlankDB(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("b_%d_%d", os.Getpid(), dbSeq.Add(1))
+	ident := pgx.Identifier{name}.Sanitize()
+	if err := c.admin(func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "CREATE DATABASE "+ident+" TEMPLATE template0")
+		return err
+	}); err != nil {
+		t.Fatalf("queuetest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if c.local() && !c.isRunning() {
+			return
+		}
+		if err := c.admin(func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)")
+			return err
+		}); err != nil {
+			t.Errorf("queuetest: drop database %s: %v", name, err)
+		}
+	})
+	return c.DSN(name)
+}
+
 // NewPool returns a pool on a fresh migrated database of the cluster; the pool is closed and the
 // database dropped in t.Cleanup.
 func (c *Cluster) NewPool(t testing.TB) *pgxpool.Pool {

@@ -244,6 +244,8 @@ type Run struct {
 	StartedAt time.Time  `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
 	Note      string     `json:"note"`
+	// Owner is who started the run, for a run imported from CorTeX ("" otherwise).
+	Owner string `json:"owner,omitempty"`
 	Tally
 }
 
@@ -273,7 +275,7 @@ func (s *Store) Runs(ctx context.Context, scope queue.Scope) ([]Run, error) {
 	}
 	out := make([]Run, len(rows))
 	for i, r := range rows {
-		out[i] = Run{ID: r.ID, StartedAt: r.StartedAt, EndedAt: r.EndedAt, Note: r.Note, Tally: Tally{
+		out[i] = Run{ID: r.ID, StartedAt: r.StartedAt, EndedAt: r.EndedAt, Note: r.Note, Owner: r.Owner, Tally: Tally{
 			Tasks: r.Tasks, TODO: r.Todo, NoProblem: r.NoProblem, Warning: r.Warning, Error: r.Error,
 			Fatal: r.Fatal, Invalid: r.Invalid, Blocked: r.Blocked}}
 		if r.EndedAt == nil {
@@ -558,7 +560,7 @@ func (s *Store) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted,
 			if g.Entry == "" || dir == "." || dir == "/" {
 				continue
 			}
-			p := filepath.Join(dir, fmt.Sprintf("%s.sandbox-%d.zip", g.Service, sb.ID))
+			p := filepath.Join(dir, fmt.Sprintf("%s.sandbox-%d.zip", g.Service, sb.ArchiveID))
 			if !seen[p] {
 				seen[p] = true
 				archives = append(archives, p)

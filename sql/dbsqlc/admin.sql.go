@@ -51,7 +51,7 @@ const corpusCreateIfMissing = `-- name: CorpusCreateIfMissing :one
 INSERT INTO corpora (name, path)
 VALUES ($1, $2)
 ON CONFLICT (name) DO NOTHING
-RETURNING id, name, path, parent_corpus_id, created_at
+RETURNING id, name, path, parent_corpus_id, created_at, description, selection, archive_id
 `
 
 // CorpusCreateIfMissing creates a corpus; no row comes back when one of that name exists.
@@ -64,6 +64,9 @@ func (q *Queries) CorpusCreateIfMissing(ctx context.Context, name string, path s
 		&i.Path,
 		&i.ParentCorpusID,
 		&i.CreatedAt,
+		&i.Description,
+		&i.Selection,
+		&i.ArchiveID,
 	)
 	return i, err
 }

@@ -11,7 +11,7 @@ import (
 )
 
 const corpusByID = `-- name: CorpusByID :one
-SELECT id, name, path, parent_corpus_id, created_at FROM corpora WHERE id = $1
+SELECT id, name, path, parent_corpus_id, created_at, description, selection, archive_id FROM corpora WHERE id = $1
 `
 
 func (q *Queries) CorpusByID(ctx context.Context, id int32) (Corpora, error) {
@@ -23,12 +23,15 @@ func (q *Queries) CorpusByID(ctx context.Context, id int32) (Corpora, error) {
 		&i.Path,
 		&i.ParentCorpusID,
 		&i.CreatedAt,
+		&i.Description,
+		&i.Selection,
+		&i.ArchiveID,
 	)
 	return i, err
 }
 
 const corpusByName = `-- name: CorpusByName :one
-SELECT id, name, path, parent_corpus_id, created_at FROM corpora WHERE name = $1
+SELECT id, name, path, parent_corpus_id, created_at, description, selection, archive_id FROM corpora WHERE name = $1
 `
 
 func (q *Queries) CorpusByName(ctx context.Context, name string) (Corpora, error) {
@@ -40,6 +43,9 @@ func (q *Queries) CorpusByName(ctx context.Context, name string) (Corpora, error
 		&i.Path,
 		&i.ParentCorpusID,
 		&i.CreatedAt,
+		&i.Description,
+		&i.Selection,
+		&i.ArchiveID,
 	)
 	return i, err
 }
@@ -47,7 +53,7 @@ func (q *Queries) CorpusByName(ctx context.Context, name string) (Corpora, error
 const corpusCreate = `-- name: CorpusCreate :one
 INSERT INTO corpora (name, path, parent_corpus_id)
 VALUES ($1, $2, $3)
-RETURNING id, name, path, parent_corpus_id, created_at
+RETURNING id, name, path, parent_corpus_id, created_at, description, selection, archive_id
 `
 
 func (q *Queries) CorpusCreate(ctx context.Context, name string, path string, parentCorpusID *int32) (Corpora, error) {
@@ -59,6 +65,9 @@ func (q *Queries) CorpusCreate(ctx context.Context, name string, path string, pa
 		&i.Path,
 		&i.ParentCorpusID,
 		&i.CreatedAt,
+		&i.Description,
+		&i.Selection,
+		&i.ArchiveID,
 	)
 	return i, err
 }
@@ -231,7 +240,7 @@ func (q *Queries) ServiceCreate(ctx context.Context, name string, leaseTimeoutSe
 
 const taskInfo = `-- name: TaskInfo :many
 SELECT t.id, t.service_id, t.corpus_id, t.entry, t.run, t.status, s.name AS service_name,
-       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE c.id END::int AS sandbox_id
+       CASE WHEN c.parent_corpus_id IS NULL THEN 0 ELSE coalesce(c.archive_id, c.id) END::int AS sandbox_id
 FROM tasks t
 JOIN services s ON s.id = t.service_id
 JOIN corpora c ON c.id = t.corpus_id

@@ -163,11 +163,21 @@ type AuditWorkerActivity struct {
 }
 
 type Corpora struct {
-	ID             int32     `json:"id"`
-	Name           string    `json:"name"`
-	Path           string    `json:"path"`
-	ParentCorpusID *int32    `json:"parent_corpus_id"`
-	CreatedAt      time.Time `json:"created_at"`
+	ID             int32           `json:"id"`
+	Name           string          `json:"name"`
+	Path           string          `json:"path"`
+	ParentCorpusID *int32          `json:"parent_corpus_id"`
+	CreatedAt      time.Time       `json:"created_at"`
+	Description    string          `json:"description"`
+	Selection      json.RawMessage `json:"selection"`
+	// The id in the names of a sandbox's result archives, <service>.sandbox-<archive_id>.zip (NULL: its own id).
+	ArchiveID *int32 `json:"archive_id"`
+}
+
+// The source archives of an imported CorTeX corpus (its import service's tasks).
+type CorpusEntry struct {
+	CorpusID int32  `json:"corpus_id"`
+	Entry    string `json:"entry"`
 }
 
 // Fair share of each corpus and service: reservations serve the highest priority first and, within a priority, corpora in proportion to weight.
@@ -176,6 +186,20 @@ type CorpusShare struct {
 	CorpusID  int32 `json:"corpus_id"`
 	Weight    int32 `json:"weight"`
 	Priority  int32 `json:"priority"`
+}
+
+// Runs imported from CorTeX: its historical_runs id.
+type CortexRun struct {
+	RunID    int64 `json:"run_id"`
+	CortexID int32 `json:"cortex_id"`
+}
+
+// Tasks imported from CorTeX: its task id, the status imported, and its runtime (task_runtimes).
+type CortexTask struct {
+	TaskID       int64  `json:"task_id"`
+	CortexID     int64  `json:"cortex_id"`
+	CortexStatus int32  `json:"cortex_status"`
+	RuntimeMs    *int32 `json:"runtime_ms"`
 }
 
 // Status transition matrix of the last closed run and the open one, per corpus and service, kept by the report fold.
@@ -325,6 +349,7 @@ type Run struct {
 	Invalid   int64           `json:"invalid"`
 	Blocked   int64           `json:"blocked"`
 	Note      string          `json:"note"`
+	Owner     string          `json:"owner"`
 }
 
 // Status transition matrices of two closed runs (from_status NULL: not a task then), counted on first use.

@@ -1770,7 +1770,7 @@ func (q *Queries) RunClose(ctx context.Context, arg RunCloseParams) error {
 }
 
 const runList = `-- name: RunList :many
-SELECT id, started_at, ended_at, note, tasks, todo, no_problem, warning, error, fatal, invalid,
+SELECT id, started_at, ended_at, note, owner, tasks, todo, no_problem, warning, error, fatal, invalid,
        blocked
 FROM runs
 WHERE corpus_id = $1 AND service_id = $2
@@ -1782,6 +1782,7 @@ type RunListRow struct {
 	StartedAt time.Time  `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
 	Note      string     `json:"note"`
+	Owner     string     `json:"owner"`
 	Tasks     int64      `json:"tasks"`
 	Todo      int64      `json:"todo"`
 	NoProblem int64      `json:"no_problem"`
@@ -1807,6 +1808,7 @@ func (q *Queries) RunList(ctx context.Context, corpusID int32, serviceID int32) 
 			&i.StartedAt,
 			&i.EndedAt,
 			&i.Note,
+			&i.Owner,
 			&i.Tasks,
 			&i.Todo,
 			&i.NoProblem,
@@ -2047,21 +2049,23 @@ func (q *Queries) SandboxList(ctx context.Context) ([]SandboxListRow, error) {
 }
 
 const sandboxLock = `-- name: SandboxLock :one
-SELECT id, path
+SELECT id, path, coalesce(archive_id, id)::int AS archive_id
 FROM corpora
 WHERE name = $1 AND parent_corpus_id IS NOT NULL
 FOR UPDATE
 `
 
 type SandboxLockRow struct {
-	ID   int32  `json:"id"`
-	Path string `json:"path"`
+	ID        int32  `json:"id"`
+	Path      string `json:"path"`
+	ArchiveID int32  `json:"archive_id"`
 }
 
-// SandboxLock takes a sandbox's corpus row, with its path.
+// SandboxLock takes a sandbox's corpus row, with its path and the id its result archives are
+// named after.
 func (q *Queries) SandboxLock(ctx context.Context, name string) (SandboxLockRow, error) {
 	row := q.db.QueryRow(ctx, sandboxLock, name)
 	var i SandboxLockRow
-	err := row.Scan(&i.ID, &i.Path)
+	err := row.Scan(&i.ID, &i.Path, &i.ArchiveID)
 	return i, err
 }

@@ -1,0 +1,47 @@
+package cortex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// errCopyEnded is what a CorTeX COPY still sending meets once cortexq's side has ended.
+var errCopyEnded = errors.New("the copy into cortexq ended")
+
+// pipe streams the rows of query on the CorTeX side (COPY TO) into table on cortexq's (COPY
+// FROM), in PostgreSQL's text format: the two ends run together through an io.Pipe, so memory
+// holds a buffer, not the rows. It returns the rows copied.
+func pipe(ctx context.Context, src, dst pgx.Tx, query, table string) (int64, error) {
+	pr, pw := io.Pipe()
+	sent := make(chan error, 1)
+	go func() {
+		_, err := src.Conn().PgConn().CopyTo(ctx, pw, "COPY ("+query+") TO STDOUT")
+		pw.CloseWithError(err) // nil: the reader sees EOF
+		sent <- err
+	}()
+	tag, err := dst.Conn().PgConn().CopyFrom(ctx, pr, "COPY "+table+" FROM STDIN")
+	pr.CloseWithError(errCopyEnded) // unblocks a writer still sending
+	if srcErr := <-sent; srcErr != nil && !errors.Is(srcErr, errCopyEnded) {
+		return 0, fmt.Errorf("read from CorTeX for %s: %w", table, srcErr)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("copy into %s: %w", table, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// quoteLiteral quotes s as an SQL string literal (COPY takes no parameters).
+func quoteLiteral(s string) string {
+	out := []byte{'\''}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			out = append(out, '\'')
+		}
+		out = append(out, s[i])
+	}
+	return string(append(out, '\''))
+}

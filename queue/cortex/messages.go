@@ -1,0 +1,101 @@
+package cortex
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// logTables are CorTeX's message tables, one a severity, in the order a task's log lists them.
+var logTables = []struct{ table, severity string }{
+	{"log_fatals", "fatal"}, {"log_errors", "error"}, {"log_warnings", "warning"},
+	{"log_invalids", "invalid"}, {"log_infos", "info"},
+}
+
+// idListMax is the most tasks whose messages are asked for by id; for more, the messages of the
+// corpus's finished tasks are read and those of other tasks dropped on cortexq's side.
+const idListMax = 20000
+
+// messagesQuery reads the messages of a corpus's finished tasks (of those tasks only, when ids
+// is not empty): task, severity's position in logTables, id, category, what, details.
+func messagesQuery(corpusID int32, ids []int64) string {
+	where := " WHERE t.corpus_id = " + strconv.Itoa(int(corpusID)) + " AND t.status BETWEEN -5 AND -1"
+	if len(ids) > 0 {
+		var b strings.Builder
+		for i, id := range ids {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.FormatInt(id, 10))
+		}
+		where += " AND m.task_id = ANY('{" + b.String() + "}'::bigint[])"
+	}
+	parts := make([]string, len(logTables))
+	for i, l := range logTables {
+		parts[i] = "SELECT m.task_id, " + strconv.Itoa(i) + ", m.id, left(coalesce(m.category, ''), 100), " +
+			"left(coalesce(m.what, ''), 200), coalesce(m.details, '') FROM " + l.table +
+			" m JOIN tasks t ON t.id = m.task_id" + where
+	}
+	return strings.Join(parts, " UNION ALL ")
+}
+
+// severityCase is SQL naming the severity of a logTables position in column c.
+func severityCase(c string) string {
+	s := "CASE " + c
+	for i, l := range logTables {
+		s += " WHEN " + strconv.Itoa(i) + " THEN '" + l.severity + "'"
+	}
+	return s + " END"
+}
+
+// writeMessages brings the messages of the corpus's added and updated finished tasks into their
+// logs (task_message_logs, one row a task, kinds in message_kinds), in logTables order then
+// CorTeX's order.
+func (im *importer) writeMessages(ctx context.Context, dst pgx.Tx, c *corpus, sum *CorpusSummary) error {
+	rows, err := dst.Query(ctx, `SELECT i.cortex_id FROM fresh f JOIN idmap i USING (task_id)
+		WHERE i.status BETWEEN -5 AND -1 ORDER BY 1 LIMIT $1`, idListMax+1)
+	if err != nil {
+		return fmt.Errorf("corpus %s: messages: %w", c.name, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("corpus %s: messages: %w", c.name, err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if len(ids) > idListMax {
+		ids = nil
+	}
+	if _, err := dst.Exec(ctx, `CREATE TEMP TABLE stage_msgs (cortex_task bigint, sev smallint, id bigint,
+		category text, what text, details text) ON COMMIT DROP`); err != nil {
+		return fmt.Errorf("corpus %s: messages: %w", c.name, err)
+	}
+	if sum.Messages, err = pipe(ctx, im.src, dst, messagesQuery(c.cortexID, ids), "stage_msgs"); err != nil {
+		return fmt.Errorf("corpus %s: messages: %w", c.name, err)
+	}
+	im.progress("corpus %s: read %d messages", c.name, sum.Messages)
+	sev := severityCase("m.sev")
+	if _, err := dst.Exec(ctx, `INSERT INTO message_kinds (severity, category, what)
+		SELECT DISTINCT `+sev+`, m.category, m.what FROM stage_msgs m
+		ON CONFLICT ON CONSTRAINT message_kinds_key DO NOTHING`); err != nil {
+		return fmt.Errorf("corpus %s: message kinds: %w", c.name, err)
+	}
+	if _, err := dst.Exec(ctx, `INSERT INTO task_message_logs (task_id, run, kinds, details)
+		SELECT t.id, t.run, array_agg(k.id ORDER BY m.sev, m.id),
+		       CASE WHEN bool_or(m.details <> '') THEN array_agg(m.details ORDER BY m.sev, m.id) END
+		FROM stage_msgs m
+		JOIN idmap i ON i.cortex_id = m.cortex_task
+		JOIN fresh f ON f.task_id = i.task_id
+		JOIN tasks t ON t.id = i.task_id AND t.status BETWEEN -5 AND -1
+		JOIN message_kinds k ON k.severity = `+sev+` AND k.category = m.category AND k.what = m.what
+		GROUP BY t.id, t.run
+		ON CONFLICT (task_id, run) DO NOTHING`); err != nil {
+		return fmt.Errorf("corpus %s: message logs: %w", c.name, err)
+	}
+	im.progress("corpus %s: wrote the messages", c.name)
+	return nil
+}
