@@ -91,7 +91,9 @@ func TestWorkerSIGTERMGivesUpTheRequestLostWithAKilledReplica(t *testing.T) {
 	}
 	doomed.kill()
 	startSilentReplica(t, vent2) // back, and silent again: a request it takes is never answered
-	require.Eventually(t, func() bool { return strings.Contains(worker.log(), "the replica went away with this request; asking again") },
+	require.Eventually(t, func() bool {
+		return strings.Contains(worker.log(), "the replica went away with this request; asking again")
+	},
 		time.Minute, 50*time.Millisecond, "the worker saw its request lost; worker:\n%s", worker.log())
 
 	require.Equal(t, 0, worker.stop(syscall.SIGTERM, workerStopBudget), worker.log())
