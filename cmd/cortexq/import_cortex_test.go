@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/queuetest/cortexsite"
 	"github.com/cortexq/cortexq/queue/reports"
 )
@@ -182,8 +183,9 @@ func TestImportCortex(t *testing.T) {
 // their tallies, and returns the ids of the two closed runs.
 func (d *testDB) importedRuns(src *pgx.Conn) [2]int64 {
 	t := d.t
-	var runs []reports.Run
-	require.NoError(t, json.Unmarshal([]byte(d.ok("runs", "--corpus", "arXiv", "--service", "tex_to_html", "--json")), &runs))
+	var list api.Runs
+	require.NoError(t, json.Unmarshal([]byte(d.ok("runs", "--corpus", "arXiv", "--service", "tex_to_html", "--json")), &list))
+	runs := list.Runs
 	rows, err := src.Query(d.ctx, `SELECT total, no_problem, warning, error, fatal, invalid, in_progress, owner, description,
 			end_time IS NULL FROM historical_runs WHERE corpus_id = 1 AND service_id = 3 ORDER BY start_time`)
 	require.NoError(t, err)
@@ -199,7 +201,10 @@ func (d *testDB) importedRuns(src *pgx.Conn) [2]int64 {
 		require.Equal(t, note, runs[i].Note)
 		require.Equal(t, open, runs[i].EndedAt == nil)
 		if !open {
-			require.Equal(t, want, runs[i].Tally, "run %d", i)
+			r := runs[i]
+			got := reports.Tally{Tasks: r.Tasks, TODO: r.Todo, NoProblem: r.NoProblem, Warning: r.Warning, Error: r.Error,
+				Fatal: r.Fatal, Invalid: r.Invalid, Blocked: r.Blocked}
+			require.Equal(t, want, got, "run %d", i)
 		}
 	}
 	require.NoError(t, rows.Err())

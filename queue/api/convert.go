@@ -75,7 +75,7 @@ func NewSandboxes(sbs []reports.Sandbox) Sandboxes {
 func NewRuns(corpus, service string, runs []reports.Run) Runs {
 	out := Runs{Corpus: corpus, Service: service, Runs: make([]Run, 0, len(runs))}
 	for _, r := range runs {
-		out.Runs = append(out.Runs, Run{ID: r.ID, StartedAt: r.StartedAt, EndedAt: r.EndedAt, Note: r.Note,
+		out.Runs = append(out.Runs, Run{ID: r.ID, StartedAt: r.StartedAt, EndedAt: r.EndedAt, Note: r.Note, Owner: r.Owner,
 			Tasks: r.Tasks, Todo: r.TODO, InFlight: r.InFlight(), NoProblem: r.NoProblem, Warning: r.Warning,
 			Error: r.Error, Fatal: r.Fatal, Invalid: r.Invalid, Blocked: r.Blocked})
 	}

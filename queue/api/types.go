@@ -207,15 +207,17 @@ type Run struct {
 	StartedAt time.Time  `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
 	Note      string     `json:"note"`
-	Tasks     int64      `json:"tasks"`
-	Todo      int64      `json:"todo"`
-	InFlight  int64      `json:"in_flight"`
-	NoProblem int64      `json:"no_problem"`
-	Warning   int64      `json:"warning"`
-	Error     int64      `json:"error"`
-	Fatal     int64      `json:"fatal"`
-	Invalid   int64      `json:"invalid"`
-	Blocked   int64      `json:"blocked"`
+	// Owner is who started the run, for a run imported from CorTeX (omitted otherwise).
+	Owner     string `json:"owner,omitempty"`
+	Tasks     int64  `json:"tasks"`
+	Todo      int64  `json:"todo"`
+	InFlight  int64  `json:"in_flight"`
+	NoProblem int64  `json:"no_problem"`
+	Warning   int64  `json:"warning"`
+	Error     int64  `json:"error"`
+	Fatal     int64  `json:"fatal"`
+	Invalid   int64  `json:"invalid"`
+	Blocked   int64  `json:"blocked"`
 }
 
 // Diff is the matrix of two runs: the tasks by their status in From (new: not a task then)
