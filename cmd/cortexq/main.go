@@ -104,8 +104,8 @@ func newApp() *cli.App {
 	}
 	setUpVersion(app)
 	app.OnUsageError = onUsageError
-	var walk func([]*cli.Command)
-	walk = func(cmds []*cli.Command) {
+	var walk func([]*cli.Command, string)
+	walk = func(cmds []*cli.Command, prefix string) {
 		for _, cmd := range cmds {
 			if cmd.OnUsageError == nil {
 				cmd.OnUsageError = onUsageError
@@ -117,10 +117,13 @@ func newApp() *cli.App {
 			if cmd.Action != nil && len(cmd.Subcommands) == 0 && cmd.Before == nil {
 				cmd.Before = checkTextInput
 			}
-			walk(cmd.Subcommands)
+			if _, ok := auditedCommands[prefix+cmd.Name]; ok && cmd.Action != nil {
+				cmd.Action = audited(cmd.Action)
+			}
+			walk(cmd.Subcommands, prefix+cmd.Name+" ")
 		}
 	}
-	walk(app.Commands)
+	walk(app.Commands, "")
 	return app
 }
 

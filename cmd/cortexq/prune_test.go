@@ -49,7 +49,7 @@ func TestPruneDropsTheHistoryOfOldRuns(t *testing.T) {
 	errs := map[int64]queue.Status{ids[0]: queue.StatusError, ids[1]: queue.StatusError}
 	d.finish(sc, queue.StatusNoProblem, errs)
 	for range 3 {
-		d.ok("rerun", "--corpus", "c", "--service", "echo")
+		d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo")
 		d.finish(sc, queue.StatusNoProblem, errs)
 	}
 	// A message log left of an early run (as a late result would leave).
@@ -61,7 +61,7 @@ func TestPruneDropsTheHistoryOfOldRuns(t *testing.T) {
 	sc2 := d.scope("c2", "echo")
 	d.finish(sc2, queue.StatusNoProblem, nil)
 	for range 2 {
-		d.ok("rerun", "--corpus", "c2", "--service", "echo")
+		d.ok("rerun", "--yes", "--corpus", "c2", "--service", "echo")
 		d.finish(sc2, queue.StatusNoProblem, nil)
 	}
 	require.Equal(t, 7, d.count(`SELECT count(*) FROM runs`))

@@ -353,7 +353,7 @@ func TestReportNoMessagesAndPaging(t *testing.T) {
 	out = d.ok("report", "--corpus", "c", "--service", "echo", "--severity", "fatal", "--csv")
 	require.Equal(t, "category,tasks,messages\nno_messages,3,0\nlatex,2,2\n", out)
 
-	out = d.ok("rerun", "--corpus", "c", "--service", "echo", "--severity", "fatal", "--category", "no_messages")
+	out = d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo", "--severity", "fatal", "--category", "no_messages")
 	require.Contains(t, out, ": 3 tasks back to TODO")
 	require.Equal(t, 3, d.count(`SELECT count(*) FROM tasks WHERE status = 0`))
 }
@@ -440,7 +440,7 @@ func TestReportAll(t *testing.T) {
 	require.Regexp(t, `(?m)^error\s+1\s+2\s+33\.33%\s*$`, out)
 	require.Regexp(t, `(?m)^info\s+1\s+1\s+33\.33%\s*$`, out)
 
-	out = d.ok("rerun", "--corpus", "c", "--service", "echo", "--severity", "warning", "--category", "missing_file", "--all")
+	out = d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo", "--severity", "warning", "--category", "missing_file", "--all")
 	require.Contains(t, out, ": 2 tasks back to TODO")
 	require.Equal(t, 2, d.count(`SELECT count(*) FROM tasks WHERE status = 0`))
 }

@@ -109,7 +109,7 @@ func TestSandboxRunLeavesTheParentUntouched(t *testing.T) {
 	require.Equal(t, "sandbox of c", runs[0].Note)
 	require.Contains(t, d.ok("status", "--corpus", "sb"), "sb")
 	require.Contains(t, d.ok("pause", "--corpus", "sb", "--service", "echo"), "0 TODO tasks blocked")
-	out = d.ok("rerun", "--corpus", "sb", "--service", "echo")
+	out = d.ok("rerun", "--yes", "--corpus", "sb", "--service", "echo")
 	require.Contains(t, out, fmt.Sprintf("%d tasks back to TODO", errored))
 	require.Eventually(t, func() bool {
 		return d.count(`SELECT count(*) FROM tasks WHERE corpus_id = $1 AND status = -1`, sbID) == errored

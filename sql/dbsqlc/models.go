@@ -92,6 +92,26 @@ type AuditLateResult struct {
 	ForgetInSeconds pgtype.Numeric `json:"forget_in_seconds"`
 }
 
+// Append-only record of every mutating action (docs/audit-log.md).
+type AuditLog struct {
+	ID int64 `json:"id"`
+	// The database clock when the row was written (set by the insert trigger).
+	At time.Time `json:"at"`
+	// current_user of the session that wrote the row (set by the insert trigger).
+	DbRole string `json:"db_role"`
+	// Who acted: the owner of a token, or for the CLI the operating-system user.
+	Actor      string          `json:"actor"`
+	Surface    string          `json:"surface"`
+	Action     string          `json:"action"`
+	Target     string          `json:"target"`
+	Parameters json.RawMessage `json:"parameters"`
+	// Blast radius: the tasks the action matched (NULL: not a task action).
+	Matched *int64 `json:"matched"`
+	// ok; dry_run (previewed, nothing changed); refused (bad input); failed (an error).
+	Outcome string `json:"outcome"`
+	Error   string `json:"error"`
+}
+
 // The tables and views (besides audit_*) an audit role may read: cortexq db grant-audit grants SELECT on each.
 type AuditReadable struct {
 	Name string `json:"name"`
