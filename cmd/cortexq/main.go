@@ -80,6 +80,7 @@ func commands() []*cli.Command {
 		versionCommand(),
 		verifyCommand(),
 		whyCommand(),
+		auditCommand(),
 	}
 }
 
@@ -379,7 +380,7 @@ func embedded(c *cli.Context) (*pgembed.Cluster, error) {
 var readOnlyCommands = map[string]bool{
 	"status": true, "task show": true, "service list": true, "keys list": true,
 	"migrate status": true, "migrate down": true, "db url": true, "db psql": true, "db grant-audit": true, "db grant-replica": true,
-	"report": true, "runs": true, "diff": true, "sandbox list": true, "web": true,
+	"report": true, "runs": true, "diff": true, "sandbox list": true, "web": true, "audit": true,
 }
 
 // databaseURL returns --database-url, or the embedded cluster's, starting it (and creating and
