@@ -256,6 +256,9 @@ func TestPruneTablesCommand(t *testing.T) {
 		SELECT 'w' || g, 1, now() - g * interval '1 hour', now() - g * interval '1 hour' FROM generate_series(0, 47) g`)
 	require.NoError(t, err)
 	out := d.ok("prune", "--tables", "--reaper-passes-age", "24h", "--workers-age", "12h")
+	require.Contains(t, out, "dry run: --tables would drop the reaper passes older than 24h0m0s and the workers not seen for 12h0m0s")
+	require.Equal(t, 48, d.count(`SELECT count(*) FROM reaper_passes`))
+	out = d.ok("prune", "--yes", "--tables", "--reaper-passes-age", "24h", "--workers-age", "12h")
 	require.Contains(t, out, "dropped 24 reaper passes (24 left) and 36 workers (12 left)")
 	require.Equal(t, 24, d.count(`SELECT count(*) FROM reaper_passes`))
 }
