@@ -11,9 +11,12 @@ import (
 
 const flagYes = "yes"
 
-// yesFlag lets a consequential mutation act.
-func yesFlag() cli.Flag {
-	return &cli.BoolFlag{Name: flagYes, Usage: "do it: without --yes the command prints what it would do and changes nothing"}
+// yesFlag lets a consequential mutation act. Its environment variable is the command's own
+// (CORTEXQ_RERUN_YES, as migrate down's CORTEXQ_MIGRATE_DOWN_YES), never one for every command:
+// a variable set once in a shell must not turn every preview into an action.
+func yesFlag(envSuffix string) cli.Flag {
+	return &cli.BoolFlag{Name: flagYes, Usage: "do it: without --yes the command prints what it would do and changes nothing",
+		EnvVars: envVars(envSuffix)}
 }
 
 // confirm records a mutation's blast radius (tasks matched) for its audit row and, without --yes,

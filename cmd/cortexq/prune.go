@@ -32,7 +32,7 @@ func pruneCommand() *cli.Command {
 			&cli.IntFlag{Name: "keep", Usage: "keep the last N runs of each corpus and service (at least 2)", EnvVars: envVars("PRUNE_KEEP")},
 			&cli.StringFlag{Name: "before", Usage: "drop the runs that ended before this date (2006-01-02 UTC, or RFC 3339)", EnvVars: envVars("PRUNE_BEFORE")},
 			&cli.BoolFlag{Name: "dry-run", Usage: "count what would be dropped, drop nothing (the default without --yes)", EnvVars: envVars("PRUNE_DRY_RUN")},
-			yesFlag(),
+			yesFlag("PRUNE_YES"),
 			&cli.BoolFlag{Name: "tables", Usage: "also (or only, without --keep and --before) drop the reaper passes older than --reaper-passes-age and the workers not seen for --workers-age", EnvVars: envVars("PRUNE_TABLES")},
 		}, append(tablesRetentionFlags(), formatFlags("prune")...)...),
 		Action: runPrune,

@@ -40,7 +40,7 @@ func rerunCommand() *cli.Command {
 				Value:   lease.LateResultWindowDefault,
 				EnvVars: envVars("LATE_RESULT_WINDOW"),
 			},
-			yesFlag(),
+			yesFlag("RERUN_YES"),
 		),
 		Action: runRerun,
 	}

@@ -58,7 +58,7 @@ func sandboxCommand() *cli.Command {
 					"and then its result archives (<service>.sandbox-<id>.zip beside each source). Pause it first if\n" +
 					"replicas are serving it: a result arriving for a deleted task is dropped. A corpus that is not a\n" +
 					"sandbox is refused. Without --yes it changes nothing: it prints the number of tasks it would delete.",
-				Flags:  []cli.Flag{yesFlag()},
+				Flags:  []cli.Flag{yesFlag("SANDBOX_DELETE_YES")},
 				Action: runSandboxDelete,
 			},
 		},

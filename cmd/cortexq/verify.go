@@ -41,7 +41,7 @@ func verifyCommand() *cli.Command {
 			serviceFlag("only this service"),
 			&cli.BoolFlag{Name: "quick", Usage: "compare result archives by size only, without reading them for their digest", EnvVars: envVars("VERIFY_QUICK")},
 			&cli.BoolFlag{Name: "requeue", Usage: "send the tasks of the findings back to TODO in a new run (with --yes; without, print how many)", EnvVars: envVars("VERIFY_REQUEUE")},
-			yesFlag(),
+			yesFlag("VERIFY_REQUEUE_YES"),
 			&cli.IntFlag{Name: "jobs", Usage: "files checked at once", Value: 4, EnvVars: envVars("VERIFY_JOBS")},
 			&cli.DurationFlag{Name: "progress-every", Usage: "how often progress goes to stderr (0: never)", Value: 5 * time.Second, EnvVars: envVars("VERIFY_PROGRESS_EVERY")},
 			&cli.BoolFlag{Name: "json", Usage: "print each finding as a JSON line, and the counts as a last one", EnvVars: envVars("VERIFY_JSON")},
