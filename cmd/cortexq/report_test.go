@@ -241,7 +241,9 @@ func TestReportCountsEqualBruteForce(t *testing.T) {
 			r = d.report("--severity", "error", "--category", cat, "--what", what.Name)
 			require.True(t, strings.HasPrefix(r.Rerun, "cortexq rerun "), r.Rerun)
 			args := shellFields(t, strings.TrimPrefix(r.Rerun, "cortexq "))
-			out := d.ok(args...)
+			out := d.ok(args...) // as printed: a preview of the same count
+			require.Contains(t, out, fmt.Sprintf(": %d tasks would go back to TODO", what.Tasks))
+			out = d.ok(append(args, "--yes")...)
 			require.Contains(t, out, fmt.Sprintf(": %d tasks back to TODO", what.Tasks))
 
 			// Until the next fold the whats of the category are as they were, the rerun's
