@@ -76,15 +76,8 @@ func runPrune(c *cli.Context) error {
 	}
 	defer done()
 	store := root.Lease(lease.Config{})
-	if c.Bool("tables") && opt.DryRun {
-		// Its rows are routine records, not counted first: the preview names what would go.
-		fmt.Fprintf(c.App.Writer, "dry run: --tables would drop the reaper passes older than %s and the workers not seen for %s; nothing changed (add --yes to do it)\n",
-			c.Duration("reaper-passes-age"), c.Duration("workers-age"))
-		if tablesOnly {
-			return nil
-		}
-	} else if c.Bool("tables") {
-		if err := pruneTables(c, store); err != nil || tablesOnly {
+	if c.Bool("tables") {
+		if err := pruneTablesOrPreview(c, store, opt.DryRun); err != nil || tablesOnly {
 			return err
 		}
 	}
@@ -128,6 +121,17 @@ func runPrune(c *cli.Context) error {
 		t.Note = "dry run: nothing dropped (add --yes to drop it)"
 	}
 	return t.print(c)
+}
+
+// pruneTablesOrPreview runs prune --tables, or without --yes names what it would drop: its rows
+// are routine records, not counted first.
+func pruneTablesOrPreview(c *cli.Context, store *lease.Store, dryRun bool) error {
+	if !dryRun {
+		return pruneTables(c, store)
+	}
+	fmt.Fprintf(c.App.Writer, "dry run: --tables would drop the reaper passes older than %s and the workers not seen for %s; nothing changed (add --yes to do it)\n",
+		c.Duration("reaper-passes-age"), c.Duration("workers-age"))
+	return nil
 }
 
 // tablesRetentionFlags are the ages prune --tables and serve keep reaper passes and workers for.
