@@ -50,7 +50,23 @@ CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log FOR EACH STATE
 REVOKE ALL ON audit_log FROM PUBLIC;
 INSERT INTO audit_readable (name) VALUES ('audit_log');
 
+-- The tokens people sign in with (cortexq token create): each an owner's, with a role, stored as
+-- the SHA-256 digest of the token, never the token itself; revoked by stamping revoked_at (the
+-- row stays, for the audit log's sake).
+CREATE TABLE api_tokens (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    owner      text NOT NULL,
+    role       text NOT NULL CHECK (role IN ('viewer', 'operator', 'admin')),
+    digest     bytea NOT NULL UNIQUE CHECK (length(digest) = 32),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz,
+    revoked_at timestamptz
+);
+CREATE INDEX api_tokens_owner ON api_tokens (owner);
+COMMENT ON TABLE api_tokens IS 'Sign-in tokens by owner and role; digest is SHA-256 of the token, never the token (cortexq token).';
+
 -- +goose Down
+DROP TABLE api_tokens;
 DELETE FROM audit_readable WHERE name = 'audit_log';
 DROP TABLE audit_log;
 DROP FUNCTION audit_log_refuse();

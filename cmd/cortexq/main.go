@@ -81,6 +81,7 @@ func commands() []*cli.Command {
 		verifyCommand(),
 		whyCommand(),
 		auditCommand(),
+		tokenCommand(),
 	}
 }
 
@@ -380,7 +381,7 @@ func embedded(c *cli.Context) (*pgembed.Cluster, error) {
 var readOnlyCommands = map[string]bool{
 	"status": true, "task show": true, "service list": true, "keys list": true,
 	"migrate status": true, "migrate down": true, "db url": true, "db psql": true, "db grant-audit": true, "db grant-replica": true,
-	"report": true, "runs": true, "diff": true, "sandbox list": true, "web": true, "audit": true,
+	"report": true, "runs": true, "diff": true, "sandbox list": true, "web": true, "audit": true, "token list": true,
 }
 
 // databaseURL returns --database-url, or the embedded cluster's, starting it (and creating and

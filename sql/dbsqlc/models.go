@@ -11,6 +11,17 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+// Sign-in tokens by owner and role; digest is SHA-256 of the token, never the token (cortexq token).
+type ApiToken struct {
+	ID        int64      `json:"id"`
+	Owner     string     `json:"owner"`
+	Role      string     `json:"role"`
+	Digest    []byte     `json:"digest"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
 // Append-only audit trail: one row per dispatch attempt.
 type Attempt struct {
 	TaskID     int64      `json:"task_id"`
