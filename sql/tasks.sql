@@ -86,7 +86,8 @@ RETURNING t.id, t.run;
 
 -- name: TaskRerunCount :one
 -- TaskRerunCount counts the tasks TaskRerun would move, with the same filters and no lock: the
--- preview of a rerun (cortexq rerun without --yes). TestRerunPreviewMatches keeps the two alike.
+-- preview of a rerun (cortexq rerun without --yes). TestRerun and TestReportCountsEqualBruteForce
+-- check that the preview counts what the rerun then moves.
 SELECT count(*)::bigint
 FROM tasks s
 WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id

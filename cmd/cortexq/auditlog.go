@@ -107,6 +107,9 @@ func appendAudit(c *cli.Context, name string, actErr error) error {
 	case note.DryRun:
 		row.Outcome = "dry_run"
 	}
+	if actErr != nil && noDatabaseYet(c) {
+		return nil // an attempt that failed before any database existed: none to record it in, none made for it
+	}
 	params, err := json.Marshal(auditParameters(c))
 	if err != nil {
 		return err
@@ -122,6 +125,15 @@ func appendAudit(c *cli.Context, name string, actErr error) error {
 	}
 	defer pool.Close()
 	return dbsqlc.New(pool).AuditLogAppend(ctx, row)
+}
+
+// noDatabaseYet reports that the commands would use an embedded cluster not created yet.
+func noDatabaseYet(c *cli.Context) bool {
+	if c.String(flagDatabaseURL) != "" {
+		return false
+	}
+	cl, err := embedded(c)
+	return err == nil && !cl.Initialized()
 }
 
 // auditParameters are the flags given to c's command and its arguments; a flag whose value is a

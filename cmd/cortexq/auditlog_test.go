@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -171,4 +173,15 @@ func TestAuditLogIsAppendOnly(t *testing.T) {
 	}
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM audit_log WHERE action = 'test' AND db_role = $1
 		AND at > now() - interval '1 hour'`, replica))
+}
+
+// TestRefusedWithoutADatabaseMakesNone: a mutating command refused where no embedded cluster is
+// (the wrong directory) does not create one to record the refusal.
+func TestRefusedWithoutADatabaseMakesNone(t *testing.T) {
+	t.Parallel()
+	home := filepath.Join(t.TempDir(), "home")
+	r := cortexq(t, []string{"CORTEXQ_HOME=" + home}, "rerun", "--corpus", "c")
+	oneLineFailure(t, r, "--service")
+	_, err := os.Stat(home)
+	require.ErrorIs(t, err, os.ErrNotExist)
 }

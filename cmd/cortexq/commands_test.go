@@ -411,7 +411,7 @@ func TestReadOnlyCommandsDoNotCreateACluster(t *testing.T) {
 		{"status"}, {"task", "show", "1"}, {"service", "list"}, {"keys", "list"},
 		{"migrate", "status"}, {"migrate", "down"}, {"db", "url"}, {"db", "psql", "-c", "SELECT 1"},
 		{"report", "--corpus", "c", "--service", "s"}, {"runs", "--corpus", "c", "--service", "s"},
-		{"diff", "--corpus", "c", "--service", "s"}, {"sandbox", "list"},
+		{"diff", "--corpus", "c", "--service", "s"}, {"sandbox", "list"}, {"audit"}, {"token", "list"},
 	} {
 		r := cortexq(t, env, args...)
 		oneLineFailure(t, r, "no embedded PostgreSQL in "+home+`: "cortexq `+args[0])

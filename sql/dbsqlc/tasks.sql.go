@@ -304,7 +304,8 @@ type TaskRerunCountParams struct {
 }
 
 // TaskRerunCount counts the tasks TaskRerun would move, with the same filters and no lock: the
-// preview of a rerun (cortexq rerun without --yes). TestRerunPreviewMatches keeps the two alike.
+// preview of a rerun (cortexq rerun without --yes). TestRerun and TestReportCountsEqualBruteForce
+// check that the preview counts what the rerun then moves.
 func (q *Queries) TaskRerunCount(ctx context.Context, arg TaskRerunCountParams) (int64, error) {
 	row := q.db.QueryRow(ctx, taskRerunCount,
 		arg.CorpusID,
