@@ -82,6 +82,9 @@ func GrantReplica(ctx context.Context, pool *pgxpool.Pool, role string, login bo
 	return res, err
 }
 
+// auditLogTable is the append-only audit log: a replica may insert and read it, nothing more.
+const auditLogTable = "audit_log"
+
 // grantReplicaTables grants what a replica reads and writes in the schema.
 func grantReplicaTables(ctx context.Context, tx pgx.Tx, exec execFunc, role string, res *ReplicaGrant) error {
 	rows, err := tx.Query(ctx, `SELECT relname::text, relkind::text FROM pg_class
@@ -101,6 +104,12 @@ func grantReplicaTables(ctx context.Context, tx pgx.Tx, exec execFunc, role stri
 			privs, res.Seqs = "USAGE, SELECT", res.Seqs+1
 		case r.Kind == "v" || r.Kind == "m" || r.Name == versionTable:
 			privs, res.Reads = "SELECT", res.Reads+1
+		case r.Name == auditLogTable:
+			// Append-only (00035_audit_log.sql): a replica writes rows, never changes one.
+			privs, res.Tables = "SELECT, INSERT", res.Tables+1
+			if err := exec("REVOKE UPDATE, DELETE, TRUNCATE ON TABLE %I.%I FROM %I", res.Schema, r.Name, role); err != nil {
+				return fmt.Errorf("revoke on %s: %w", r.Name, err)
+			}
 		default:
 			res.Tables++
 		}

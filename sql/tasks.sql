@@ -84,6 +84,37 @@ FROM picked
 WHERE t.id = picked.id
 RETURNING t.id, t.run;
 
+-- name: TaskRerunCount :one
+-- TaskRerunCount counts the tasks TaskRerun would move, with the same filters and no lock: the
+-- preview of a rerun (cortexq rerun without --yes). TestRerun and TestReportCountsEqualBruteForce
+-- check that the preview counts what the rerun then moves.
+SELECT count(*)::bigint
+FROM tasks s
+WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id
+  AND (sqlc.narg('statuses')::smallint[] IS NULL OR s.status = ANY(sqlc.narg('statuses')::smallint[]))
+  AND (sqlc.narg('task_ids')::bigint[] IS NULL OR s.id = ANY(sqlc.narg('task_ids')::bigint[]))
+  AND (@no_messages::bool AND NOT EXISTS (
+           SELECT 1 FROM task_message_logs m
+           WHERE m.task_id = s.id AND m.run = s.run
+             AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k WHERE k.severity = sqlc.narg('severity')::text))
+       OR NOT @no_messages::bool AND sqlc.narg('severity')::text IS NULL
+       AND sqlc.narg('category')::text IS NULL AND sqlc.narg('what')::text IS NULL
+       OR NOT @no_messages::bool AND EXISTS (
+           SELECT 1 FROM task_message_logs m
+           WHERE m.task_id = s.id AND m.run = s.run
+             AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k
+                                  WHERE (sqlc.narg('severity')::text IS NULL OR k.severity = sqlc.narg('severity')::text)
+                                    AND (sqlc.narg('category')::text IS NULL OR k.category = sqlc.narg('category')::text)
+                                    AND (sqlc.narg('what')::text IS NULL OR k.what = sqlc.narg('what')::text))));
+
+-- name: RunOpenOf :one
+-- RunOpenOf returns the open run of a corpus and service, if any, without a lock (a rerun's preview).
+SELECT id
+FROM runs
+WHERE corpus_id = @corpus_id AND service_id = @service_id AND ended_at IS NULL
+ORDER BY id DESC
+LIMIT 1;
+
 -- name: TaskTally :one
 -- TaskTally counts the tasks of a corpus and service by status, from the task_totals ledger
 -- (migrations/00013_task_totals.sql): exact, without counting the tasks.

@@ -63,7 +63,7 @@ func TestAuditViews(t *testing.T) {
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM audit_corpus_activity WHERE corpus = 'c' AND service = 'echo' AND dead_letters = 0 AND leases_last_minute = 3 AND replies_last_minute = 1 AND lease_share_last_minute = 1`))
 
 	// A rerun holds the in-flight row for late results, which are now stale.
-	d.ok("rerun", "--corpus", "c", "--service", "echo")
+	d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo")
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM audit_late_results WHERE task_id = $1 AND stale AND workers = '{w1,w2}' AND finished_attempt IS NULL AND forget_in_seconds > 0`, retry))
 	require.Equal(t, 0, d.count(`SELECT count(*) FROM audit_in_flight`))
 }

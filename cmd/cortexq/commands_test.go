@@ -173,16 +173,24 @@ func TestRerun(t *testing.T) {
 	require.Equal(t, lease.OutcomeAccepted, dec.Outcome)
 
 	// A filter that matches nothing reruns nothing.
-	out := d.ok("rerun", "--corpus", "c", "--service", "echo", "--severity", "fatal", "--category", "latex", "--what", "other")
+	out := d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo", "--severity", "fatal", "--category", "latex", "--what", "other")
 	require.Contains(t, out, "0 tasks back to TODO")
-	// The fatal task only.
+	// The fatal task only: previewed first (changing nothing), then done, exactly as previewed.
+	before := d.count(`SELECT count(*) FROM runs`)
 	out = d.ok("rerun", "--corpus", "c", "--service", "echo", "--severity", "fatal", "--category", "latex", "--what", "missing_file")
+	require.Contains(t, out, "dry run: corpus c, service echo: 1 tasks would go back to TODO (run ")
+	require.Contains(t, out, "nothing changed (add --yes to do it)")
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM tasks WHERE id = $1 AND status = $2 AND run = 1`, fatal, int16(queue.StatusFatal)))
+	require.Equal(t, before, d.count(`SELECT count(*) FROM runs`))
+	out = d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo", "--severity", "fatal", "--category", "latex", "--what", "missing_file")
 	require.Contains(t, out, "1 tasks back to TODO in a new run; 0 leases of old runs settled")
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM tasks WHERE id = $1 AND status = 0 AND run = 2`, fatal))
 	require.Equal(t, 0, d.count(`SELECT count(*) FROM task_messages WHERE task_id = $1`, fatal))
 
 	// Everything: the leased task's run settles, and its worker's late result is stale.
-	out = d.ok("rerun", "--corpus", "c", "--service", "echo", "--note", "all again")
+	require.Contains(t, d.ok("rerun", "--corpus", "c", "--service", "echo"), ": 3 tasks would go back to TODO")
+	require.Equal(t, 1, d.count(`SELECT count(*) FROM tasks WHERE id = $1 AND run = 1`, inFlight))
+	out = d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo", "--note", "all again")
 	require.Contains(t, out, "3 tasks back to TODO in a new run; 1 leases of old runs settled")
 	require.Equal(t, 3, d.count(`SELECT count(*) FROM tasks WHERE status = 0`))
 	require.Equal(t, 1, d.count(`SELECT count(*) FROM tasks WHERE id = $1 AND run = 3`, fatal))
@@ -403,7 +411,7 @@ func TestReadOnlyCommandsDoNotCreateACluster(t *testing.T) {
 		{"status"}, {"task", "show", "1"}, {"service", "list"}, {"keys", "list"},
 		{"migrate", "status"}, {"migrate", "down"}, {"db", "url"}, {"db", "psql", "-c", "SELECT 1"},
 		{"report", "--corpus", "c", "--service", "s"}, {"runs", "--corpus", "c", "--service", "s"},
-		{"diff", "--corpus", "c", "--service", "s"}, {"sandbox", "list"},
+		{"diff", "--corpus", "c", "--service", "s"}, {"sandbox", "list"}, {"audit"}, {"token", "list"},
 	} {
 		r := cortexq(t, env, args...)
 		oneLineFailure(t, r, "no embedded PostgreSQL in "+home+`: "cortexq `+args[0])

@@ -80,6 +80,8 @@ func commands() []*cli.Command {
 		versionCommand(),
 		verifyCommand(),
 		whyCommand(),
+		auditCommand(),
+		tokenCommand(),
 	}
 }
 
@@ -104,8 +106,8 @@ func newApp() *cli.App {
 	}
 	setUpVersion(app)
 	app.OnUsageError = onUsageError
-	var walk func([]*cli.Command)
-	walk = func(cmds []*cli.Command) {
+	var walk func([]*cli.Command, string)
+	walk = func(cmds []*cli.Command, prefix string) {
 		for _, cmd := range cmds {
 			if cmd.OnUsageError == nil {
 				cmd.OnUsageError = onUsageError
@@ -117,10 +119,13 @@ func newApp() *cli.App {
 			if cmd.Action != nil && len(cmd.Subcommands) == 0 && cmd.Before == nil {
 				cmd.Before = checkTextInput
 			}
-			walk(cmd.Subcommands)
+			if _, ok := auditedCommands[prefix+cmd.Name]; ok && cmd.Action != nil {
+				cmd.Action = audited(cmd.Action)
+			}
+			walk(cmd.Subcommands, prefix+cmd.Name+" ")
 		}
 	}
-	walk(app.Commands)
+	walk(app.Commands, "")
 	return app
 }
 
@@ -376,7 +381,7 @@ func embedded(c *cli.Context) (*pgembed.Cluster, error) {
 var readOnlyCommands = map[string]bool{
 	"status": true, "task show": true, "service list": true, "keys list": true,
 	"migrate status": true, "migrate down": true, "db url": true, "db psql": true, "db grant-audit": true, "db grant-replica": true,
-	"report": true, "runs": true, "diff": true, "sandbox list": true, "web": true,
+	"report": true, "runs": true, "diff": true, "sandbox list": true, "web": true, "audit": true, "token list": true,
 }
 
 // databaseURL returns --database-url, or the embedded cluster's, starting it (and creating and

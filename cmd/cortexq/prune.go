@@ -20,7 +20,8 @@ func pruneCommand() *cli.Command {
 			"--keep N of each corpus and service, or that ended before --before DATE (2006-01-02, or RFC 3339),\n" +
 			"for one --corpus and --service, or every one left out. The current run and the last closed one\n" +
 			"(that diff compares the current run with) are always kept, as is everything of a task's current\n" +
-			"run. --dry-run counts what would go and drops nothing. It deletes in batches, each its own\n" +
+			"run. Without --yes it only counts what would go and drops nothing (--dry-run says so explicitly).\n" +
+			"It deletes in batches, each its own\n" +
 			"statement, so it holds no long transaction: stopped, it can be run again. --tables drops the\n" +
 			"rows that grow with time instead: reaper passes (one every --reap-interval) and workers (one per\n" +
 			"worker process: a restart adds one); serve does it every --prune-tables-every. See\n" +
@@ -30,7 +31,8 @@ func pruneCommand() *cli.Command {
 			serviceFlag("the service whose runs to prune; empty: every one"),
 			&cli.IntFlag{Name: "keep", Usage: "keep the last N runs of each corpus and service (at least 2)", EnvVars: envVars("PRUNE_KEEP")},
 			&cli.StringFlag{Name: "before", Usage: "drop the runs that ended before this date (2006-01-02 UTC, or RFC 3339)", EnvVars: envVars("PRUNE_BEFORE")},
-			&cli.BoolFlag{Name: "dry-run", Usage: "count what would be dropped, drop nothing", EnvVars: envVars("PRUNE_DRY_RUN")},
+			&cli.BoolFlag{Name: "dry-run", Usage: "count what would be dropped, drop nothing (the default without --yes)", EnvVars: envVars("PRUNE_DRY_RUN")},
+			yesFlag("PRUNE_YES"),
 			&cli.BoolFlag{Name: "tables", Usage: "also (or only, without --keep and --before) drop the reaper passes older than --reaper-passes-age and the workers not seen for --workers-age", EnvVars: envVars("PRUNE_TABLES")},
 		}, append(tablesRetentionFlags(), formatFlags("prune")...)...),
 		Action: runPrune,
@@ -52,7 +54,11 @@ func runPrune(c *cli.Context) error {
 	if c.Bool("json") && c.Bool("csv") {
 		return usagef(c, "give --json or --csv, not both")
 	}
-	opt := lease.PruneOptions{Keep: c.Int("keep"), DryRun: c.Bool("dry-run")}
+	if c.Bool("dry-run") && c.Bool(flagYes) {
+		return usagef(c, "give --yes or --dry-run, not both")
+	}
+	opt := lease.PruneOptions{Keep: c.Int("keep"), DryRun: !c.Bool(flagYes)}
+	noteOf(c).DryRun = opt.DryRun
 	if s := c.String("before"); s != "" {
 		t, err := parseDate(s)
 		if err != nil {
@@ -64,9 +70,6 @@ func runPrune(c *cli.Context) error {
 	if !tablesOnly && (c.Int("keep") < 0 || ((opt.Keep == 0) == opt.Before.IsZero()) || (opt.Keep != 0 && opt.Keep < lease.MinKeep)) {
 		return usagef(c, "%v", lease.ErrPruneSelection)
 	}
-	if c.Bool("tables") && c.Bool("dry-run") {
-		return usagef(c, "--tables has no --dry-run: its rows are a week of routine records")
-	}
 	root, done, err := openBase(c)
 	if err != nil {
 		return err
@@ -74,7 +77,7 @@ func runPrune(c *cli.Context) error {
 	defer done()
 	store := root.Lease(lease.Config{})
 	if c.Bool("tables") {
-		if err := pruneTables(c, store); err != nil || tablesOnly {
+		if err := pruneTablesOrPreview(c, store, opt.DryRun); err != nil || tablesOnly {
 			return err
 		}
 	}
@@ -115,9 +118,20 @@ func runPrune(c *cli.Context) error {
 			num(c, int64(len(p.DroppedRuns))), num(c, p.RunStatuses), num(c, p.RunDiffs), num(c, p.Attempts), num(c, p.MessageLogs)})
 	}
 	if opt.DryRun {
-		t.Note = "dry run: nothing dropped"
+		t.Note = "dry run: nothing dropped (add --yes to drop it)"
 	}
 	return t.print(c)
+}
+
+// pruneTablesOrPreview runs prune --tables, or without --yes names what it would drop: its rows
+// are routine records, not counted first.
+func pruneTablesOrPreview(c *cli.Context, store *lease.Store, dryRun bool) error {
+	if !dryRun {
+		return pruneTables(c, store)
+	}
+	fmt.Fprintf(c.App.Writer, "dry run: --tables would drop the reaper passes older than %s and the workers not seen for %s; nothing changed (add --yes to do it)\n",
+		c.Duration("reaper-passes-age"), c.Duration("workers-age"))
+	return nil
 }
 
 // tablesRetentionFlags are the ages prune --tables and serve keep reaper passes and workers for.

@@ -49,7 +49,7 @@ func TestPruneDropsTheHistoryOfOldRuns(t *testing.T) {
 	errs := map[int64]queue.Status{ids[0]: queue.StatusError, ids[1]: queue.StatusError}
 	d.finish(sc, queue.StatusNoProblem, errs)
 	for range 3 {
-		d.ok("rerun", "--corpus", "c", "--service", "echo")
+		d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo")
 		d.finish(sc, queue.StatusNoProblem, errs)
 	}
 	// A message log left of an early run (as a late result would leave).
@@ -61,7 +61,7 @@ func TestPruneDropsTheHistoryOfOldRuns(t *testing.T) {
 	sc2 := d.scope("c2", "echo")
 	d.finish(sc2, queue.StatusNoProblem, nil)
 	for range 2 {
-		d.ok("rerun", "--corpus", "c2", "--service", "echo")
+		d.ok("rerun", "--yes", "--corpus", "c2", "--service", "echo")
 		d.finish(sc2, queue.StatusNoProblem, nil)
 	}
 	require.Equal(t, 7, d.count(`SELECT count(*) FROM runs`))
@@ -97,7 +97,7 @@ func TestPruneDropsTheHistoryOfOldRuns(t *testing.T) {
 	require.Equal(t, want, dry.Scopes[0])
 	require.Equal(t, before, d.historyCounts(), "a dry run drops nothing")
 
-	got := d.prune("--keep", "2", "--corpus", "c", "--service", "echo")
+	got := d.prune("--yes", "--keep", "2", "--corpus", "c", "--service", "echo")
 	require.False(t, got.DryRun)
 	require.Equal(t, dry.Scopes, got.Scopes, "the dry run counted what goes")
 	after := d.historyCounts()
@@ -115,13 +115,19 @@ func TestPruneDropsTheHistoryOfOldRuns(t *testing.T) {
 	require.Contains(t, d.ok("task", "show", itoa(ids[0])), "accepted")
 
 	// Again: nothing more to drop.
-	again := d.prune("--keep", "2", "--corpus", "c", "--service", "echo")
+	again := d.prune("--yes", "--keep", "2", "--corpus", "c", "--service", "echo")
 	require.Empty(t, again.Scopes[0].DroppedRuns)
 
 	// --before a date long past drops nothing; one to come drops all but the last two runs of
 	// every corpus and service (c2's first run), and the table says so.
-	require.Empty(t, d.prune("--before", "2000-01-01").Scopes[0].DroppedRuns)
-	out := d.ok("prune", "--before", "2999-01-01T00:00:00Z")
+	require.Empty(t, d.prune("--yes", "--before", "2000-01-01").Scopes[0].DroppedRuns)
+	// Without --yes (or with --dry-run) it counts and drops nothing.
+	require.True(t, d.prune("--before", "2999-01-01T00:00:00Z").DryRun)
+	require.Equal(t, 3, d.count(`SELECT count(*) FROM runs WHERE corpus_id = $1`, sc2.CorpusID))
+	r := cortexq(t, d.env, "prune", "--yes", "--dry-run", "--keep", "2")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "give --yes or --dry-run, not both")
+	out := d.ok("prune", "--yes", "--before", "2999-01-01T00:00:00Z")
 	require.Regexp(t, `(?m)^c2\s+echo\s+\d+ \d+\s+\d+\s+1\s+4\s+0\s+4\s+0\s*$`, out)
 	require.Regexp(t, `(?m)^c\s+echo\s+\d+ \d+\s+0\s+0`, out)
 	require.Equal(t, 2, d.count(`SELECT count(*) FROM runs WHERE corpus_id = $1`, sc2.CorpusID))

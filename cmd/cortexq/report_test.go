@@ -246,7 +246,9 @@ func TestReportCountsEqualBruteForce(t *testing.T) {
 			r = d.report("--severity", "error", "--category", cat, "--what", what.Name)
 			require.True(t, strings.HasPrefix(r.Rerun, "cortexq rerun "), r.Rerun)
 			args := shellFields(t, strings.TrimPrefix(r.Rerun, "cortexq "))
-			out := d.ok(args...)
+			out := d.ok(args...) // as printed: a preview of the same count
+			require.Contains(t, out, fmt.Sprintf(": %d tasks would go back to TODO", what.Tasks))
+			out = d.ok(append(args, "--yes")...)
 			require.Contains(t, out, fmt.Sprintf(": %d tasks back to TODO", what.Tasks))
 
 			// Until the next fold the whats of the category are as they were, the rerun's
@@ -358,7 +360,7 @@ func TestReportNoMessagesAndPaging(t *testing.T) {
 	out = d.ok("report", "--corpus", "c", "--service", "echo", "--severity", "fatal", "--csv")
 	require.Equal(t, "category,tasks,messages\nno_messages,3,0\nlatex,2,2\n", out)
 
-	out = d.ok("rerun", "--corpus", "c", "--service", "echo", "--severity", "fatal", "--category", "no_messages")
+	out = d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo", "--severity", "fatal", "--category", "no_messages")
 	require.Contains(t, out, ": 3 tasks back to TODO")
 	require.Equal(t, 3, d.count(`SELECT count(*) FROM tasks WHERE status = 0`))
 }
@@ -445,7 +447,7 @@ func TestReportAll(t *testing.T) {
 	require.Regexp(t, `(?m)^error\s+1\s+2\s+33\.33%\s*$`, out)
 	require.Regexp(t, `(?m)^info\s+1\s+1\s+33\.33%\s*$`, out)
 
-	out = d.ok("rerun", "--corpus", "c", "--service", "echo", "--severity", "warning", "--category", "missing_file", "--all")
+	out = d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo", "--severity", "warning", "--category", "missing_file", "--all")
 	require.Contains(t, out, ": 2 tasks back to TODO")
 	require.Equal(t, 2, d.count(`SELECT count(*) FROM tasks WHERE status = 0`))
 }

@@ -21,7 +21,10 @@ func rerunCommand() *cli.Command {
 			"category and what (of that severity, when --severity is given: info for no_problem). With\n" +
 			"--severity, --category no_messages selects the tasks of that status with no message of its severity\n" +
 			"(as cortexq report lists them). Without any, every task of the corpus and service is rerun.\n" +
-			"cortexq report prints the rerun line of each slice it shows.",
+			"cortexq report prints the rerun line of each slice it shows.\n" +
+			"\n" +
+			"Without --yes it changes nothing: it prints the number of tasks it would send back and the run it\n" +
+			"would close. Every call appends a row to the audit log (cortexq audit).",
 		Flags: append(append([]cli.Flag{
 			corpusFlag("corpus of the tasks"),
 			serviceFlag("service of the tasks"),
@@ -37,6 +40,7 @@ func rerunCommand() *cli.Command {
 				Value:   lease.LateResultWindowDefault,
 				EnvVars: envVars("LATE_RESULT_WINDOW"),
 			},
+			yesFlag("RERUN_YES"),
 		),
 		Action: runRerun,
 	}
@@ -67,10 +71,25 @@ func runRerun(c *cli.Context) error {
 		return err
 	}
 	scope.CorpusID, scope.ServiceID = ids.CorpusID, ids.ServiceID
-	sum, err := root.Lease(lease.Config{LateResultWindow: c.Duration("late-result-window")}).Rerun(c.Context, scope)
+	noteOf(c).Target = "corpus " + c.String(flagCorpus) + ", service " + c.String(flagService)
+	store := root.Lease(lease.Config{LateResultWindow: c.Duration("late-result-window")})
+	pre, err := store.PreviewRerun(c.Context, scope)
 	if err != nil {
 		return err
 	}
+	run := "a new run would open"
+	if pre.OpenRun != 0 {
+		run = fmt.Sprintf("run %d would close and a new one open", pre.OpenRun)
+	}
+	if !confirm(c, pre.Tasks, fmt.Sprintf("corpus %s, service %s: %d tasks would go back to TODO (%s)",
+		c.String(flagCorpus), c.String(flagService), pre.Tasks, run)) {
+		return nil
+	}
+	sum, err := store.Rerun(c.Context, scope)
+	if err != nil {
+		return err
+	}
+	noteOf(c).matched(int64(sum.Tasks))
 	fmt.Fprintf(c.App.Writer, "corpus %s, service %s: %d tasks back to TODO in a new run; %d leases of old runs settled (their results will be stale); %d reservations of old runs dropped\n",
 		c.String(flagCorpus), c.String(flagService), sum.Tasks, sum.Settled, sum.Unreserved)
 	return nil

@@ -81,7 +81,7 @@ func TestDiffOfARerunThatFixedSomeTasks(t *testing.T) {
 		first[id] = queue.StatusError
 	}
 	d.finish(sc, queue.StatusNoProblem, first)
-	out := d.ok("rerun", "--corpus", "c", "--service", "echo", "--severity", "error", "--note", "new latexml")
+	out := d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo", "--severity", "error", "--note", "new latexml")
 	require.Contains(t, out, ": 5 tasks back to TODO")
 
 	// Mid-run: the rerun tasks are TODO.
@@ -117,7 +117,7 @@ func TestDiffOfARerunThatFixedSomeTasks(t *testing.T) {
 
 	// A third run: the closed runs compare with each other, and with a new task imported meanwhile.
 	d.importList("c", "echo", entries("t", 13)...)
-	d.ok("rerun", "--corpus", "c", "--service", "echo", "--severity", "error")
+	d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo", "--severity", "error")
 	var rs api.Runs
 	require.NoError(t, json.Unmarshal([]byte(d.ok("runs", "--corpus", "c", "--service", "echo", "--json")), &rs))
 	runs := rs.Runs

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -56,7 +57,8 @@ func sandboxCommand() *cli.Command {
 				Description: "Deletes the sandbox's tasks (with their leases, attempts and messages), its runs, the corpus,\n" +
 					"and then its result archives (<service>.sandbox-<id>.zip beside each source). Pause it first if\n" +
 					"replicas are serving it: a result arriving for a deleted task is dropped. A corpus that is not a\n" +
-					"sandbox is refused.",
+					"sandbox is refused. Without --yes it changes nothing: it prints the number of tasks it would delete.",
+				Flags:  []cli.Flag{yesFlag("SANDBOX_DELETE_YES")},
 				Action: runSandboxDelete,
 			},
 		},
@@ -161,6 +163,18 @@ func runSandboxDelete(c *cli.Context) error {
 		return err
 	}
 	defer done()
+	noteOf(c).Target = "sandbox " + name
+	boxes, err := root.Reports.Sandboxes(c.Context)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(boxes, func(b reports.Sandbox) bool { return b.Name == name })
+	if i < 0 {
+		return usagef(c, "no sandbox named %s", name)
+	}
+	if !confirm(c, boxes[i].Tasks, fmt.Sprintf("sandbox %s: its %d tasks, its runs and their result archives would be deleted", name, boxes[i].Tasks)) {
+		return nil
+	}
 	sum, err := root.Reports.DeleteSandbox(c.Context, name)
 	if errors.Is(err, queue.ErrNotFound) {
 		return usagef(c, "no sandbox named %s", name)
@@ -168,6 +182,7 @@ func runSandboxDelete(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	noteOf(c).matched(int64(sum.Tasks))
 	fmt.Fprintf(c.App.Writer, "sandbox %s deleted: %d tasks, %d result archives\n", name, sum.Tasks, sum.Archives)
 	return nil
 }

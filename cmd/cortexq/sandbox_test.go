@@ -110,7 +110,7 @@ func TestSandboxRunLeavesTheParentUntouched(t *testing.T) {
 	require.Equal(t, "sandbox of c", runs[0].Note)
 	require.Contains(t, d.ok("status", "--corpus", "sb"), "sb")
 	require.Contains(t, d.ok("pause", "--corpus", "sb", "--service", "echo"), "0 TODO tasks blocked")
-	out = d.ok("rerun", "--corpus", "sb", "--service", "echo")
+	out = d.ok("rerun", "--yes", "--corpus", "sb", "--service", "echo")
 	require.Contains(t, out, fmt.Sprintf("%d tasks back to TODO", errored))
 	require.Eventually(t, func() bool {
 		return d.count(`SELECT count(*) FROM tasks WHERE corpus_id = $1 AND status = -1`, sbID) == errored
@@ -121,6 +121,10 @@ func TestSandboxRunLeavesTheParentUntouched(t *testing.T) {
 	require.Equal(t, 0, worker.stop(syscall.SIGTERM, 30*time.Second), worker.log())
 	require.Equal(t, 0, replica.stop(syscall.SIGTERM, 30*time.Second), replica.log())
 	out = d.ok("sandbox", "delete", "sb")
+	require.Contains(t, out, fmt.Sprintf("dry run: sandbox sb: its %d tasks, its runs and their result archives would be deleted; nothing changed", errored))
+	require.Len(t, sandboxArchives(), errored)
+	require.Equal(t, errored, d.count(`SELECT count(*) FROM tasks WHERE corpus_id = $1`, sbID))
+	out = d.ok("sandbox", "delete", "sb", "--yes")
 	require.Contains(t, out, fmt.Sprintf("sandbox sb deleted: %d tasks, %d result archives", errored, errored))
 	require.Empty(t, sandboxArchives())
 	parentUntouched()

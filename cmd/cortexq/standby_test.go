@@ -60,7 +60,7 @@ func TestAuditsOnAHotStandby(t *testing.T) {
 	require.Contains(t, out, "→ ok")
 	corpus := regexp.MustCompile(`bench-[0-9.-]+`).FindString(p.ok("status"))
 	require.NotEmpty(t, corpus)
-	p.ok("rerun", "--corpus", corpus, "--service", "bench_echo", "--severity", "error") // a second run, for the diff
+	p.ok("rerun", "--yes", "--corpus", corpus, "--service", "bench_echo", "--severity", "error") // a second run, for the diff
 	p.ok("fold")
 	waitReplayed(t, primary, standby)
 

@@ -130,7 +130,7 @@ func TestTLSVerifyFull(t *testing.T) {
 
 	// The replica's role, over TLS with its own certificate: its dashboard and a rerun.
 	rep := &testDB{t: t, env: []string{"DATABASE_URL=" + dsn("tls", "tls_replica")}}
-	require.Contains(t, rep.ok("rerun", "--corpus", corpus, "--service", "bench_echo", "--severity", "no_problem"), "100")
+	require.Contains(t, rep.ok("rerun", "--yes", "--corpus", corpus, "--service", "bench_echo", "--severity", "no_problem"), "100")
 	web, base := rep.startWeb()
 	code, body := get(t, base+"/report?corpus="+corpus+"&service=bench_echo")
 	require.Equal(t, http.StatusOK, code, body)

@@ -40,7 +40,8 @@ func verifyCommand() *cli.Command {
 			corpusFlag("only this corpus (or sandbox)"),
 			serviceFlag("only this service"),
 			&cli.BoolFlag{Name: "quick", Usage: "compare result archives by size only, without reading them for their digest", EnvVars: envVars("VERIFY_QUICK")},
-			&cli.BoolFlag{Name: "requeue", Usage: "send the tasks of the findings back to TODO in a new run", EnvVars: envVars("VERIFY_REQUEUE")},
+			&cli.BoolFlag{Name: "requeue", Usage: "send the tasks of the findings back to TODO in a new run (with --yes; without, print how many)", EnvVars: envVars("VERIFY_REQUEUE")},
+			yesFlag("VERIFY_REQUEUE_YES"),
 			&cli.IntFlag{Name: "jobs", Usage: "files checked at once", Value: 4, EnvVars: envVars("VERIFY_JOBS")},
 			&cli.DurationFlag{Name: "progress-every", Usage: "how often progress goes to stderr (0: never)", Value: 5 * time.Second, EnvVars: envVars("VERIFY_PROGRESS_EVERY")},
 			&cli.BoolFlag{Name: "json", Usage: "print each finding as a JSON line, and the counts as a last one", EnvVars: envVars("VERIFY_JSON")},
@@ -197,11 +198,6 @@ func (r *requeue) add(f verify.Finding) {
 
 func (r *requeue) run(c *cli.Context, root *base.Base) error {
 	store := root.Lease(lease.Config{})
-	if len(r.ids) > 0 {
-		if err := store.RecordSources(c.Context, r.ids, r.sizes, r.mtimes); err != nil {
-			return err
-		}
-	}
 	scopes := make([]queue.Scope, 0, len(r.byScope))
 	for s := range r.byScope {
 		scopes = append(scopes, s)
@@ -212,13 +208,29 @@ func (r *requeue) run(c *cli.Context, root *base.Base) error {
 		}
 		return int(a.ServiceID - b.ServiceID)
 	})
+	var total int64
+	for s, ids := range r.byScope {
+		r.byScope[s] = slices.Compact(slices.Sorted(slices.Values(ids)))
+		total += int64(len(r.byScope[s]))
+	}
+	if !confirm(c, total, fmt.Sprintf("--requeue: %d tasks of %d corpus and service pairs would go back to TODO in a new run", total, len(scopes))) {
+		return nil
+	}
+	if len(r.ids) > 0 {
+		if err := store.RecordSources(c.Context, r.ids, r.sizes, r.mtimes); err != nil {
+			return err
+		}
+	}
+	var done int64
 	for _, s := range scopes {
-		ids := slices.Compact(slices.Sorted(slices.Values(r.byScope[s])))
+		ids := r.byScope[s]
 		sum, err := store.Rerun(c.Context, lease.RerunScope{CorpusID: s.CorpusID, ServiceID: s.ServiceID,
 			TaskIDs: ids, Note: "verify --requeue"})
 		if err != nil {
 			return fmt.Errorf("requeue corpus %d service %d: %w", s.CorpusID, s.ServiceID, err)
 		}
+		done += int64(sum.Tasks)
+		noteOf(c).matched(done)
 		fmt.Fprintf(c.App.Writer, "requeued: corpus %d, service %d: %d tasks back to TODO in a new run\n", s.CorpusID, s.ServiceID, sum.Tasks)
 	}
 	return nil

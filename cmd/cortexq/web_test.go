@@ -18,7 +18,7 @@ func TestWebReadOnlyOnAnAuditRole(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
 	d.importList("c", "echo", entries("t", 3)...)
-	d.ok("rerun", "--corpus", "c", "--service", "echo") // a closed run, for the diff
+	d.ok("rerun", "--yes", "--corpus", "c", "--service", "echo") // a closed run, for the diff
 	var run int64
 	require.NoError(t, d.pool.QueryRow(d.ctx, `SELECT min(id) FROM runs`).Scan(&run))
 	role := testRole(t, d, "webaudit")

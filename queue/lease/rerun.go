@@ -136,6 +136,35 @@ func (s *Store) Rerun(ctx context.Context, scope RerunScope) (RerunSummary, erro
 	return sum, err
 }
 
+// RerunPreview is what a Rerun of a scope would do, read without a lock: the preview a
+// consequential mutation prints before it acts (cortexq rerun without --yes).
+type RerunPreview struct {
+	// Tasks would go back to TODO in a new run.
+	Tasks int64
+	// OpenRun is the run that would close (its id in the runs table); 0 if none is open (tasks
+	// imported before run tracking), when the rerun opens and closes one first.
+	OpenRun int64
+}
+
+// PreviewRerun counts the tasks a Rerun of scope would move (with the same filters as the
+// rerun's own selection) and names the run it would close, changing nothing. The count is of
+// the moment it is read: tasks finishing in between may change what the rerun then moves.
+func (s *Store) PreviewRerun(ctx context.Context, scope RerunScope) (RerunPreview, error) {
+	q := dbsqlc.New(s.pool)
+	p := dbsqlc.TaskRerunCountParams{CorpusID: scope.CorpusID, ServiceID: scope.ServiceID, NoMessages: scope.NoMessages}
+	p.Statuses, p.Severity, p.Category, p.What = scope.Selection()
+	p.TaskIds = scope.TaskIDs
+	n, err := q.TaskRerunCount(ctx, p)
+	if err != nil {
+		return RerunPreview{}, fmt.Errorf("count the tasks to rerun: %w", err)
+	}
+	run, err := q.RunOpenOf(ctx, scope.CorpusID, scope.ServiceID)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return RerunPreview{}, fmt.Errorf("find the open run: %w", err)
+	}
+	return RerunPreview{Tasks: n, OpenRun: run}, nil
+}
+
 // RecordSources records the size and modification time of the sources of tasks ids again
 // (`cortexq verify --requeue`: the source as it is now is the one their new run converts).
 func (s *Store) RecordSources(ctx context.Context, ids, sizes []int64, mtimes []time.Time) error {

@@ -11,6 +11,17 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+// Sign-in tokens by owner and role; digest is SHA-256 of the token, never the token (cortexq token).
+type ApiToken struct {
+	ID        int64      `json:"id"`
+	Owner     string     `json:"owner"`
+	Role      string     `json:"role"`
+	Digest    []byte     `json:"digest"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
 // Append-only audit trail: one row per dispatch attempt.
 type Attempt struct {
 	TaskID     int64      `json:"task_id"`
@@ -90,6 +101,26 @@ type AuditLateResult struct {
 	Stale           bool           `json:"stale"`
 	ForgetAt        *time.Time     `json:"forget_at"`
 	ForgetInSeconds pgtype.Numeric `json:"forget_in_seconds"`
+}
+
+// Append-only record of every mutating action (docs/audit-log.md).
+type AuditLog struct {
+	ID int64 `json:"id"`
+	// The database clock when the row was written (set by the insert trigger).
+	At time.Time `json:"at"`
+	// current_user of the session that wrote the row (set by the insert trigger).
+	DbRole string `json:"db_role"`
+	// Who acted: the owner of a token, or for the CLI the operating-system user.
+	Actor      string          `json:"actor"`
+	Surface    string          `json:"surface"`
+	Action     string          `json:"action"`
+	Target     string          `json:"target"`
+	Parameters json.RawMessage `json:"parameters"`
+	// Blast radius: the tasks the action matched (NULL: not a task action).
+	Matched *int64 `json:"matched"`
+	// ok; dry_run (previewed, nothing changed); refused (bad input); failed (an error).
+	Outcome string `json:"outcome"`
+	Error   string `json:"error"`
 }
 
 // The tables and views (besides audit_*) an audit role may read: cortexq db grant-audit grants SELECT on each.

@@ -25,6 +25,22 @@ func (q *Queries) RunOpen(ctx context.Context, corpusID int32, serviceID int32, 
 	return err
 }
 
+const runOpenOf = `-- name: RunOpenOf :one
+SELECT id
+FROM runs
+WHERE corpus_id = $1 AND service_id = $2 AND ended_at IS NULL
+ORDER BY id DESC
+LIMIT 1
+`
+
+// RunOpenOf returns the open run of a corpus and service, if any, without a lock (a rerun's preview).
+func (q *Queries) RunOpenOf(ctx context.Context, corpusID int32, serviceID int32) (int64, error) {
+	row := q.db.QueryRow(ctx, runOpenOf, corpusID, serviceID)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
 const taskLockForClaim = `-- name: TaskLockForClaim :many
 SELECT id, service_id, corpus_id, entry, status, run, todo_since
 FROM tasks
@@ -253,6 +269,57 @@ func (q *Queries) TaskRerun(ctx context.Context, arg TaskRerunParams) ([]TaskRer
 		return nil, err
 	}
 	return items, nil
+}
+
+const taskRerunCount = `-- name: TaskRerunCount :one
+SELECT count(*)::bigint
+FROM tasks s
+WHERE s.corpus_id = $1 AND s.service_id = $2
+  AND ($3::smallint[] IS NULL OR s.status = ANY($3::smallint[]))
+  AND ($4::bigint[] IS NULL OR s.id = ANY($4::bigint[]))
+  AND ($5::bool AND NOT EXISTS (
+           SELECT 1 FROM task_message_logs m
+           WHERE m.task_id = s.id AND m.run = s.run
+             AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k WHERE k.severity = $6::text))
+       OR NOT $5::bool AND $6::text IS NULL
+       AND $7::text IS NULL AND $8::text IS NULL
+       OR NOT $5::bool AND EXISTS (
+           SELECT 1 FROM task_message_logs m
+           WHERE m.task_id = s.id AND m.run = s.run
+             AND m.kinds && ARRAY(SELECT k.id FROM message_kinds k
+                                  WHERE ($6::text IS NULL OR k.severity = $6::text)
+                                    AND ($7::text IS NULL OR k.category = $7::text)
+                                    AND ($8::text IS NULL OR k.what = $8::text))))
+`
+
+type TaskRerunCountParams struct {
+	CorpusID   int32   `json:"corpus_id"`
+	ServiceID  int32   `json:"service_id"`
+	Statuses   []int16 `json:"statuses"`
+	TaskIds    []int64 `json:"task_ids"`
+	NoMessages bool    `json:"no_messages"`
+	Severity   *string `json:"severity"`
+	Category   *string `json:"category"`
+	What       *string `json:"what"`
+}
+
+// TaskRerunCount counts the tasks TaskRerun would move, with the same filters and no lock: the
+// preview of a rerun (cortexq rerun without --yes). TestRerun and TestReportCountsEqualBruteForce
+// check that the preview counts what the rerun then moves.
+func (q *Queries) TaskRerunCount(ctx context.Context, arg TaskRerunCountParams) (int64, error) {
+	row := q.db.QueryRow(ctx, taskRerunCount,
+		arg.CorpusID,
+		arg.ServiceID,
+		arg.Statuses,
+		arg.TaskIds,
+		arg.NoMessages,
+		arg.Severity,
+		arg.Category,
+		arg.What,
+	)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const taskTally = `-- name: TaskTally :one
