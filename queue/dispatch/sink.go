@@ -158,7 +158,7 @@ func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 	pctx, cancel := context.WithTimeout(withPeer(ctx, in.from), s.cfg.DBTimeout)
 	it, reason, err := s.prepare(pctx, in.res)
 	cancel()
-	if it != nil {
+	if it != nil && recordStages() {
 		s.noteStages(it, in)
 	}
 	if errors.Is(err, errParked) {

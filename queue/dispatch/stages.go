@@ -9,6 +9,14 @@ import (
 	"github.com/cortexq/cortexq/queue"
 )
 
+// stageRecording is "off" in a build made to measure what recording the stages costs (the
+// bench's baseline, docs/performance.md#stage-recording): go build -ldflags
+// "-X github.com/cortexq/cortexq/queue/dispatch.stageRecording=off". Any other value records.
+var stageRecording = "on"
+
+// recordStages reports whether this build records stages (stageRecording).
+func recordStages() bool { return stageRecording != "off" }
+
 // stageObservers are cortexq_stage_seconds' series of each service, by stage, looked up once
 // (a lookup by label values costs more than the observation).
 type stageObservers struct {

@@ -513,7 +513,9 @@ func (v *ventilator) sendTask(ctx context.Context, r *request, l lease.Lease, re
 	if err != nil {
 		v.s.logger.Warn("payload send failed; the reaper recovers the task", "task_id", l.TaskID, "error", err)
 	}
-	v.s.hot.Sent(l.TaskID, time.Now()) // the end of its source stage (docs/stages.md)
+	if recordStages() {
+		v.s.hot.Sent(l.TaskID, time.Now()) // the end of its source stage (docs/stages.md)
+	}
 	return true
 }
 
