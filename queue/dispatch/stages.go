@@ -10,7 +10,7 @@ import (
 )
 
 // stageRecording is "off" in a build made to measure what recording the stages costs (the
-// bench's baseline, docs/performance.md#stage-recording): go build -ldflags
+// bench's baseline, docs/stages.md#cost): go build -ldflags
 // "-X github.com/cortexq/cortexq/queue/dispatch.stageRecording=off". Any other value records.
 var stageRecording = "on"
 
