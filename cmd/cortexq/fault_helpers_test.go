@@ -63,12 +63,25 @@ func newFaultRig(t *testing.T, dsn string) *faultRig {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	root := base.New(pool, nil, nil)
-	r := &faultRig{t: t, ctx: ctx, dsn: dsn, pool: pool, dir: t.TempDir(), root: root,
+	r := &faultRig{t: t, ctx: ctx, dsn: dsn, pool: pool, dir: faultDir(t), root: root,
 		store: root.Lease(lease.Config{Replica: "fault-test"})}
 	_, err = bench.EnsureService(ctx, r.root, faultService)
 	require.NoError(t, err)
 	t.Cleanup(r.stopAll)
 	return r
+}
+
+// faultDir is a rig's directory: a temporary one, or with CORTEXQ_FAULT_KEEP=DIR a new one under
+// DIR, kept after the test with its processes' logs (to read where a fault's time went).
+func faultDir(t *testing.T) string {
+	keep := os.Getenv("CORTEXQ_FAULT_KEEP")
+	if keep == "" {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp(keep, "rig-")
+	require.NoError(t, err)
+	t.Logf("fault rig: keeping %s", dir)
+	return dir
 }
 
 // stage writes n source archives of size payload bytes under dir (the rig's directory when

@@ -389,6 +389,9 @@ func (s *Store) releaseLocked(ctx context.Context, what string, lock func(*dbsql
 			s.release(w, r.d, r.taskRun, r.taskStatus, now)
 		}
 		n = len(rows)
+		if n == 0 {
+			return nil // nothing to write: the statement's planning alone costs a replica's start
+		}
 		if err := s.resolveKinds(ctx, q, w); err != nil {
 			return err
 		}

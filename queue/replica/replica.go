@@ -79,14 +79,16 @@ func (r *Replica) Start(ctx context.Context) error {
 			reaper.Fallback(ctx, r.base.Inspect, r.store, r.cfg.Reaper.Interval, r.cfg.Reaper.Logger, r.cfg.Reaper.OnPass)
 		}))
 	}
-	services = append(services, &riverService{client: r.river})
 	if r.cfg.HTTP != nil {
 		services = append(services, r.cfg.HTTP)
 	}
 	if r.cfg.Sweep != nil {
 		services = append(services, Background(func(ctx context.Context) { r.cfg.Sweep(ctx, r.server) }))
 	}
-	return r.group.Start(ctx, append(services, r.workers)...)
+	// The worker-facing side before River: a replica restarted after a crash serves without
+	// waiting for River's start-up queries (a few round trips: docs/operations.md#one-process-a-name),
+	// and nothing it does needs the reaper. Stopped in reverse, River stops first.
+	return r.group.Start(ctx, append(services, r.workers, &riverService{client: r.river})...)
 }
 
 // Failed is closed when the worker-facing side stopped on its own (Err says why).
@@ -95,7 +97,8 @@ func (r *Replica) Failed() <-chan struct{} { return r.workers.done }
 // Err is the worker-facing side's error, once it stopped: nil after a stop asked for.
 func (r *Replica) Err() error { return r.workers.err }
 
-// Stop stops the services, the workers' side first, without draining.
+// Stop stops the services in reverse order, River first and then the worker-facing side, without
+// draining.
 func (r *Replica) Stop() { r.group.Stop() }
 
 // Run starts the replica and serves until ctx is done, then drains (no new leases; the results
