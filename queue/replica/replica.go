@@ -140,6 +140,9 @@ const riverRetryInterval = time.Second
 // riverRetryInterval, the replica serving meanwhile (the outage watch bounds how long); any
 // other error is the start's.
 func (s *riverService) Start(ctx context.Context) error {
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
 	ctx, s.cancel = context.WithCancel(ctx)
 	err := s.client.Start(ctx)
 	if err == nil {
