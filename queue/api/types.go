@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/cortexq/cortexq/queue/reports"
+)
 
 // The answers of the API (and of the CLI's --json), one type per question. Their JSON names are
 // the spec's (openapi.yaml, components.schemas); a test validates every answer against it.
@@ -191,6 +195,16 @@ type ReportTask struct {
 	// Status is the task's status, in the all-tasks view.
 	Status string `json:"status,omitempty"`
 	Task   string `json:"task"`
+}
+
+// Stages is where the time of a run (or of a service over all its corpora) went: the stage
+// summary and the slowest tasks (docs/stages.md; cortexq runs --stages --json).
+type Stages struct {
+	Corpus  string               `json:"corpus,omitempty"`
+	Service string               `json:"service"`
+	Run     int64                `json:"run,omitempty"`
+	Summary reports.StageSummary `json:"summary"`
+	Slowest []reports.TaskStages `json:"slowest"`
 }
 
 // Runs is the run history of a corpus and service, oldest first.

@@ -53,6 +53,8 @@ func (s *Server) apiRouteTable() []apiRoute {
 		{"GET", scopePath + "/report/whats", read(s.apiReportNames)},
 		{"GET", scopePath + "/report/tasks", logs(s.apiReportTasks)},
 		{"GET", scopePath + "/runs", read(s.apiRuns)},
+		{"GET", scopePath + "/stages", read(s.apiStages)},
+		{"GET", "/api/v1/services/{service}/stages", read(s.apiStages)},
 		{"GET", scopePath + "/diff", read(s.apiDiff)},
 		{"GET", scopePath + "/diff/tasks", read(s.apiDiffTasks)},
 		{"GET", scopePath + "/why", read(s.apiWhy)},
