@@ -1,6 +1,7 @@
 package cortex
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,12 +10,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// copyBuffer is the bytes a pipe hands over at a time.
+const copyBuffer = 64 << 10
+
 // errCopyEnded is what a CorTeX COPY still sending meets once cortexq's side has ended.
 var errCopyEnded = errors.New("the copy into cortexq ended")
 
 // pipe streams the rows of query on the CorTeX side (COPY TO) into table on cortexq's (COPY
 // FROM), in PostgreSQL's text format: the two ends run together through an io.Pipe, so memory
-// holds a buffer, not the rows. It returns the rows copied.
+// holds a buffer (copyBuffer), not the rows. It returns the rows copied.
 func pipe(ctx context.Context, src, dst pgx.Tx, query, table string) (int64, error) {
 	return pipeIn(ctx, src, dst, query, table, "")
 }
@@ -30,7 +34,13 @@ func pipeIn(ctx context.Context, src, dst pgx.Tx, query, table, format string) (
 	pr, pw := io.Pipe()
 	sent := make(chan error, 1)
 	go func() {
-		_, err := src.Conn().PgConn().CopyTo(ctx, pw, "COPY ("+query+") TO STDOUT"+format)
+		// CopyTo writes a row at a time: buffered, the pipe hands over 64 KiB at a time rather
+		// than waking the reader for every row.
+		bw := bufio.NewWriterSize(pw, copyBuffer)
+		_, err := src.Conn().PgConn().CopyTo(ctx, bw, "COPY ("+query+") TO STDOUT"+format)
+		if err == nil {
+			err = bw.Flush()
+		}
 		pw.CloseWithError(err) // nil: the reader sees EOF
 		sent <- err
 	}()
