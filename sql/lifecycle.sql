@@ -60,10 +60,11 @@ WHERE r.ended_at IS NULL
 
 -- name: LifecycleTaskBatch :many
 -- LifecycleTaskBatch takes the next @batch tasks of a scope, lowest ids first, with their entry
--- and service name (the result archives --files removes).
-SELECT t.id, t.entry, s.name AS service
+-- service name and corpus path (the result archives --files removes).
+SELECT t.id, t.entry, s.name AS service, c.path AS corpus_path
 FROM tasks t
 JOIN services s ON s.id = t.service_id
+JOIN corpora c ON c.id = t.corpus_id
 WHERE (@corpus_id::int = 0 OR t.corpus_id = @corpus_id::int) AND (@service_id::int = 0 OR t.service_id = @service_id::int)
 ORDER BY t.id
 LIMIT @batch::int

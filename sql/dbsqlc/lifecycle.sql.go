@@ -511,9 +511,10 @@ func (q *Queries) LifecycleSources(ctx context.Context, corpusID int32) ([]Lifec
 }
 
 const lifecycleTaskBatch = `-- name: LifecycleTaskBatch :many
-SELECT t.id, t.entry, s.name AS service
+SELECT t.id, t.entry, s.name AS service, c.path AS corpus_path
 FROM tasks t
 JOIN services s ON s.id = t.service_id
+JOIN corpora c ON c.id = t.corpus_id
 WHERE ($1::int = 0 OR t.corpus_id = $1::int) AND ($2::int = 0 OR t.service_id = $2::int)
 ORDER BY t.id
 LIMIT $3::int
@@ -521,13 +522,14 @@ FOR UPDATE OF t
 `
 
 type LifecycleTaskBatchRow struct {
-	ID      int64  `json:"id"`
-	Entry   string `json:"entry"`
-	Service string `json:"service"`
+	ID         int64  `json:"id"`
+	Entry      string `json:"entry"`
+	Service    string `json:"service"`
+	CorpusPath string `json:"corpus_path"`
 }
 
 // LifecycleTaskBatch takes the next @batch tasks of a scope, lowest ids first, with their entry
-// and service name (the result archives --files removes).
+// service name and corpus path (the result archives --files removes).
 func (q *Queries) LifecycleTaskBatch(ctx context.Context, corpusID int32, serviceID int32, batch int32) ([]LifecycleTaskBatchRow, error) {
 	rows, err := q.db.Query(ctx, lifecycleTaskBatch, corpusID, serviceID, batch)
 	if err != nil {
@@ -537,7 +539,12 @@ func (q *Queries) LifecycleTaskBatch(ctx context.Context, corpusID int32, servic
 	var items []LifecycleTaskBatchRow
 	for rows.Next() {
 		var i LifecycleTaskBatchRow
-		if err := rows.Scan(&i.ID, &i.Entry, &i.Service); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Entry,
+			&i.Service,
+			&i.CorpusPath,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
