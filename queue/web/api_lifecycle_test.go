@@ -13,14 +13,14 @@ import (
 	"github.com/cortexq/cortexq/queue/web"
 )
 
-// TestAPILifecycle walks a corpus's life through the API, each answer validated against the
+// testAPILifecycle (TestAPIEveryEndpoint/Lifecycle) walks a corpus's life through the API, each answer validated against the
 // spec: register two services, add a corpus (an import), activate the second service, extend
 // with a new file, deactivate the first, delete the corpus, delete the service. Each deletion
 // previews (dry_run) the rows it then removes, leaves no row pointing at a corpus, service, task
 // or run that is gone (queuetest.Orphans reads every keyed table from information_schema), and
 // keeps the runs' tallies; every step appends an audit row; the fixture's own corpus is
-// untouched. Not parallel: TestAPIEveryEndpoint, after it, checks these operations were answered.
-func TestAPILifecycle(t *testing.T) {
+// untouched.
+func testAPILifecycle(t *testing.T) {
 	f := newFixture(t, web.Config{AdminToken: token})
 	c := f.client()
 	act := func(method, path, body string, want int) apiResponse {
