@@ -102,7 +102,9 @@ func (s *Server) apiServiceAdd(r *http.Request, p principal) (v any, err error) 
 func (s *Server) apiCorpusAdd(r *http.Request, p principal) (v any, err error) {
 	var body api.CorpusNew
 	var matched *int64
-	defer func() { s.audit(r, p, "corpus add", "corpus "+body.Name+", service "+body.Service, matched, false, err) }()
+	defer func() {
+		s.audit(r, p, "corpus add", "corpus "+body.Name+", service "+body.Service, matched, false, err)
+	}()
 	if err := readBody(r, &body, "name, path, service"); err != nil {
 		return nil, err
 	}
@@ -166,7 +168,9 @@ func (s *Server) apiExtend(r *http.Request, p principal) (v any, err error) {
 func (s *Server) apiDeactivate(r *http.Request, p principal) (any, error) {
 	corpus, service := r.PathValue("corpus"), r.PathValue("service")
 	return s.removal(r, p, "deactivate", "corpus "+corpus+", service "+service,
-		func(ctx context.Context) (catalog.Removal, error) { return s.catalog.PreviewDeactivate(ctx, corpus, service) },
+		func(ctx context.Context) (catalog.Removal, error) {
+			return s.catalog.PreviewDeactivate(ctx, corpus, service)
+		},
 		func(ctx context.Context, o catalog.DeleteOptions) (catalog.Removal, error) {
 			return s.catalog.Deactivate(ctx, corpus, service, o)
 		})
@@ -184,7 +188,9 @@ func (s *Server) apiCorpusDelete(r *http.Request, p principal) (any, error) {
 func (s *Server) apiServiceDelete(r *http.Request, p principal) (any, error) {
 	service := r.PathValue("service")
 	return s.removal(r, p, "service delete", "service "+service,
-		func(ctx context.Context) (catalog.Removal, error) { return s.catalog.PreviewDeleteService(ctx, service) },
+		func(ctx context.Context) (catalog.Removal, error) {
+			return s.catalog.PreviewDeleteService(ctx, service)
+		},
 		func(ctx context.Context, o catalog.DeleteOptions) (catalog.Removal, error) {
 			return s.catalog.DeleteService(ctx, service, o)
 		})
