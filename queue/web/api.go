@@ -72,6 +72,13 @@ func (s *Server) apiRouteTable() []apiRoute {
 		{"GET", "/api/v1/retries", read(s.apiRetries)},
 		{"GET", "/api/v1/replicas", read(s.apiReplicas)},
 		{"GET", "/api/v1/search", read(s.apiSearch)},
+		{"POST", "/api/v1/services", act(s.apiServiceAdd)},
+		{"DELETE", "/api/v1/services/{service}", act(s.apiServiceDelete)},
+		{"POST", "/api/v1/corpora", act(s.apiCorpusAdd)},
+		{"DELETE", "/api/v1/corpora/{corpus}", act(s.apiCorpusDelete)},
+		{"POST", "/api/v1/corpora/{corpus}/extend", act(s.apiExtend)},
+		{"POST", scopePath + "/activate", act(s.apiActivate)},
+		{"POST", scopePath + "/deactivate", act(s.apiDeactivate)},
 	}
 }
 

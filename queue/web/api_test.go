@@ -106,6 +106,7 @@ func TestAPIEveryEndpoint(t *testing.T) {
 	sb := c.api("POST", scope+"/sandboxes", `{"name":"papers-ok","severity":"no_problem"}`, "Authorization", bearer)
 	require.Equal(t, http.StatusOK, sb.code, sb.body)
 	require.Equal(t, http.StatusOK, c.api("DELETE", "/api/v1/sandboxes/papers-ok", "", "Authorization", bearer).code)
+	t.Run("Lifecycle", testAPILifecycle)
 
 	ends, err := api.Endpoints()
 	require.NoError(t, err)
