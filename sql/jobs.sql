@@ -61,3 +61,17 @@ FROM jobs
 WHERE NOT @active::boolean OR state IN ('queued', 'running', 'interrupted')
 ORDER BY id DESC
 LIMIT @max_rows;
+
+-- name: ExportPage :many
+-- ExportPage reads a page of a corpus and service's finished tasks of the given statuses, in
+-- entry order after an entry (the unique index on corpus, service and entry).
+SELECT entry, status
+FROM tasks
+WHERE corpus_id = @corpus_id AND service_id = @service_id AND entry > @after::text
+  AND status = ANY(@statuses::smallint[])
+ORDER BY entry
+LIMIT @max_rows;
+
+-- name: ExportRun :one
+-- ExportRun is the newest run of a corpus and service (0: none).
+SELECT COALESCE(max(id), 0)::bigint FROM runs WHERE corpus_id = @corpus_id AND service_id = @service_id;

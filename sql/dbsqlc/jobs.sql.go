@@ -11,6 +11,68 @@ import (
 	"time"
 )
 
+const exportPage = `-- name: ExportPage :many
+SELECT entry, status
+FROM tasks
+WHERE corpus_id = $1 AND service_id = $2 AND entry > $3::text
+  AND status = ANY($4::smallint[])
+ORDER BY entry
+LIMIT $5
+`
+
+type ExportPageParams struct {
+	CorpusID  int32   `json:"corpus_id"`
+	ServiceID int32   `json:"service_id"`
+	After     string  `json:"after"`
+	Statuses  []int16 `json:"statuses"`
+	MaxRows   int32   `json:"max_rows"`
+}
+
+type ExportPageRow struct {
+	Entry  string `json:"entry"`
+	Status int16  `json:"status"`
+}
+
+// ExportPage reads a page of a corpus and service's finished tasks of the given statuses, in
+// entry order after an entry (the unique index on corpus, service and entry).
+func (q *Queries) ExportPage(ctx context.Context, arg ExportPageParams) ([]ExportPageRow, error) {
+	rows, err := q.db.Query(ctx, exportPage,
+		arg.CorpusID,
+		arg.ServiceID,
+		arg.After,
+		arg.Statuses,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ExportPageRow
+	for rows.Next() {
+		var i ExportPageRow
+		if err := rows.Scan(&i.Entry, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const exportRun = `-- name: ExportRun :one
+SELECT COALESCE(max(id), 0)::bigint FROM runs WHERE corpus_id = $1 AND service_id = $2
+`
+
+// ExportRun is the newest run of a corpus and service (0: none).
+func (q *Queries) ExportRun(ctx context.Context, corpusID int32, serviceID int32) (int64, error) {
+	row := q.db.QueryRow(ctx, exportRun, corpusID, serviceID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const jobBeat = `-- name: JobBeat :one
 UPDATE jobs SET heartbeat_at = now(), done = $1, total = $2,
     cursor = COALESCE($3::jsonb, cursor)
