@@ -35,6 +35,8 @@ type Config struct {
 	// Sweep, if set, runs in the background once at start: it is given the replica's server,
 	// whose incarnation names this process's temp files.
 	Sweep func(ctx context.Context, srv *dispatch.Server)
+	// Jobs, if set, works background jobs (queue/jobs); it starts after the reaper.
+	Jobs Service
 	// DrainTimeout bounds Drain in Run.
 	DrainTimeout time.Duration
 }
@@ -80,6 +82,9 @@ func (r *Replica) Start(ctx context.Context) error {
 		}))
 	}
 	services = append(services, &riverService{client: r.river})
+	if r.cfg.Jobs != nil {
+		services = append(services, r.cfg.Jobs)
+	}
 	if r.cfg.HTTP != nil {
 		services = append(services, r.cfg.HTTP)
 	}
