@@ -15,11 +15,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/internal/version"
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/jobops"
 	"github.com/cortexq/cortexq/queue/jobs"
 	"github.com/cortexq/cortexq/queue/replica"
-	"github.com/cortexq/cortexq/internal/version"
 )
 
 func jobsCommand() *cli.Command {

@@ -138,4 +138,3 @@ func runRerun(ctx context.Context, env jobs.Env, a RerunArgs, p *jobs.Progress) 
 	p.Set(int64(sum.Tasks), int64(sum.Tasks))
 	return sum, err
 }
-
