@@ -104,7 +104,7 @@ func runWeb(c *cli.Context) error {
 	}
 	root := base.New(pool, nil, slog.Default())
 	srv, err := web.New(web.Config{Base: root, Store: root.Lease(lease.Config{}), AdminToken: token, ReadOnly: readOnly, Logger: slog.Default(),
-		Jobs: jobops.Registry(version.Release()),
+		Jobs:          jobops.Registry(version.Release()),
 		PreviewOrigin: c.String("preview-origin")})
 	if err != nil {
 		return err
