@@ -48,7 +48,7 @@ var notAudited = map[string]string{
 	"migrate down": "schema changes: goose's version table records them", "migrate status": "reads",
 	"db start": "the embedded server, not its data", "db stop": "the embedded server, not its data",
 	"db url": "reads", "db psql": "an interactive session",
-	"jobs": "reads", "jobs show": "reads", "jobs work": "a job runner: a job is audited where it is enqueued",
+	"jobs show": "reads", "jobs work": "a job runner: a job is audited where it is enqueued",
 	"db grant-audit": "roles: PostgreSQL's catalog records them", "db grant-replica": "roles: PostgreSQL's catalog records them",
 }
 
