@@ -44,7 +44,7 @@ func jobsCommand() *cli.Command {
 				Usage: "run a job runner (as a replica does) until interrupted",
 				Description: "Works the background jobs on this host (it must see the corpora's files and export\n" +
 					"directories as the jobs name them), besides or instead of the replicas' runners.",
-				Flags:  []cli.Flag{jobWorkersFlag(2), &cli.StringFlag{Name: "name", Usage: "this runner's name in the jobs' runner column (default: the host name)", EnvVars: envVars("JOBS_RUNNER_NAME")}},
+				Flags:  []cli.Flag{jobWorkersFlag(2), jobBeatFlag(), &cli.StringFlag{Name: "name", Usage: "this runner's name in the jobs' runner column (default: the host name)", EnvVars: envVars("JOBS_RUNNER_NAME")}},
 				Action: runJobsWork,
 			},
 		},
@@ -53,6 +53,10 @@ func jobsCommand() *cli.Command {
 
 func jobWorkersFlag(def int) cli.Flag {
 	return &cli.IntFlag{Name: "job-workers", Usage: "background jobs this process works at once (0: none)", Value: def, EnvVars: envVars("JOB_WORKERS")}
+}
+
+func jobBeatFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "job-beat", Usage: "how often a running job's heartbeat and progress are written, and stalled jobs swept", Value: 5 * time.Second, EnvVars: envVars("JOB_BEAT")}
 }
 
 func detachFlag() cli.Flag {
@@ -68,8 +72,11 @@ func jobRunner(c *cli.Context, root *base.Base, name string, logger *slog.Logger
 	if n == 0 {
 		return nil, nil
 	}
+	if c.Duration("job-beat") <= 0 {
+		return nil, usagef(c, "--job-beat: want a positive duration")
+	}
 	r, err := jobs.NewRunner(jobs.Env{Base: root}, jobops.Registry(version.Release()),
-		jobs.Config{Workers: n, Name: name, Logger: logger.With("component", "jobs")})
+		jobs.Config{Workers: n, Beat: c.Duration("job-beat"), Name: name, Logger: logger.With("component", "jobs")})
 	if err != nil {
 		return nil, err
 	}

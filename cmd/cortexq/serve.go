@@ -71,7 +71,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica (at least 4)", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
 			curveSecretKeyFileFlag(),
 			keysRefreshFlag(),
-			jobWorkersFlag(2),
+			jobWorkersFlag(2), jobBeatFlag(),
 			&cli.DurationFlag{Name: "prune-tables-every", Usage: "time between prunes of the reaper passes and workers past --reaper-passes-age and --workers-age (run by the elected leader, as prune --tables; 0: never)", Value: time.Hour, EnvVars: envVars("PRUNE_TABLES_EVERY")},
 		}, append(tablesRetentionFlags(), clockSkewFlags()...)...),
 		Action: serve,

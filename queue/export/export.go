@@ -144,6 +144,9 @@ func Run(ctx context.Context, pool *pgxpool.Pool, req Request) (Summary, error) 
 		return Summary{}, fmt.Errorf("export: %s holds another export (%s/%s by %s, severities %v, html %v); choose another --out",
 			req.Out, old.Corpus, old.Service, old.GroupBy, old.Severities, old.HTML)
 	}
+	if err := clearLeftovers(req.Out); err != nil {
+		return Summary{}, err
+	}
 	spool, err := os.MkdirTemp(req.Out, ".spool-")
 	if err != nil {
 		return Summary{}, fmt.Errorf("export: %w", err)
@@ -228,6 +231,24 @@ func writeManifest(dir string, m Manifest) error {
 	}
 	if err != nil {
 		return fmt.Errorf("export: write the manifest: %w", err)
+	}
+	return nil
+}
+
+// clearLeftovers removes what an export killed mid-way left in dir: its spool and the archive it
+// was writing. One export a directory at a time.
+func clearLeftovers(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if (e.IsDir() && strings.HasPrefix(n, ".spool-")) || (!e.IsDir() && strings.HasPrefix(n, ".") && strings.HasSuffix(n, ".tmp")) {
+			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+				return fmt.Errorf("export: remove a leftover: %w", err)
+			}
+		}
 	}
 	return nil
 }

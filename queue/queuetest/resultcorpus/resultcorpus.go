@@ -44,7 +44,7 @@ func Stage(ctx context.Context, t testing.TB, db dbsqlc.DBTX, dir, name, service
 		case i%20 == 2:
 			id = fmt.Sprintf("math%02d%02d%03d", 95+i%5, 1+i%12, i%1000)
 		}
-		d := filepath.Join(root, id)
+		d := filepath.Join(root, fmt.Sprintf("%06d", i))
 		require.NoError(t, os.MkdirAll(d, 0o755))
 		entry := filepath.Join(d, id+".zip")
 		out.Entries = append(out.Entries, entry)
