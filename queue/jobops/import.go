@@ -62,8 +62,9 @@ type ImportResult struct {
 }
 
 // runImport adds the entries a batch at a time, each batch its own transaction (catalog.Import
-// is idempotent), checkpointing after each; a resumed attempt skips the entries done. A first
-// pass checks every entry (beneath the corpus's path) so a refusal adds nothing.
+// is idempotent), checkpointing after each; a resumed attempt skips the entries done. Unless the
+// entries are a list beneath the corpus's path, a first pass checks every entry (beneath the
+// corpus's path) so that a refusal adds nothing.
 func runImport(ctx context.Context, env jobs.Env, a ImportArgs, p *jobs.Progress) (any, error) {
 	sources, err := archive.OpenSources(a.Paths, a.FromList)
 	if err != nil {
@@ -86,9 +87,14 @@ func runImport(ctx context.Context, env jobs.Env, a ImportArgs, p *jobs.Progress
 	if err != nil {
 		return nil, err
 	}
-	var total int64
-	if err := sources.Each(a.Corpus, corpusPath, func(string) error { total++; return nil }); err != nil {
-		return nil, fmt.Errorf("import: %w", err)
+	total := sources.Total
+	if total < 0 || corpusPath != sources.Dir {
+		// A walk, or a corpus whose path is not the list's: a pass checks every entry first.
+		// (A list's entries all lie beneath its Dir.)
+		total = 0
+		if err := sources.Each(a.Corpus, corpusPath, func(string) error { total++; return nil }); err != nil {
+			return nil, fmt.Errorf("import: %w", err)
+		}
 	}
 	var cur importCursor
 	if _, err := p.Cursor(&cur); err != nil {

@@ -83,7 +83,7 @@ func NewRunner(env Env, reg *Registry, cfg Config) (*Runner, error) {
 		Logger:  cfg.Logger.With("component", "river_jobs"),
 		// Polling only, as the reaper's client (queue/reaper): no NOTIFY channel to forge.
 		PollOnly:               true,
-		FetchPollInterval:      time.Second,
+		FetchPollInterval:      250 * time.Millisecond,
 		FetchCooldown:          100 * time.Millisecond,
 		LeaderElectionDisabled: true,
 	})
