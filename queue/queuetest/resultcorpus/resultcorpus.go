@@ -6,6 +6,7 @@ import (
 	"archive/zip"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -64,9 +65,14 @@ func writeResult(t testing.TB, path, id string, htmlBytes int) {
 	zw := zip.NewWriter(f)
 	w, err := zw.Create(id + ".html")
 	require.NoError(t, err)
+	// Text of random letters: it compresses about as little as a paper's HTML does.
+	rng := rand.New(rand.NewPCG(uint64(len(id)), uint64(htmlBytes)))
 	body := make([]byte, htmlBytes)
 	for i := range body {
-		body[i] = "<p>abcdefghij</p>\n"[i%18] + byte(i/997%3)
+		body[i] = 'a' + byte(rng.IntN(26))
+		if i%80 == 79 {
+			body[i] = '\n'
+		}
 	}
 	_, err = fmt.Fprintf(w, "<html><body><h1>%s</h1>%s</body></html>\n", id, body)
 	require.NoError(t, err)
