@@ -119,13 +119,6 @@ type Progress struct {
 	resumed     json.RawMessage
 	dirty       bool
 	persist     func(ctx context.Context) error // nil: report only (foreground)
-	report      func(done, total int64)
-}
-
-// NewProgress is a progress that persists nothing and calls report (if set) on each change: an
-// operation run in the foreground.
-func NewProgress(report func(done, total int64)) *Progress {
-	return &Progress{report: report}
 }
 
 // SetTotal sets how much there is to do.
@@ -133,7 +126,6 @@ func (p *Progress) SetTotal(n int64) {
 	p.mu.Lock()
 	p.total = n
 	p.mu.Unlock()
-	p.changed()
 }
 
 // Add counts n more done.
@@ -141,7 +133,6 @@ func (p *Progress) Add(n int64) {
 	p.mu.Lock()
 	p.done += n
 	p.mu.Unlock()
-	p.changed()
 }
 
 // Set sets done and total at once: the adapter for an operation's own progress callback.
@@ -149,14 +140,6 @@ func (p *Progress) Set(done, total int64) {
 	p.mu.Lock()
 	p.done, p.total = done, total
 	p.mu.Unlock()
-	p.changed()
-}
-
-func (p *Progress) changed() {
-	if p.report != nil {
-		d, t := p.Counts()
-		p.report(d, t)
-	}
 }
 
 // Counts returns done and total.
