@@ -30,6 +30,7 @@ var auditedCommands = map[string]func(*cli.Context) bool{
 	"token create": always, "token revoke": always,
 	"service delete": always, "corpus add": always, "corpus delete": always,
 	"activate": always, "extend": always, "deactivate": always,
+	"export": always, "jobs cancel": always,
 	"verify": func(c *cli.Context) bool { return c.Bool("requeue") },
 }
 
@@ -49,6 +50,7 @@ var notAudited = map[string]string{
 	"migrate down": "schema changes: goose's version table records them", "migrate status": "reads",
 	"db start": "the embedded server, not its data", "db stop": "the embedded server, not its data",
 	"db url": "reads", "db psql": "an interactive session",
+	"jobs show": "reads", "jobs work": "a job runner: a job is audited where it is enqueued",
 	"db grant-audit": "roles: PostgreSQL's catalog records them", "db grant-replica": "roles: PostgreSQL's catalog records them",
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -10,6 +11,7 @@ import (
 	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/jobops"
 )
 
 func importCommand() *cli.Command {
@@ -42,7 +44,11 @@ func importCommand() *cli.Command {
 			"takes those corpora only): its services, corpora and sandboxes, entries, tasks with their\n" +
 			"statuses, the finished tasks' messages, runs with their snapshots, workers and runtimes. It only\n" +
 			"reads CorTeX's database (a role with SELECT is enough), and may run again: it adds only what\n" +
-			"changed. --dry-run counts what it would read, per table. docs/operations.md#moving-from-cortex",
+			"changed. --dry-run counts what it would read, per table. docs/operations.md#moving-from-cortex\n" +
+			"\n" +
+			"--detach enqueues the import as a background job instead (its PATHs or list taken as absolute\n" +
+			"paths, which the job runners must see): it adds the entries a batch at a time, each batch its\n" +
+			"own transaction, and resumes where it got if its process dies. docs/operations.md#background-jobs",
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: flagCorpus, Usage: "corpus to import into (created if missing); with --from-cortex, a CorTeX corpus to take (repeat for more; none: all)", EnvVars: envVars("CORPUS")},
 			serviceFlag("service the tasks are for (see cortexq service add)"),
@@ -63,6 +69,7 @@ func importCommand() *cli.Command {
 				Value:   5 * time.Second,
 				EnvVars: envVars("IMPORT_PROGRESS_EVERY"),
 			},
+			detachFlag(),
 		},
 		Action: runImport,
 	}
@@ -98,6 +105,9 @@ func runImport(c *cli.Context) error {
 	}
 	if err := catalog.CheckCorpusName(corpus); err != nil {
 		return usagef(c, "--corpus: %v", err)
+	}
+	if c.Bool("detach") {
+		return detachImport(c, corpus, paths, list)
 	}
 	return importPaths(c, corpus, paths, list)
 }
@@ -180,4 +190,29 @@ func importService(c *cli.Context, root *base.Base) (int32, map[string]bool, err
 		return 0, nil, fmt.Errorf("import: unknown service %s (add it with: cortexq service add %s)", c.String(flagService), c.String(flagService))
 	}
 	return id, names, nil
+}
+
+// detachImport enqueues the import as a job, with absolute paths.
+func detachImport(c *cli.Context, corpus string, paths []string, list string) error {
+	args := jobops.ImportArgs{Corpus: corpus, Service: c.String(flagService)}
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return err
+		}
+		args.Paths = append(args.Paths, abs)
+	}
+	if list != "" {
+		abs, err := filepath.Abs(list)
+		if err != nil {
+			return err
+		}
+		args.FromList = abs
+	}
+	root, done, err := openBase(c)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return enqueueDetached(c, root, jobops.KindImport, args)
 }

@@ -85,6 +85,8 @@ func commands() []*cli.Command {
 		whyCommand(),
 		auditCommand(),
 		tokenCommand(),
+		jobsCommand(),
+		exportCommand(),
 	}
 }
 
@@ -385,6 +387,7 @@ var readOnlyCommands = map[string]bool{
 	"status": true, "task show": true, "service list": true, "keys list": true,
 	"migrate status": true, "migrate down": true, "db url": true, "db psql": true, "db grant-audit": true, "db grant-replica": true,
 	"report": true, "runs": true, "diff": true, "sandbox list": true, "web": true, "audit": true, "token list": true,
+	"jobs": true, "jobs show": true,
 }
 
 // databaseURL returns --database-url, or the embedded cluster's, starting it (and creating and

@@ -32,7 +32,7 @@ var built struct {
 	err  error
 }
 
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	built.once.Do(func() {
 		// go test runs this binary from a work directory it removes afterwards: build beside it,

@@ -71,6 +71,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica (at least 4)", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
 			curveSecretKeyFileFlag(),
 			keysRefreshFlag(),
+			jobWorkersFlag(2), jobBeatFlag(),
 			&cli.DurationFlag{Name: "prune-tables-every", Usage: "time between prunes of the reaper passes and workers past --reaper-passes-age and --workers-age (run by the elected leader, as prune --tables; 0: never)", Value: time.Hour, EnvVars: envVars("PRUNE_TABLES_EVERY")},
 		}, append(tablesRetentionFlags(), clockSkewFlags()...)...),
 		Action: serve,
@@ -179,6 +180,9 @@ func serve(c *cli.Context) error {
 		return fmt.Errorf("release the reservations of this replica's earlier process: %w", err)
 	} else if n > 0 {
 		logger.Info("released the reservations of this replica's earlier process (its tasks are TODO again)", "released", n)
+	}
+	if cfg.Jobs, err = jobRunner(c, root, c.String("replica"), logger); err != nil {
+		return err
 	}
 	rep, err := replica.New(root, cfg)
 	if err != nil {

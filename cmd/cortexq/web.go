@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/internal/version"
 	"github.com/cortexq/cortexq/queue/base"
+	"github.com/cortexq/cortexq/queue/jobops"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/queue/web"
@@ -102,6 +104,7 @@ func runWeb(c *cli.Context) error {
 	}
 	root := base.New(pool, nil, slog.Default())
 	srv, err := web.New(web.Config{Base: root, Store: root.Lease(lease.Config{}), AdminToken: token, ReadOnly: readOnly, Logger: slog.Default(),
+		Jobs:          jobops.Registry(version.Release()),
 		PreviewOrigin: c.String("preview-origin")})
 	if err != nil {
 		return err

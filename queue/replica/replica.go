@@ -37,6 +37,8 @@ type Config struct {
 	// Sweep, if set, runs in the background once at start: it is given the replica's server,
 	// whose incarnation names this process's temp files.
 	Sweep func(ctx context.Context, srv *dispatch.Server)
+	// Jobs, if set, works background jobs (queue/jobs); it starts after the reaper.
+	Jobs Service
 	// DrainTimeout bounds Drain in Run.
 	DrainTimeout time.Duration
 }
@@ -90,7 +92,11 @@ func (r *Replica) Start(ctx context.Context) error {
 	// The worker-facing side before River: a replica restarted after a crash serves without
 	// waiting for River's start-up queries (a few round trips: docs/operations.md#one-process-a-name),
 	// and nothing it does needs the reaper. Stopped in reverse, River stops first.
-	return r.group.Start(ctx, append(services, r.workers, &riverService{client: r.river, logger: r.cfg.Dispatch.Logger})...)
+	services = append(services, r.workers, &riverService{client: r.river, logger: r.cfg.Dispatch.Logger})
+	if r.cfg.Jobs != nil {
+		services = append(services, r.cfg.Jobs) // the background jobs' runner (docs/operations.md#background-jobs)
+	}
+	return r.group.Start(ctx, services...)
 }
 
 // Failed is closed when the worker-facing side stopped on its own (Err says why).

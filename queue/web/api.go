@@ -38,7 +38,7 @@ func (s *Server) apiRouteTable() []apiRoute {
 	read := func(fn apiFunc) http.HandlerFunc { return s.inSlots(s.heavy, s.answer(fn)) }
 	logs := func(fn apiFunc) http.HandlerFunc { return s.inSlots(s.logs, s.answer(fn)) }
 	act := func(fn func(*http.Request, principal) (any, error)) http.HandlerFunc { return s.apiAction(fn) }
-	return []apiRoute{
+	routes := []apiRoute{
 		{"GET", "/api/v1", s.answer(s.apiIndex)},
 		{"GET", "/api/v1/openapi.json", s.apiSpec},
 		{"GET", "/api/v1/docs", s.light(s.apiDocs)},
@@ -80,6 +80,7 @@ func (s *Server) apiRouteTable() []apiRoute {
 		{"POST", scopePath + "/activate", act(s.apiActivate)},
 		{"POST", scopePath + "/deactivate", act(s.apiDeactivate)},
 	}
+	return append(routes, s.jobsRoutes(read, act)...)
 }
 
 // apiRoutes registers the API's routes, and a JSON 404 or 405 for any other path under it.

@@ -106,6 +106,7 @@ func (s *Server) apiAction(fn func(*http.Request, principal) (any, error)) http.
 			return
 		}
 		s.logger.Info("api action", "method", r.Method, "path", r.URL.Path, "owner", p.Owner, "via", p.Via)
-		writeJSON(w, http.StatusOK, v)
+		code, v := actionAnswer(v)
+		writeJSON(w, code, v)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cortexq/cortexq/queue/api"
+	"github.com/cortexq/cortexq/queue/jobops"
 	"github.com/cortexq/cortexq/queue/web"
 )
 
@@ -42,7 +43,7 @@ func TestAPIRoutesMatchTheSpec(t *testing.T) {
 // TestAPIEveryEndpoint calls every endpoint of the spec on the fixture, each answer validated
 // against the spec, and checks the numbers are the pages' and every operation was answered.
 func TestAPIEveryEndpoint(t *testing.T) {
-	f := newFixture(t, web.Config{AdminToken: token})
+	f := newFixture(t, web.Config{AdminToken: token, Jobs: jobops.Registry("test")})
 	c := f.client()
 	scope := "/api/v1/corpora/papers/services/tex_to_html"
 	get := func(path string) map[string]any {
@@ -107,6 +108,7 @@ func TestAPIEveryEndpoint(t *testing.T) {
 	require.Equal(t, http.StatusOK, sb.code, sb.body)
 	require.Equal(t, http.StatusOK, c.api("DELETE", "/api/v1/sandboxes/papers-ok", "", "Authorization", bearer).code)
 	t.Run("Lifecycle", testAPILifecycle)
+	apiJobCalls(t, c)
 
 	ends, err := api.Endpoints()
 	require.NoError(t, err)

@@ -39,6 +39,7 @@ import (
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/inspect"
+	"github.com/cortexq/cortexq/queue/jobs"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/queue/text"
@@ -55,6 +56,8 @@ type Config struct {
 	// Base holds the rooms the pages read (catalog, inspect, reports); Store takes the actions.
 	Base  *base.Base
 	Store *lease.Store
+	// Jobs are the background jobs the API and the pages may enqueue (nil: none).
+	Jobs *jobs.Registry
 	// AdminToken enables the actions for a browser that signs in with it; empty: none.
 	AdminToken string
 	// ReadOnly refuses every action, whatever the token.
@@ -260,6 +263,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /sandbox", s.action(s.sandbox))
 	m.HandleFunc("GET /lifecycle", s.page(s.lifecyclePage))
 	m.HandleFunc("POST /lifecycle", s.lifecycleForm)
+	m.HandleFunc("GET /jobs", s.page(s.jobsPage))
+	m.HandleFunc("POST /jobs/cancel", s.action(s.cancelJob))
 	s.apiRoutes()
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.FileServerFS(static)

@@ -287,6 +287,35 @@ type Dispatch struct {
 	ReceivedAt          *time.Time      `json:"received_at"`
 }
 
+// Background jobs: handle, progress and heartbeat of a long operation run by River (docs/operations.md#background-jobs).
+type Job struct {
+	ID      int64           `json:"id"`
+	Kind    string          `json:"kind"`
+	Args    json.RawMessage `json:"args"`
+	Actor   string          `json:"actor"`
+	Surface string          `json:"surface"`
+	State   string          `json:"state"`
+	// The River job (river_job.id) of the current attempt; an older attempt that wakes finds another id and stops.
+	RiverID  *int64 `json:"river_id"`
+	Attempts int32  `json:"attempts"`
+	Runner   string `json:"runner"`
+	Done     int64  `json:"done"`
+	Total    int64  `json:"total"`
+	// done when the current attempt started (its rate counts from there).
+	AttemptDone int64 `json:"attempt_done"`
+	// The operation's own persisted progress, read by the attempt that resumes it.
+	Cursor           json.RawMessage `json:"cursor"`
+	Result           json.RawMessage `json:"result"`
+	Error            string          `json:"error"`
+	CancelRequested  bool            `json:"cancel_requested"`
+	HeartbeatTimeout pgtype.Interval `json:"heartbeat_timeout"`
+	CreatedAt        time.Time       `json:"created_at"`
+	StartedAt        *time.Time      `json:"started_at"`
+	// The database clock at the running attempt's last heartbeat.
+	HeartbeatAt *time.Time `json:"heartbeat_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+}
+
 // The (severity, category, what) of log messages, each once; never deleted or changed.
 type MessageKind struct {
 	ID       int32  `json:"id"`

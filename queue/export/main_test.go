@@ -1,0 +1,9 @@
+package export_test
+
+import (
+	"testing"
+
+	"github.com/cortexq/cortexq/queue/queuetest"
+)
+
+func TestMain(m *testing.M) { queuetest.Main(m) }
