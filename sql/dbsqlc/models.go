@@ -297,6 +297,29 @@ type MessageKind struct {
 	UsualDetails *string `json:"usual_details"`
 }
 
+// Passkeys (WebAuthn credentials) by owner: enrolled on /passkeys, used on /login (docs/security.md#passkeys).
+type Passkey struct {
+	ID           int64  `json:"id"`
+	Owner        string `json:"owner"`
+	CredentialID []byte `json:"credential_id"`
+	PublicKey    []byte `json:"public_key"`
+	// The authenticator's signature counter at its last use (0 for authenticators that keep none).
+	SignCount  int64    `json:"sign_count"`
+	Transports []string `json:"transports"`
+	Aaguid     []byte   `json:"aaguid"`
+	Name       string   `json:"name"`
+	// The go-webauthn credential record (flags, attestation) as JSON.
+	Record     json.RawMessage `json:"record"`
+	CreatedAt  time.Time       `json:"created_at"`
+	LastUsedAt *time.Time      `json:"last_used_at"`
+}
+
+// The WebAuthn user handle of each owner with a passkey (docs/security.md#passkeys).
+type PasskeyOwner struct {
+	Owner  string `json:"owner"`
+	Handle []byte `json:"handle"`
+}
+
 type ReaperPass struct {
 	ID           int64     `json:"id"`
 	Replica      string    `json:"replica"`
