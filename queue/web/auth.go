@@ -183,7 +183,7 @@ func (s *Server) action(fn func(*http.Request) (string, error)) http.HandlerFunc
 }
 
 func (s *Server) loginPage(r *http.Request) (view, error) {
-	return view{Page: "login", Title: "Sign in", Data: struct{ Allowed, ReadOnly bool }{s.actionsAllowed(), s.cfg.ReadOnly}}, nil
+	return view{Page: "login", Title: "Sign in", Data: struct{ Allowed, ReadOnly, Passkeys bool }{s.actionsAllowed(), s.cfg.ReadOnly, s.passkeysOn()}}, nil
 }
 
 // login checks the admin token and sets the session cookie (HttpOnly, SameSite=Strict).

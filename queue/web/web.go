@@ -35,6 +35,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-webauthn/webauthn/webauthn"
+
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/catalog"
@@ -91,6 +93,12 @@ type Config struct {
 	// a request's headers and body must arrive within ReadTimeout, its answer within WriteTimeout
 	// (the archive downloads and previews get longer).
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// PasskeyRPID, if set, turns passkeys on (docs/security.md#passkeys): the WebAuthn relying
+	// party's id, the dashboard's domain as browsers reach it (cortexq.example.org; localhost for
+	// tests, never an IP address). PasskeyOrigins are the origins browsers reach it at
+	// (default https://PasskeyRPID).
+	PasskeyRPID    string
+	PasskeyOrigins []string
 }
 
 // HeavyLimitDefault is Config.HeavyLimit's default: the pages made at once. With each page at
@@ -148,6 +156,11 @@ type Server struct {
 	// revoked holds the sessions signed out before their expiry, by id, with that expiry.
 	revokedMu sync.Mutex
 	revoked   map[string]time.Time
+
+	// webauthn is the passkeys' relying party (nil: passkeys off); ceremonies their pending
+	// enrolments and sign-ins.
+	webauthn   *webauthn.WebAuthn
+	ceremonies ceremonies
 }
 
 // New returns a dashboard on cfg.Base and cfg.Store.
@@ -193,12 +206,16 @@ func New(cfg Config) (*Server, error) {
 		preview = &url.URL{Scheme: u.Scheme, Host: u.Host}
 		cfg.PreviewOrigin = preview.String()
 	}
+	var err error
 	s := &Server{cfg: cfg, store: cfg.Store, catalog: cfg.Base.Catalog,
 		inspect: cfg.Base.Inspect, reports: cfg.Base.Reports, logger: cfg.Logger,
 		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux(),
 		signIn: newSignInLimiter(), revoked: map[string]time.Time{}, heavy: make(chan struct{}, cfg.HeavyLimit), logs: make(chan struct{}, cfg.LogLimit),
 		flights: map[string]*flight{}, sharing: make(chan struct{}, maxSharing),
 		previewURL: preview}
+	if s.webauthn, err = newPasskeys(cfg); err != nil {
+		return nil, err
+	}
 	s.trail = &background[trailFigures]{what: "the overview's attempts trail", read: s.readTrail, always: true}
 	s.outcomes = &background[map[inspect.WorkerKey]inspect.WorkerOutcomes]{what: "worker outcomes", read: s.inspect.AllWorkerOutcomes}
 	s.deadLetters = &background[[]inspect.DeadLetter]{what: "dead letters", read: func(ctx context.Context) ([]inspect.DeadLetter, error) {
@@ -258,6 +275,12 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /pause", s.action(s.pause))
 	m.HandleFunc("POST /resume", s.action(s.resume))
 	m.HandleFunc("POST /sandbox", s.action(s.sandbox))
+	m.HandleFunc("GET /passkeys", s.light(s.passkeysPage))
+	m.HandleFunc("POST /passkeys/enroll/begin", s.enrollBegin)
+	m.HandleFunc("POST /passkeys/enroll/finish", s.enrollFinish)
+	m.HandleFunc("POST /passkeys/delete", s.action(s.deletePasskey))
+	m.HandleFunc("POST /login/passkey/begin", s.loginBegin)
+	m.HandleFunc("POST /login/passkey/finish", s.loginFinish)
 	s.apiRoutes()
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.FileServerFS(static)
@@ -385,6 +408,7 @@ type pageData struct {
 	Admin    bool   // the browser holds an admin session: show the buttons
 	CanAdmin bool   // a token is set and actions are allowed: show the sign-in link
 	CSRF     string // the hidden field of every form
+	Passkeys bool   // passkeys are on: link the passkeys page
 	Data     any
 }
 
@@ -453,7 +477,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, v view
 		s.fail(w, r, fmt.Errorf("no template %s", v.Page))
 		return
 	}
-	d := pageData{Title: v.Title, Nav: v.Page, CanAdmin: s.actionsAllowed(), Data: v.Data}
+	d := pageData{Title: v.Title, Nav: v.Page, CanAdmin: s.actionsAllowed(), Passkeys: s.passkeysOn(), Data: v.Data}
 	if sess, ok := s.session(r); ok {
 		d.Admin, d.CSRF = true, s.csrfToken(sess)
 	}
