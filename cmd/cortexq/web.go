@@ -30,7 +30,8 @@ func webCommand() *cli.Command {
 			"buttons: rerun a slice, pause, resume, make a sandbox of a slice. Without it the dashboard is\n" +
 			"read-only. --read-only refuses every action whatever the token, and opens its database sessions\n" +
 			"read-only: give it the --database-url of an audit role (cortexq db grant-audit --login). See\n" +
-			"docs/web.md for running it behind a reverse proxy.",
+			"docs/web.md for running it behind a reverse proxy. With --passkey-rp-id, people sign in with\n" +
+			"passkeys too (docs/security.md#passkeys).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{
 				Name:    "listen",
@@ -52,6 +53,16 @@ func webCommand() *cli.Command {
 				Name:    "preview-origin",
 				Usage:   "serve the result previews from this origin (https://preview.example.org, a second host name of this dashboard) instead of the dashboard's own",
 				EnvVars: envVars("WEB_PREVIEW_ORIGIN"),
+			},
+			&cli.StringFlag{
+				Name:    "passkey-rp-id",
+				Usage:   "turn passkeys on: the WebAuthn relying party id, the dashboard's domain as browsers reach it (cortexq.example.org; not an IP address); docs/security.md#passkeys",
+				EnvVars: envVars("PASSKEY_RP_ID"),
+			},
+			&cli.StringSliceFlag{
+				Name:    "passkey-origin",
+				Usage:   "an origin browsers reach the dashboard at, for passkeys (https://cortexq.example.org; repeat, or separate by commas); default https://RP-ID",
+				EnvVars: envVars("PASSKEY_ORIGINS"),
 			},
 			&cli.BoolFlag{
 				Name:    "read-only",
@@ -102,7 +113,7 @@ func runWeb(c *cli.Context) error {
 	}
 	root := base.New(pool, nil, slog.Default())
 	srv, err := web.New(web.Config{Base: root, Store: root.Lease(lease.Config{}), AdminToken: token, ReadOnly: readOnly, Logger: slog.Default(),
-		PreviewOrigin: c.String("preview-origin")})
+		PreviewOrigin: c.String("preview-origin"), PasskeyRPID: c.String("passkey-rp-id"), PasskeyOrigins: c.StringSlice("passkey-origin")})
 	if err != nil {
 		return err
 	}
