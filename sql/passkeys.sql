@@ -48,8 +48,10 @@ DELETE FROM passkeys
 WHERE id = @id AND (sqlc.narg('owner')::text IS NULL OR owner = sqlc.narg('owner')::text)
 RETURNING owner, name;
 
--- name: OwnerRoles :many
--- OwnerRoles lists the roles of an owner's live tokens (not revoked, not expired): a passkey signs
--- its owner in with the highest, and not at all without one.
-SELECT DISTINCT role FROM api_tokens
-WHERE owner = @owner AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now());
+-- name: OwnerBestToken :one
+-- OwnerBestToken is the live token (not revoked, not expired) of an owner with the highest role,
+-- the newest of those: a passkey signs its owner in through it, and not at all without one.
+SELECT id, role FROM api_tokens
+WHERE owner = @owner AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+ORDER BY CASE role WHEN 'admin' THEN 3 WHEN 'operator' THEN 2 ELSE 1 END DESC, id DESC
+LIMIT 1;

@@ -182,29 +182,21 @@ func (s *Server) loadUser(r *http.Request, owner string) (*passkeyUser, error) {
 	return u, nil
 }
 
-// ownerRole is the role a passkey signs owner in with: the break-glass owner "admin" is an
-// admin while the dashboard has an admin token; another owner has the best role of its live
-// tokens, and none (refused) when every token is revoked or expired.
-func (s *Server) ownerRole(r *http.Request, owner string) (string, error) {
-	roles, err := dbsqlc.New(s.cfg.Base.Pool).OwnerRoles(r.Context(), owner)
-	if err != nil {
-		return "", err
+// ownerRole is the role a passkey signs owner in with, and the token it signs in through: the
+// owner's live token of the highest role (revoking or expiring it ends the session, as for a
+// token's session); the break-glass owner "admin" without one is an admin (no token) while the
+// dashboard has an admin token. An owner whose tokens are all revoked or expired is refused.
+func (s *Server) ownerRole(r *http.Request, owner string) (string, int64, error) {
+	row, err := dbsqlc.New(s.cfg.Base.Pool).OwnerBestToken(r.Context(), owner)
+	switch {
+	case err == nil:
+		return row.Role, row.ID, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return "", 0, err
+	case owner == AdminOwner && s.cfg.AdminToken != "":
+		return roleAdmin, 0, nil
 	}
-	if owner == breakGlassOwner && s.cfg.AdminToken != "" {
-		roles = append(roles, "admin")
-	}
-	best := ""
-	for _, want := range []string{"viewer", "operator", "admin"} {
-		for _, have := range roles {
-			if have == want {
-				best = want
-			}
-		}
-	}
-	if best == "" {
-		return "", forbidden("owner %s has no live token (revoked or expired): their passkeys sign nobody in", owner)
-	}
-	return best, nil
+	return "", 0, forbidden("owner %s has no live token (revoked or expired): their passkeys sign nobody in", owner)
 }
 
 // passkeyName checks the name a passkey is enrolled under.
@@ -246,5 +238,6 @@ func (s *Server) jsonFail(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		s.logger.Error("passkey", "path", r.URL.Path, "error", err)
 	}
+	noteOf(r).Err = msg
 	writeJSON(w, code, map[string]string{"error": msg})
 }

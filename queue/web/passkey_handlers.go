@@ -88,13 +88,11 @@ func (s *Server) enrollFinish(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		id, err = s.storePasskey(r, p.Owner, c.name, cred)
 	}
-	target := "passkey " + c.name + " of " + p.Owner
+	noteOf(r).Target = "passkey " + c.name + " of " + p.Owner
 	if err != nil {
-		s.audit(r, p.Owner, "passkey enroll", target, "failed", err)
 		s.jsonFail(w, r, err)
 		return
 	}
-	s.audit(r, p.Owner, "passkey enroll", target, "ok", nil)
 	s.logger.Info("passkey enrolled", "owner", p.Owner, "name", c.name, "id", id)
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "name": c.name})
 }
@@ -136,6 +134,7 @@ func (s *Server) loginBegin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &ceremony{owner: strings.TrimSpace(body.Owner)}
+	noteOf(r).Actor = c.owner
 	var assertion *protocol.CredentialAssertion
 	var data *webauthn.SessionData
 	var err error
@@ -189,31 +188,31 @@ func (s *Server) loginFinish(w http.ResponseWriter, r *http.Request) {
 		s.jsonFail(w, r, forbidden("cross-origin request refused"))
 		return
 	}
+	// Limited per address as sign-ins with a token are; not per owner: a passkey cannot be
+	// guessed, and it is the way in for an owner whose name others lock out with wrong tokens.
 	addr := clientAddr(r)
-	if own, _ := s.signIn.take(addr); own > 0 {
+	if own, _ := s.signIn.take(addr, ""); own > 0 {
 		w.Header().Set("Retry-After", retryAfter(own))
 		s.jsonFail(w, r, httpError{code: http.StatusTooManyRequests, msg: fmt.Sprintf("too many failed sign-ins: try again in %s", own.Round(time.Second))})
 		return
 	}
+	n := noteOf(r)
+	n.Target = "passkey"
 	owner, err := s.checkAssertion(w, r)
-	role := ""
+	n.Actor = owner
+	role, tokenID := "", int64(0)
 	if err == nil {
-		role, err = s.ownerRole(r, owner)
+		role, tokenID, err = s.ownerRole(r, owner)
 	}
 	if err == nil {
-		err = s.startSessionFor(w, r, owner, role)
+		err = s.startSession(w, r, owner, role, tokenID)
 	}
 	if err != nil {
-		actor := owner
-		if actor == "" {
-			actor = "(unknown)"
-		}
 		s.logger.Warn("web sign-in refused: passkey", "owner", owner, "remote", r.RemoteAddr, "error", err)
-		s.audit(r, actor, "sign-in", "passkey", "refused", err)
 		s.jsonFail(w, r, err)
 		return
 	}
-	s.signIn.refund(addr, true)
+	s.signIn.refund(addr, "", true)
 	s.logger.Info("web sign-in: passkey", "owner", owner, "role", role)
 	writeJSON(w, http.StatusOK, map[string]string{"owner": owner, "role": role, "redirect": "/"})
 }
@@ -289,7 +288,7 @@ func (s *Server) passkeysPage(r *http.Request) (view, error) {
 		return view{}, forbidden("sign in first (/login)")
 	}
 	var only *string
-	if p.Role != "admin" {
+	if p.Role != roleAdmin {
 		only = &p.Owner
 	}
 	rows, err := dbsqlc.New(s.cfg.Base.Pool).PasskeyList(r.Context(), only)
@@ -311,25 +310,24 @@ func (s *Server) passkeysPage(r *http.Request) (view, error) {
 func (s *Server) deletePasskey(r *http.Request) (string, error) {
 	p, _, ok := s.signedIn(r)
 	if !ok || !s.passkeysOn() {
-		return "", forbidden("sign in first (/login)")
+		return "", forbidden("passkeys are off (--passkey-rp-id), or sign in first (/login)")
 	}
 	id, err := strconv.ParseInt(r.PostForm.Get("id"), 10, 64)
 	if err != nil {
 		return "", badRequest("id: want a passkey's number")
 	}
 	var only *string
-	if p.Role != "admin" {
+	if p.Role != roleAdmin {
 		only = &p.Owner
 	}
 	gone, err := dbsqlc.New(s.cfg.Base.Pool).PasskeyDelete(r.Context(), id, only)
-	target := fmt.Sprintf("passkey %d", id)
+	noteOf(r).Target = fmt.Sprintf("passkey %d", id)
 	if err != nil {
-		s.audit(r, p.Owner, "passkey delete", target, "refused", err)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return "", httpError{code: http.StatusNotFound, msg: fmt.Sprintf("no passkey %d of yours", id)}
 		}
 		return "", err
 	}
-	s.audit(r, p.Owner, "passkey delete", fmt.Sprintf("passkey %s of %s", gone.Name, gone.Owner), "ok", nil)
+	noteOf(r).Target = fmt.Sprintf("passkey %d %s of %s", id, gone.Name, gone.Owner)
 	return fmt.Sprintf("Deleted passkey %q of %s.", gone.Name, gone.Owner), nil
 }

@@ -1,38 +1,32 @@
 package web
 
-// What the passkey handlers need of the sessions and the audit log.
+// What the passkey endpoints need of the sessions (auth.go) and the audit rows (roles.go).
 
 import (
-	"context"
 	"crypto/hmac"
-	"encoding/json"
 	"net/http"
-	"time"
-
-	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
-// breakGlassOwner is the owner of the dashboard's own admin token (--admin-token).
-const breakGlassOwner = "admin"
+// passkeyMutations are the passkey routes, each a mutation with its audit row: enrolment and
+// deletion need a session (any role: everyone manages their own passkeys; an admin others' too),
+// sign-in none.
+func (s *Server) passkeyMutations() []mutation {
+	return []mutation{
+		{"POST /passkeys/enroll/begin", "passkey enroll begin", s.enrollBegin},
+		{"POST /passkeys/enroll/finish", "passkey enroll", s.enrollFinish},
+		{"POST /passkeys/delete", "passkey delete", s.action(roleViewer, s.deletePasskey)},
+		{"POST /login/passkey/begin", "passkey sign-in begin", s.loginBegin},
+		{"POST /login/passkey/finish", "sign-in", s.loginFinish},
+	}
+}
 
 // signedIn returns who the request's browser session is and the session's CSRF token.
 func (s *Server) signedIn(r *http.Request) (principal, string, bool) {
-	sess, ok := s.session(r)
+	p, sess, ok := s.session(r)
 	if !ok {
 		return principal{}, "", false
 	}
-	return principal{Owner: breakGlassOwner, Role: "admin", Via: "session"}, s.csrfToken(sess), true
-}
-
-// startSessionFor signs the browser in as owner with role.
-func (s *Server) startSessionFor(w http.ResponseWriter, r *http.Request, owner, role string) error {
-	value, err := s.newSession(time.Now())
-	if err != nil {
-		return err
-	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: value, Path: "/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r), MaxAge: int(sessionMaxAge / time.Second)})
-	return nil
+	return p, s.csrfToken(sess), true
 }
 
 // jsonSession checks a ceremony request of a signed-in browser: its session, its CSRF token in
@@ -45,6 +39,7 @@ func (s *Server) jsonSession(r *http.Request) (principal, error) {
 	if !ok {
 		return principal{}, forbidden("sign in first (/login)")
 	}
+	noteOf(r).Actor = p.Owner
 	given := r.Header.Get("X-CSRF-Token")
 	if given == "" || !hmac.Equal([]byte(given), []byte(csrf)) {
 		return principal{}, forbidden("missing or wrong CSRF token: reload the page and try again")
@@ -53,24 +48,4 @@ func (s *Server) jsonSession(r *http.Request) (principal, error) {
 		return principal{}, forbidden("cross-origin request refused")
 	}
 	return p, nil
-}
-
-// audit appends a row of the dashboard's to the audit log (docs/audit-log.md). A row that
-// cannot be written is logged: the answer does not wait on it.
-func (s *Server) audit(r *http.Request, actor, action, target, outcome string, err error) {
-	row := dbsqlc.AuditLogAppendParams{Actor: actor, Surface: "web", Action: action, Target: target,
-		Parameters: json.RawMessage(`{"remote":` + quoteJSON(clientAddr(r)) + `}`), Outcome: outcome}
-	if err != nil {
-		row.Error = err.Error()
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
-	defer cancel()
-	if werr := dbsqlc.New(s.cfg.Base.Pool).AuditLogAppend(ctx, row); werr != nil {
-		s.logger.Error("audit row not written", "action", action, "actor", actor, "error", werr)
-	}
-}
-
-func quoteJSON(v string) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }

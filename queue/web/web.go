@@ -153,9 +153,8 @@ type Server struct {
 	// previewURL is PreviewOrigin parsed, if one is set.
 	previewURL *url.URL
 
-	// revoked holds the sessions signed out before their expiry, by id, with that expiry.
-	revokedMu sync.Mutex
-	revoked   map[string]time.Time
+	// patterns are the routes registered (handle), in order.
+	patterns []string
 
 	// webauthn is the passkeys' relying party (nil: passkeys off); ceremonies their pending
 	// enrolments and sign-ins.
@@ -210,7 +209,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, store: cfg.Store, catalog: cfg.Base.Catalog,
 		inspect: cfg.Base.Inspect, reports: cfg.Base.Reports, logger: cfg.Logger,
 		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux(),
-		signIn: newSignInLimiter(), revoked: map[string]time.Time{}, heavy: make(chan struct{}, cfg.HeavyLimit), logs: make(chan struct{}, cfg.LogLimit),
+		signIn: newSignInLimiter(), heavy: make(chan struct{}, cfg.HeavyLimit), logs: make(chan struct{}, cfg.LogLimit),
 		flights: map[string]*flight{}, sharing: make(chan struct{}, maxSharing),
 		previewURL: preview}
 	if s.webauthn, err = newPasskeys(cfg); err != nil {
@@ -247,45 +246,38 @@ func New(cfg Config) (*Server, error) {
 }
 
 func (s *Server) routes() {
-	m := s.mux
-	m.HandleFunc("GET /{$}", s.page(s.overview))
-	m.HandleFunc("GET /live", s.liveJSON)
-	m.HandleFunc("GET /report", s.reportPage(s.report))
-	m.HandleFunc("GET /task/{id}", s.logPage(s.task))
-	m.HandleFunc("GET /task/{id}/source", s.download(false))
-	m.HandleFunc("GET /task/{id}/result", s.download(true))
-	m.HandleFunc("GET /task/{id}/log", s.logPage(s.taskLog))
-	m.HandleFunc("GET /task/{id}/cortex.log", s.rawLog)
-	m.HandleFunc("GET /task/{id}/preview/{member...}", s.inSlots(s.logs, s.preview))
-	m.HandleFunc("GET /search", s.heavyOnly(s.search))
-	m.HandleFunc("GET /dead", s.page(s.dead))
-	m.HandleFunc("GET /workers/attempts", s.page(s.workerAttempts))
-	m.HandleFunc("GET /task/{id}/view", s.logPage(s.taskView))
-	m.HandleFunc("GET /task/{id}/file", s.logPage(s.sourceFile))
-	m.HandleFunc("POST /rerun-task", s.action(s.rerunTask))
-	m.HandleFunc("GET /runs", s.page(s.runs))
-	m.HandleFunc("GET /runs/cell", s.page(s.diffCell))
-	m.HandleFunc("GET /runs/time", s.page(s.runTime))
-	m.HandleFunc("GET /runs/time.json", s.heavyOnly(s.runTimeJSON))
-	m.HandleFunc("GET /workers", s.page(s.workers))
-	m.HandleFunc("GET /login", s.light(s.loginPage))
-	m.HandleFunc("POST /login", s.login)
-	m.HandleFunc("POST /logout", s.logout)
-	m.HandleFunc("POST /rerun", s.action(s.rerun))
-	m.HandleFunc("POST /pause", s.action(s.pause))
-	m.HandleFunc("POST /resume", s.action(s.resume))
-	m.HandleFunc("POST /sandbox", s.action(s.sandbox))
-	m.HandleFunc("GET /passkeys", s.light(s.passkeysPage))
-	m.HandleFunc("POST /passkeys/enroll/begin", s.enrollBegin)
-	m.HandleFunc("POST /passkeys/enroll/finish", s.enrollFinish)
-	m.HandleFunc("POST /passkeys/delete", s.action(s.deletePasskey))
-	m.HandleFunc("POST /login/passkey/begin", s.loginBegin)
-	m.HandleFunc("POST /login/passkey/finish", s.loginFinish)
+	s.handle("GET /{$}", s.page(s.overview))
+	s.handle("GET /live", s.liveJSON)
+	s.handle("GET /report", s.reportPage(s.report))
+	s.handle("GET /task/{id}", s.logPage(s.task))
+	s.handle("GET /task/{id}/source", s.download(false))
+	s.handle("GET /task/{id}/result", s.download(true))
+	s.handle("GET /task/{id}/log", s.logPage(s.taskLog))
+	s.handle("GET /task/{id}/cortex.log", s.rawLog)
+	s.handle("GET /task/{id}/preview/{member...}", s.inSlots(s.logs, s.preview))
+	s.handle("GET /search", s.heavyOnly(s.search))
+	s.handle("GET /dead", s.page(s.dead))
+	s.handle("GET /workers/attempts", s.page(s.workerAttempts))
+	s.handle("GET /task/{id}/view", s.logPage(s.taskView))
+	s.handle("GET /task/{id}/file", s.logPage(s.sourceFile))
+	s.handle("GET /runs", s.page(s.runs))
+	s.handle("GET /runs/cell", s.page(s.diffCell))
+	s.handle("GET /runs/time", s.page(s.runTime))
+	s.handle("GET /runs/time.json", s.heavyOnly(s.runTimeJSON))
+	s.handle("GET /workers", s.page(s.workers))
+	s.handle("GET /login", s.light(s.loginPage))
+	s.handle("GET /passkeys", s.light(s.passkeysPage))
+	for _, mu := range s.webMutations() {
+		s.mutate(mu)
+	}
+	for _, mu := range s.passkeyMutations() {
+		s.mutate(mu)
+	}
 	s.apiRoutes()
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.FileServerFS(static)
-	m.Handle("GET /static/", http.StripPrefix("/static/", files))
-	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+	s.handle("GET /static/", http.StripPrefix("/static/", files).ServeHTTP)
+	s.handle("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, static, "favicon.svg")
 	})
 }
@@ -405,7 +397,9 @@ type view struct {
 type pageData struct {
 	Title    string
 	Nav      string
-	Admin    bool   // the browser holds an admin session: show the buttons
+	Admin    bool   // the browser holds a session: show the buttons
+	Owner    string // the session's owner and role
+	Role     string
 	CanAdmin bool   // a token is set and actions are allowed: show the sign-in link
 	CSRF     string // the hidden field of every form
 	Passkeys bool   // passkeys are on: link the passkeys page
@@ -478,8 +472,8 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, v view
 		return
 	}
 	d := pageData{Title: v.Title, Nav: v.Page, CanAdmin: s.actionsAllowed(), Passkeys: s.passkeysOn(), Data: v.Data}
-	if sess, ok := s.session(r); ok {
-		d.Admin, d.CSRF = true, s.csrfToken(sess)
+	if p, sess, ok := s.session(r); ok {
+		d.Admin, d.CSRF, d.Owner, d.Role = true, s.csrfToken(sess), p.Owner, p.Role
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -556,6 +550,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		s.logger.Error("request", "method", r.Method, "path", r.URL.Path, "error", err)
 	}
+	noteOf(r).Err = msg
 	s.render(w, r, code, view{Page: "error", Title: http.StatusText(code), Data: struct {
 		Code int
 		Msg  string

@@ -494,6 +494,23 @@ type UpgradeWindow struct {
 	OldestRelease string `json:"oldest_release"`
 }
 
+// Dashboard and API sessions; digest is SHA-256 of the cookie's random id, never the id (docs/security.md#sessions).
+type WebSession struct {
+	ID        int64     `json:"id"`
+	Digest    []byte    `json:"digest"`
+	Owner     string    `json:"owner"`
+	Role      string    `json:"role"`
+	TokenID   *int64    `json:"token_id"`
+	StartedAt time.Time `json:"started_at"`
+	LastSeen  time.Time `json:"last_seen"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// The client address the session started from (the peer, not a header).
+	Remote    string     `json:"remote"`
+	UserAgent string     `json:"user_agent"`
+	EndedAt   *time.Time `json:"ended_at"`
+	EndedWhy  string     `json:"ended_why"`
+}
+
 type Worker struct {
 	Name        string     `json:"name"`
 	ServiceID   int32      `json:"service_id"`

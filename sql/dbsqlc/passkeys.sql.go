@@ -11,31 +11,25 @@ import (
 	"time"
 )
 
-const ownerRoles = `-- name: OwnerRoles :many
-SELECT DISTINCT role FROM api_tokens
+const ownerBestToken = `-- name: OwnerBestToken :one
+SELECT id, role FROM api_tokens
 WHERE owner = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+ORDER BY CASE role WHEN 'admin' THEN 3 WHEN 'operator' THEN 2 ELSE 1 END DESC, id DESC
+LIMIT 1
 `
 
-// OwnerRoles lists the roles of an owner's live tokens (not revoked, not expired): a passkey signs
-// its owner in with the highest, and not at all without one.
-func (q *Queries) OwnerRoles(ctx context.Context, owner string) ([]string, error) {
-	rows, err := q.db.Query(ctx, ownerRoles, owner)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []string
-	for rows.Next() {
-		var role string
-		if err := rows.Scan(&role); err != nil {
-			return nil, err
-		}
-		items = append(items, role)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+type OwnerBestTokenRow struct {
+	ID   int64  `json:"id"`
+	Role string `json:"role"`
+}
+
+// OwnerBestToken is the live token (not revoked, not expired) of an owner with the highest role,
+// the newest of those: a passkey signs its owner in through it, and not at all without one.
+func (q *Queries) OwnerBestToken(ctx context.Context, owner string) (OwnerBestTokenRow, error) {
+	row := q.db.QueryRow(ctx, ownerBestToken, owner)
+	var i OwnerBestTokenRow
+	err := row.Scan(&i.ID, &i.Role)
+	return i, err
 }
 
 const passkeyDelete = `-- name: PasskeyDelete :one
