@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -47,6 +48,9 @@ func newPasskeys(cfg Config) (*webauthn.WebAuthn, error) {
 			return nil, errors.New("--passkey-origin needs --passkey-rp-id")
 		}
 		return nil, nil
+	}
+	if net.ParseIP(cfg.PasskeyRPID) != nil || strings.ContainsAny(cfg.PasskeyRPID, ":/") {
+		return nil, fmt.Errorf("--passkey-rp-id %q: want a domain (cortexq.example.org, or localhost), not an address or a URL", cfg.PasskeyRPID)
 	}
 	origins := cfg.PasskeyOrigins
 	if len(origins) == 0 {
