@@ -11,7 +11,6 @@ import (
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
-
 func tokenCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "token",

@@ -49,6 +49,7 @@ type fixture struct {
 	dir                 string
 	ok, bad, warn, todo int64
 	srv                 *httptest.Server
+	web                 *web.Server
 }
 
 func newFixture(t testing.TB, cfg web.Config) *fixture {
@@ -103,7 +104,7 @@ func newFixture(t testing.TB, cfg web.Config) *fixture {
 	}
 	srv, err := web.New(cfg)
 	require.NoError(t, err)
-	f.srv = httptest.NewServer(srv)
+	f.web, f.srv = srv, httptest.NewServer(srv)
 	t.Cleanup(f.srv.Close)
 	return f
 }
