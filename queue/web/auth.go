@@ -265,6 +265,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	noteOf(r).form(r.PostForm)
 	if !sameOrigin(r) {
 		s.fail(w, r, forbidden("cross-origin request refused"))
 		return
