@@ -26,7 +26,7 @@ var auditedCommands = map[string]func(*cli.Context) bool{
 	"sandbox create": always, "sandbox delete": always,
 	"keys allow": always, "keys revoke": always,
 	"service add": always, "corpus set": always,
-	"token create": always, "token revoke": always,
+	"token create": always, "token revoke": always, "session revoke": always,
 	"verify": func(c *cli.Context) bool { return c.Bool("requeue") },
 }
 
@@ -37,7 +37,7 @@ var notAudited = map[string]string{
 	"status": "reads", "report": "reads", "runs": "reads", "diff": "reads", "why": "reads",
 	"task show": "reads", "service list": "reads", "corpus list": "reads", "sandbox list": "reads",
 	"keys list": "reads", "keys gen": "writes a file, not the database", "keys public": "reads a file",
-	"version": "reads", "healthcheck": "reads", "web": "the dashboard audits its own actions", "audit": "reads", "token list": "reads",
+	"version": "reads", "healthcheck": "reads", "web": "the dashboard audits its own actions", "audit": "reads", "token list": "reads", "session list": "reads",
 	"serve": "a replica: dispatch, not an operator's change", "worker echo": "a worker: no database",
 	"worker exec": "a worker: no database", "worker latexml": "a worker: no database",
 	"sweep": "housekeeping a replica also does", "fold": "housekeeping a replica also does",

@@ -82,6 +82,7 @@ func commands() []*cli.Command {
 		whyCommand(),
 		auditCommand(),
 		tokenCommand(),
+		sessionCommand(),
 	}
 }
 

@@ -74,6 +74,13 @@ func (s *Server) apiRouteTable() []apiRoute {
 		{"GET", "/api/v1/retries", read(s.apiRetries)},
 		{"GET", "/api/v1/replicas", read(s.apiReplicas)},
 		{"GET", "/api/v1/search", read(s.apiSearch)},
+		{"GET", "/api/v1/audit", s.authed(roleViewer, s.apiAudit)},
+		{"GET", "/api/v1/sessions", s.authed(roleViewer, s.apiSessions)},
+		{"DELETE", "/api/v1/sessions/{id}", act("session revoke", roleViewer, s.apiSessionRevoke)},
+		{"DELETE", "/api/v1/owners/{owner}/sessions", act("session revoke", roleViewer, s.apiOwnerSessionsRevoke)},
+		{"DELETE", "/api/v1/owners/{owner}/tokens", act("token revoke", roleAdmin, s.apiOwnerTokensRevoke)},
+		{"POST", "/api/v1/tokens", act("token create", roleAdmin, s.apiTokenCreate)},
+		{"DELETE", "/api/v1/tokens/{id}", act("token revoke", roleAdmin, s.apiTokenRevoke)},
 	}
 }
 

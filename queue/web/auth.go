@@ -227,17 +227,27 @@ func (s *Server) action(role string, fn func(*http.Request) (string, error)) htt
 			return
 		}
 		msg, err := fn(r)
+		var ask askFirst
+		if errors.As(err, &ask) {
+			ask.Back = safeBack(ask.Back)
+			s.render(w, r, http.StatusOK, view{Page: "confirm", Title: "Confirm", Data: ask})
+			return
+		}
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
 		s.logger.Info("web action", "path", r.URL.Path, "owner", p.Owner, "result", msg)
-		back := r.PostForm.Get("back")
-		if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.HasPrefix(back, "/\\") {
-			back = "/"
-		}
-		s.render(w, r, http.StatusOK, view{Page: "done", Title: "Done", Data: struct{ Msg, Back string }{msg, back}})
+		s.render(w, r, http.StatusOK, view{Page: "done", Title: "Done", Data: struct{ Msg, Back string }{msg, safeBack(r.PostForm.Get("back"))}})
 	}
+}
+
+// safeBack is a form's back link if it is a path of this site, else the overview.
+func safeBack(back string) string {
+	if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.HasPrefix(back, "/\\") {
+		return "/"
+	}
+	return back
 }
 
 func (s *Server) loginPage(r *http.Request) (view, error) {
@@ -255,6 +265,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	noteOf(r).form(r.PostForm)
 	if !sameOrigin(r) {
 		s.fail(w, r, forbidden("cross-origin request refused"))
 		return

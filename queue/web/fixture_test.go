@@ -51,6 +51,7 @@ type fixture struct {
 	dir                 string
 	ok, bad, warn, todo int64
 	srv                 *httptest.Server
+	web                 *web.Server
 }
 
 func newFixture(t testing.TB, cfg web.Config) *fixture {
@@ -117,6 +118,7 @@ func newFixture(t testing.TB, cfg web.Config) *fixture {
 		require.NoError(t, f.srv.Listener.Close())
 		f.srv.Listener = ln
 	}
+	f.web = srv
 	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f

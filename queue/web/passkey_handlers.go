@@ -118,6 +118,7 @@ func (s *Server) storePasskey(r *http.Request, owner, name string, cred *webauth
 // loginBegin answers the options of a sign-in: for the owner the body names ({"owner": ...}),
 // or, without one, for whichever passkey the authenticator holds (discoverable).
 func (s *Server) loginBegin(w http.ResponseWriter, r *http.Request) {
+	s.claimActor(r)
 	if !s.passkeysOn() {
 		s.jsonFail(w, r, forbidden("passkeys are off: sign in with a token"))
 		return
@@ -134,7 +135,9 @@ func (s *Server) loginBegin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &ceremony{owner: strings.TrimSpace(body.Owner)}
-	noteOf(r).Actor = c.owner
+	if c.owner != "" {
+		noteOf(r).Actor = c.owner
+	}
 	var assertion *protocol.CredentialAssertion
 	var data *webauthn.SessionData
 	var err error
@@ -180,6 +183,7 @@ func (s *Server) userIfAny(r *http.Request, owner string) (*passkeyUser, error) 
 // refusal is audited (action "sign-in", outcome refused), and counts against the address's
 // sign-in limit as a wrong token does.
 func (s *Server) loginFinish(w http.ResponseWriter, r *http.Request) {
+	s.claimActor(r)
 	if !s.passkeysOn() {
 		s.jsonFail(w, r, forbidden("passkeys are off: sign in with a token"))
 		return
@@ -199,7 +203,9 @@ func (s *Server) loginFinish(w http.ResponseWriter, r *http.Request) {
 	n := noteOf(r)
 	n.Target = "passkey"
 	owner, err := s.checkAssertion(w, r)
-	n.Actor = owner
+	if owner != "" {
+		n.Actor = owner
+	}
 	role, tokenID := "", int64(0)
 	if err == nil {
 		role, tokenID, err = s.ownerRole(r, owner)
@@ -283,7 +289,7 @@ func (s *Server) passkeysPage(r *http.Request) (view, error) {
 	if !s.passkeysOn() {
 		return view{}, forbidden("passkeys are off: start the dashboard with --passkey-rp-id (docs/security.md#passkeys)")
 	}
-	p, _, ok := s.signedIn(r)
+	p, _, ok := s.passkeySession(r)
 	if !ok {
 		return view{}, forbidden("sign in first (/login)")
 	}
@@ -308,7 +314,7 @@ func (s *Server) passkeysPage(r *http.Request) (view, error) {
 
 // deletePasskey deletes a passkey of the signed-in owner's (an admin: of anyone's).
 func (s *Server) deletePasskey(r *http.Request) (string, error) {
-	p, _, ok := s.signedIn(r)
+	p, _, ok := s.passkeySession(r)
 	if !ok || !s.passkeysOn() {
 		return "", forbidden("passkeys are off (--passkey-rp-id), or sign in first (/login)")
 	}

@@ -20,8 +20,8 @@ func (s *Server) passkeyMutations() []mutation {
 	}
 }
 
-// signedIn returns who the request's browser session is and the session's CSRF token.
-func (s *Server) signedIn(r *http.Request) (principal, string, bool) {
+// passkeySession returns who the request's browser session is and the session's CSRF token.
+func (s *Server) passkeySession(r *http.Request) (principal, string, bool) {
 	p, sess, ok := s.session(r)
 	if !ok {
 		return principal{}, "", false
@@ -32,14 +32,16 @@ func (s *Server) signedIn(r *http.Request) (principal, string, bool) {
 // jsonSession checks a ceremony request of a signed-in browser: its session, its CSRF token in
 // X-CSRF-Token and its origin.
 func (s *Server) jsonSession(r *http.Request) (principal, error) {
+	p, csrf, ok := s.passkeySession(r)
+	if ok {
+		noteOf(r).Actor = p.Owner
+	}
 	if !s.passkeysOn() {
 		return principal{}, forbidden("passkeys are off: start the dashboard with --passkey-rp-id (docs/security.md#passkeys)")
 	}
-	p, csrf, ok := s.signedIn(r)
 	if !ok {
 		return principal{}, forbidden("sign in first (/login)")
 	}
-	noteOf(r).Actor = p.Owner
 	given := r.Header.Get("X-CSRF-Token")
 	if given == "" || !hmac.Equal([]byte(given), []byte(csrf)) {
 		return principal{}, forbidden("missing or wrong CSRF token: reload the page and try again")
@@ -48,4 +50,12 @@ func (s *Server) jsonSession(r *http.Request) (principal, error) {
 		return principal{}, forbidden("cross-origin request refused")
 	}
 	return p, nil
+}
+
+// claimActor names a sign-in attempt's actor in its audit row before its owner is known: the
+// owner of the browser's session, if it has one.
+func (s *Server) claimActor(r *http.Request) {
+	if p, _, ok := s.session(r); ok {
+		noteOf(r).Actor = p.Owner
+	}
 }

@@ -125,6 +125,7 @@ func (s *Server) webMutations() []mutation {
 		{"POST /pause", "pause", s.action(roleOperator, s.pause)},
 		{"POST /resume", "resume", s.action(roleOperator, s.resume)},
 		{"POST /sandbox", "sandbox create", s.action(roleOperator, s.sandbox)},
+		{"POST /sessions/revoke", "session revoke", s.action(roleViewer, s.sessionRevoke)},
 	}
 }
 

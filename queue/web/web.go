@@ -266,6 +266,8 @@ func (s *Server) routes() {
 	s.handle("GET /runs/time.json", s.heavyOnly(s.runTimeJSON))
 	s.handle("GET /workers", s.page(s.workers))
 	s.handle("GET /login", s.light(s.loginPage))
+	s.handle("GET /audit", s.page(s.auditPage))
+	s.handle("GET /sessions", s.page(s.sessionsPage))
 	s.handle("GET /passkeys", s.light(s.passkeysPage))
 	for _, mu := range s.webMutations() {
 		s.mutate(mu)
