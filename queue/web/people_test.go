@@ -71,7 +71,9 @@ func TestEveryMutatingRouteIsAudited(t *testing.T) {
 		}
 	}
 	// Sign-out last: it ends the admin's session the others use.
-	sort.SliceStable(mutating, func(i, j int) bool { return !strings.HasSuffix(mutating[i], "/logout") && strings.HasSuffix(mutating[j], "/logout") })
+	sort.SliceStable(mutating, func(i, j int) bool {
+		return !strings.HasSuffix(mutating[i], "/logout") && strings.HasSuffix(mutating[j], "/logout")
+	})
 	require.GreaterOrEqual(t, len(mutating), 17, mutating)
 	for _, want := range []string{"POST /rerun", "POST /pause", "POST /login", "POST /sessions/revoke",
 		"POST /api/v1/tokens", "DELETE /api/v1/tokens/{id}", "POST /api/v1/corpora/{corpus}/services/{service}/rerun"} {
