@@ -24,5 +24,29 @@ CREATE INDEX web_sessions_token ON web_sessions (token_id) WHERE ended_at IS NUL
 COMMENT ON TABLE web_sessions IS 'Dashboard and API sessions; digest is SHA-256 of the cookie''s random id, never the id (docs/security.md#sessions).';
 COMMENT ON COLUMN web_sessions.remote IS 'The client address the session started from (the peer, not a header).';
 
+-- The audit log's retention (cortexq prune --tables --audit-age): its append-only trigger lets a
+-- DELETE through in a transaction that sets cortexq.audit_prune (set_config(..., true)); UPDATE
+-- and TRUNCATE stay refused. Privileges still decide who may DELETE at all: the replica and
+-- audit roles may not (cortexq db grant-replica, grant-audit), only the table's owner.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION audit_log_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND current_setting('cortexq.audit_prune', true) = 'on' THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'audit_log is append-only: % refused', TG_OP
+        USING ERRCODE = 'insufficient_privilege', HINT = 'see docs/audit-log.md';
+END
+$$;
+-- +goose StatementEnd
+
 -- +goose Down
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION audit_log_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'audit_log is append-only: % refused', TG_OP
+        USING ERRCODE = 'insufficient_privilege', HINT = 'see docs/audit-log.md';
+END
+$$;
+-- +goose StatementEnd
 DROP TABLE web_sessions;

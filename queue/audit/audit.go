@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
@@ -78,4 +81,23 @@ func List(ctx context.Context, db dbsqlc.DBTX, since time.Time, actor string, li
 		rows = []dbsqlc.AuditLog{}
 	}
 	return rows, err
+}
+
+// Prune deletes the audit rows older than age, and the sessions ended or expired longer ago,
+// in one transaction that lets the append-only trigger pass a DELETE (cortexq prune --tables
+// --audit-age; only the table's owner has the privilege).
+func Prune(ctx context.Context, pool *pgxpool.Pool, age time.Duration) (rows, sessions int64, err error) {
+	secs := int64(age / time.Second)
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('cortexq.audit_prune', 'on', true)`); err != nil {
+			return err
+		}
+		q := dbsqlc.New(tx)
+		if rows, err = q.AuditLogPrune(ctx, secs); err != nil {
+			return err
+		}
+		sessions, err = q.SessionPrune(ctx, secs)
+		return err
+	})
+	return rows, sessions, err
 }

@@ -102,6 +102,27 @@ func TestAPIEveryEndpoint(t *testing.T) {
 	sb := c.api("POST", scope+"/sandboxes", `{"name":"papers-ok","severity":"no_problem"}`, "Authorization", bearer)
 	require.Equal(t, http.StatusOK, sb.code, sb.body)
 	require.Equal(t, http.StatusOK, c.api("DELETE", "/api/v1/sandboxes/papers-ok", "", "Authorization", bearer).code)
+	require.Equal(t, http.StatusOK, c.api("POST", scope+"/rerun?dry_run=true", `{"severity":"fatal"}`, "Authorization", bearer).code)
+
+	// People: the audit log, a token, its session ended by id and by owner, the token revoked.
+	log := c.api("GET", "/api/v1/audit?since=1h&limit=50&actor=admin", "", "Authorization", bearer)
+	require.Equal(t, http.StatusOK, log.code, log.body)
+	require.NotEmpty(t, log.json["rows"])
+	made := c.api("POST", "/api/v1/tokens", `{"owner":"ana","role":"viewer","expires":3600}`, "Authorization", bearer)
+	require.Equal(t, http.StatusOK, made.code, made.body)
+	for range 2 {
+		require.Equal(t, http.StatusSeeOther, f.client().login(made.json["token"].(string)).code)
+	}
+	mine := c.api("GET", "/api/v1/sessions?owner=ana", "", "Authorization", bearer)
+	require.Equal(t, http.StatusOK, mine.code, mine.body)
+	sessions := mine.json["sessions"].([]any)
+	require.Len(t, sessions, 2)
+	id := int64(sessions[0].(map[string]any)["id"].(float64))
+	require.Equal(t, http.StatusOK, c.api("DELETE", fmt.Sprintf("/api/v1/sessions/%d", id), "", "Authorization", bearer).code)
+	ended := c.api("DELETE", "/api/v1/owners/ana/sessions", "", "Authorization", bearer)
+	require.EqualValues(t, 1, ended.json["sessions"])
+	require.Equal(t, http.StatusOK, c.api("DELETE", fmt.Sprintf("/api/v1/tokens/%d", int64(made.json["id"].(float64))), "", "Authorization", bearer).code)
+	require.Equal(t, http.StatusOK, c.api("DELETE", "/api/v1/owners/ana/tokens", "", "Authorization", bearer).code)
 
 	ends, err := api.Endpoints()
 	require.NoError(t, err)
