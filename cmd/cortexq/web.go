@@ -26,9 +26,10 @@ func webCommand() *cli.Command {
 			"runs beside any replica or alone: it only needs the database (and, for the archive downloads and\n" +
 			"previews, the corpus directories at the paths the replicas see).\n" +
 			"\n" +
-			"With --admin-token (better: $CORTEXQ_ADMIN_TOKEN, or --admin-token-file) a browser that signs in with the token gets the\n" +
-			"buttons: rerun a slice, pause, resume, make a sandbox of a slice. Without it the dashboard is\n" +
-			"read-only. --read-only refuses every action whatever the token, and opens its database sessions\n" +
+			"People sign in with their own tokens (cortexq token create) and get the buttons their role\n" +
+			"allows: rerun a slice, pause, resume, make a sandbox of a slice; --admin-token (better:\n" +
+			"$CORTEXQ_ADMIN_TOKEN, or --admin-token-file) is the break-glass owner admin. Every action\n" +
+			"appends an audit row. --read-only refuses every action whatever the token, and opens its database sessions\n" +
 			"read-only: give it the --database-url of an audit role (cortexq db grant-audit --login). See\n" +
 			"docs/web.md for running it behind a reverse proxy. With --passkey-rp-id, people sign in with\n" +
 			"passkeys too (docs/security.md#passkeys).",
@@ -41,7 +42,7 @@ func webCommand() *cli.Command {
 			},
 			&cli.StringFlag{
 				Name:    "admin-token",
-				Usage:   "token that signs a browser in for the actions (at least 16 characters); empty: read-only; prefer the environment variable",
+				Usage:   "break-glass token of the owner admin (at least 16 characters); empty: people's tokens only; prefer the environment variable",
 				EnvVars: envVars("ADMIN_TOKEN"),
 			},
 			&cli.StringFlag{
@@ -125,12 +126,12 @@ func runWeb(c *cli.Context) error {
 		slog.Warn("the dashboard is served beyond loopback over plain HTTP: put it behind a TLS reverse proxy (docs/web.md)",
 			"listen", ln.Addr().String())
 	}
-	mode := "read-only (no admin token)"
+	mode := "actions for people signed in with their tokens (no admin token)"
 	switch {
 	case readOnly:
 		mode = "read-only (--read-only)"
 	case token != "":
-		mode = "actions for browsers signed in with the admin token"
+		mode = "actions for people signed in with their tokens, or the admin token"
 	}
 	logVersion(slog.Default(), "web dashboard")
 	slog.Info("web dashboard", "url", "http://"+ln.Addr().String()+"/", "mode", mode)

@@ -1,13 +1,13 @@
 // Package web is cortexq's web dashboard: server-rendered pages of progress, reports, runs,
 // tasks and workers, read through the same calls as the CLI ([inspect.Reader], [reports.Store],
-// [catalog.Catalog]), and the operator's actions (rerun, pause, resume, sandbox) behind an
-// admin token. Templates, CSS and the one small script (live figures on the overview) are
+// [catalog.Catalog]), and the operator's actions (rerun, pause, resume, sandbox) behind people's
+// tokens and roles (roles.go) or the admin token. Templates, CSS and the one small script (live figures on the overview) are
 // embedded; every page works without it.
 //
 // Safety: every value from the database or from workers reaches the page through html/template
 // (never template.HTML); pages carry a strict Content-Security-Policy (no inline script or
-// style); actions are POSTs that need the admin session (a token compared in constant time) and
-// a CSRF token bound to it; a result's HTML preview is served with CSP sandbox, in an opaque
+// style); actions are POSTs that need a server-side session (auth.go) of a role allowed them and
+// a CSRF token bound to it, and append an audit row; a result's HTML preview is served with CSP sandbox, in an opaque
 // origin, so its scripts never run with the dashboard's origin (or from a separate preview
 // origin). Against hostile results and clients (docs/web.md#hostile-results) pages are bounded
 // in bytes and in work, streamed, made at most HeavyLimit at once (the log pages LogLimit, in
@@ -15,14 +15,13 @@
 //
 // Under /api/v1 it serves the JSON twin of every page and action (api.go, docs/api.md): the
 // types and OpenAPI contract of queue/api, read through the same calls within the same bounds;
-// its actions take the admin token as a bearer (authorize, the one place that decides who may
-// act).
+// its actions take a person's token or the admin token as a bearer (authorize, the one place
+// that decides who may act).
 package web
 
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -57,9 +56,10 @@ type Config struct {
 	// Base holds the rooms the pages read (catalog, inspect, reports); Store takes the actions.
 	Base  *base.Base
 	Store *lease.Store
-	// AdminToken enables the actions for a browser that signs in with it; empty: none.
+	// AdminToken is the break-glass token of the owner admin (role admin); empty: none (people
+	// still sign in with their own tokens, api_tokens).
 	AdminToken string
-	// ReadOnly refuses every action, whatever the token.
+	// ReadOnly refuses every action and sign-in, whatever the token.
 	ReadOnly bool
 	// Logger receives request errors; nil discards them.
 	Logger *slog.Logger
@@ -125,7 +125,6 @@ type Server struct {
 	inspect *inspect.Reader
 	reports *reports.Store
 	logger  *slog.Logger
-	key     []byte // signs sessions and CSRF tokens; new at each start
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 
@@ -208,7 +207,7 @@ func New(cfg Config) (*Server, error) {
 	var err error
 	s := &Server{cfg: cfg, store: cfg.Store, catalog: cfg.Base.Catalog,
 		inspect: cfg.Base.Inspect, reports: cfg.Base.Reports, logger: cfg.Logger,
-		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux(),
+		pages: map[string]*template.Template{}, mux: http.NewServeMux(),
 		signIn: newSignInLimiter(), heavy: make(chan struct{}, cfg.HeavyLimit), logs: make(chan struct{}, cfg.LogLimit),
 		flights: map[string]*flight{}, sharing: make(chan struct{}, maxSharing),
 		previewURL: preview}
@@ -220,9 +219,6 @@ func New(cfg Config) (*Server, error) {
 	s.deadLetters = &background[[]inspect.DeadLetter]{what: "dead letters", read: func(ctx context.Context) ([]inspect.DeadLetter, error) {
 		return s.inspect.DeadLetters(ctx, maxDeadRows+1)
 	}}
-	if _, err := rand.Read(s.key); err != nil {
-		return nil, err
-	}
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
 	if err != nil {
 		return nil, err
