@@ -14,3 +14,13 @@ WHERE at >= @since::timestamptz
   AND (sqlc.narg('actor')::text IS NULL OR actor = sqlc.narg('actor')::text OR db_role = sqlc.narg('actor')::text)
 ORDER BY at DESC, id DESC
 LIMIT @max_rows;
+
+-- name: AuditLogPrune :execrows
+-- AuditLogPrune deletes the audit rows older than an age (cortexq prune --tables --audit-age); the
+-- append-only trigger lets it through only in a transaction that set cortexq.audit_prune
+-- (migrations/00036_web_sessions.sql), and only a role with DELETE on the table (its owner).
+DELETE FROM audit_log WHERE at < now() - interval '1 second' * @age_seconds::bigint;
+
+-- name: SessionPrune :execrows
+-- SessionPrune deletes the sessions ended or expired longer ago than an age.
+DELETE FROM web_sessions WHERE coalesce(ended_at, expires_at) < now() - interval '1 second' * @age_seconds::bigint;

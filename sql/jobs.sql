@@ -74,4 +74,4 @@ LIMIT @max_rows;
 
 -- name: ExportRun :one
 -- ExportRun is the newest run of a corpus and service (0: none).
-SELECT COALESCE(max(id), 0)::bigint FROM runs WHERE corpus_id = @corpus_id AND service_id = @service_id;
+SELECT COALESCE(max(id), 0)::bigint FROM runs WHERE corpus_id = @corpus_id::int AND service_id = @service_id::int;

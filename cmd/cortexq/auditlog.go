@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/cortexq/cortexq/sql/dbsqlc"
+	"github.com/cortexq/cortexq/queue/audit"
 )
 
 // The audit log (docs/audit-log.md): every mutating command appends one row to audit_log
@@ -27,7 +26,7 @@ var auditedCommands = map[string]func(*cli.Context) bool{
 	"sandbox create": always, "sandbox delete": always,
 	"keys allow": always, "keys revoke": always,
 	"service add": always, "corpus set": always,
-	"token create": always, "token revoke": always,
+	"token create": always, "token revoke": always, "session revoke": always,
 	"service delete": always, "corpus add": always, "corpus delete": always,
 	"activate": always, "extend": always, "deactivate": always,
 	"export": always, "jobs cancel": always,
@@ -41,7 +40,7 @@ var notAudited = map[string]string{
 	"status": "reads", "report": "reads", "runs": "reads", "diff": "reads", "why": "reads",
 	"task show": "reads", "service list": "reads", "corpus list": "reads", "sandbox list": "reads",
 	"keys list": "reads", "keys gen": "writes a file, not the database", "keys public": "reads a file",
-	"version": "reads", "healthcheck": "reads", "web": "the dashboard audits its own actions", "audit": "reads", "token list": "reads",
+	"version": "reads", "healthcheck": "reads", "web": "the dashboard audits its own actions", "audit": "reads", "token list": "reads", "session list": "reads",
 	"serve": "a replica: dispatch, not an operator's change", "worker echo": "a worker: no database",
 	"worker exec": "a worker: no database", "worker latexml": "a worker: no database",
 	"sweep": "housekeeping a replica also does", "fold": "housekeeping a replica also does",
@@ -100,25 +99,20 @@ func audited(act cli.ActionFunc) cli.ActionFunc {
 
 func appendAudit(c *cli.Context, name string, actErr error) error {
 	note := noteOf(c)
-	row := dbsqlc.AuditLogAppendParams{Actor: osUser(), Surface: "cli", Action: name, Target: note.Target,
-		Matched: note.Matched, Outcome: "ok"}
+	row := audit.Row{Actor: osUser(), Surface: audit.CLI, Action: name, Target: note.Target,
+		Matched: note.Matched, Outcome: audit.OK, Parameters: auditParameters(c)}
 	var u usageError
 	switch {
 	case errors.As(actErr, &u):
-		row.Outcome, row.Error = "refused", actErr.Error()
+		row.Outcome, row.Error = audit.Refused, actErr.Error()
 	case actErr != nil:
-		row.Outcome, row.Error = "failed", actErr.Error()
+		row.Outcome, row.Error = audit.Failed, actErr.Error()
 	case note.DryRun:
-		row.Outcome = "dry_run"
+		row.Outcome = audit.DryRun
 	}
 	if actErr != nil && noDatabaseYet(c) {
 		return nil // an attempt that failed before any database existed: none to record it in, none made for it
 	}
-	params, err := json.Marshal(auditParameters(c))
-	if err != nil {
-		return err
-	}
-	row.Parameters = params
 	// The action's context may be cancelled (an interrupted import): the row is still written.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context), 30*time.Second)
 	defer cancel()
@@ -128,7 +122,7 @@ func appendAudit(c *cli.Context, name string, actErr error) error {
 		return err
 	}
 	defer pool.Close()
-	return dbsqlc.New(pool).AuditLogAppend(ctx, row)
+	return audit.Append(ctx, pool, row)
 }
 
 // noDatabaseYet reports that the commands would use an embedded cluster not created yet.

@@ -135,8 +135,10 @@ func TestAuditRowsOfARerun(t *testing.T) {
 }
 
 // TestAuditLogIsAppendOnly: no UPDATE, DELETE or TRUNCATE of the audit log succeeds, whether
-// from the owner (a trigger refuses it), a replica role or an audit role (no privilege); the
-// replica role may append, the audit role only read; the time and role are the server's.
+// from the owner (a trigger refuses it), a replica role or an audit role (no privilege) — the
+// roles `cortexq web` runs as too (a replica role, or an audit role with --read-only) — not
+// even with the retention's setting (cortexq.audit_prune) on; the replica role may append, the
+// audit role only read; the time and role are the server's.
 func TestAuditLogIsAppendOnly(t *testing.T) {
 	d := newTestDB(t)
 	d.ok("service", "add", "echo")
@@ -162,6 +164,10 @@ func TestAuditLogIsAppendOnly(t *testing.T) {
 			_, err := conn.Exec(d.ctx, q)
 			requireDenied(t, err, as.role+": "+q)
 		}
+		_, err = conn.Exec(d.ctx, `SELECT set_config('cortexq.audit_prune', 'on', false)`)
+		require.NoError(t, err)
+		_, err = conn.Exec(d.ctx, `DELETE FROM audit_log`)
+		requireDenied(t, err, as.role+": DELETE with the retention's setting on")
 		var n int
 		require.NoError(t, conn.QueryRow(d.ctx, `SELECT count(*) FROM audit_log`).Scan(&n), as.role)
 		_, err = conn.Exec(d.ctx, insert)

@@ -87,6 +87,7 @@ func commands() []*cli.Command {
 		tokenCommand(),
 		jobsCommand(),
 		exportCommand(),
+		sessionCommand(),
 	}
 }
 

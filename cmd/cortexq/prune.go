@@ -6,8 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/audit"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -34,6 +36,7 @@ func pruneCommand() *cli.Command {
 			&cli.BoolFlag{Name: "dry-run", Usage: "count what would be dropped, drop nothing (the default without --yes)", EnvVars: envVars("PRUNE_DRY_RUN")},
 			yesFlag("PRUNE_YES"),
 			&cli.BoolFlag{Name: "tables", Usage: "also (or only, without --keep and --before) drop the reaper passes older than --reaper-passes-age and the workers not seen for --workers-age", EnvVars: envVars("PRUNE_TABLES")},
+			&cli.DurationFlag{Name: "audit-age", Usage: "with --tables, also drop the audit rows and ended sessions older than this (0: kept; the audit log's owner only)", EnvVars: envVars("PRUNE_AUDIT_AGE")},
 		}, append(tablesRetentionFlags(), formatFlags("prune")...)...),
 		Action: runPrune,
 	}
@@ -77,7 +80,7 @@ func runPrune(c *cli.Context) error {
 	defer done()
 	store := root.Lease(lease.Config{})
 	if c.Bool("tables") {
-		if err := pruneTablesOrPreview(c, store, opt.DryRun); err != nil || tablesOnly {
+		if err := pruneTablesOrPreview(c, store, root.Pool, opt.DryRun); err != nil || tablesOnly {
 			return err
 		}
 	}
@@ -125,12 +128,28 @@ func runPrune(c *cli.Context) error {
 
 // pruneTablesOrPreview runs prune --tables, or without --yes names what it would drop: its rows
 // are routine records, not counted first.
-func pruneTablesOrPreview(c *cli.Context, store *lease.Store, dryRun bool) error {
-	if !dryRun {
-		return pruneTables(c, store)
+func pruneTablesOrPreview(c *cli.Context, store *lease.Store, pool *pgxpool.Pool, dryRun bool) error {
+	if c.Duration("audit-age") < 0 {
+		return usagef(c, "--audit-age: want 0 (keep the audit log) or a positive duration")
 	}
-	fmt.Fprintf(c.App.Writer, "dry run: --tables would drop the reaper passes older than %s and the workers not seen for %s; nothing changed (add --yes to do it)\n",
-		c.Duration("reaper-passes-age"), c.Duration("workers-age"))
+	if !dryRun {
+		if err := pruneTables(c, store); err != nil || c.Duration("audit-age") == 0 {
+			return err
+		}
+		rows, sessions, err := audit.Prune(c.Context, pool, c.Duration("audit-age"))
+		if err != nil {
+			return fmt.Errorf("prune the audit log (its owner's to do): %w", err)
+		}
+		fmt.Fprintf(c.App.ErrWriter, "prune --tables: dropped %s audit rows and %s ended sessions older than %s\n",
+			commas(rows), commas(sessions), c.Duration("audit-age"))
+		return nil
+	}
+	kept := "the audit log kept"
+	if d := c.Duration("audit-age"); d > 0 {
+		kept = fmt.Sprintf("the audit rows and ended sessions older than %s", d)
+	}
+	fmt.Fprintf(c.App.Writer, "dry run: --tables would drop the reaper passes older than %s and the workers not seen for %s (%s); nothing changed (add --yes to do it)\n",
+		c.Duration("reaper-passes-age"), c.Duration("workers-age"), kept)
 	return nil
 }
 

@@ -1,26 +1,15 @@
 package main
 
 import (
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
-	"regexp"
 	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/audit"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
-
-// tokenPrefix starts every token, so a leaked one is recognisable (by a secret scanner, say).
-const tokenPrefix = "cqt_"
-
-// tokenRoles are the roles a token carries (docs/audit-log.md#tokens).
-var tokenRoles = map[string]bool{"viewer": true, "operator": true, "admin": true}
-
-var ownerName = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
 
 func tokenCommand() *cli.Command {
 	return &cli.Command{
@@ -59,32 +48,21 @@ func tokenCommand() *cli.Command {
 	}
 }
 
-// tokenDigest is what the database keeps of a token.
-func tokenDigest(token string) []byte {
-	d := sha256.Sum256([]byte(token))
-	return d[:]
-}
-
 func runTokenCreate(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
 	owner, role := c.String("owner"), c.String("role")
-	if !ownerName.MatchString(owner) {
+	if !audit.OwnerName.MatchString(owner) {
 		return usagef(c, "--owner %q: want 1-64 letters, digits, '.', '_', '@' or '-'", owner)
 	}
-	if !tokenRoles[role] {
+	if !audit.Roles[role] {
 		return usagef(c, "--role %q: want viewer, operator or admin", role)
 	}
 	if c.Duration("expires") < 0 {
 		return usagef(c, "--expires: want a positive duration, or 0 for never")
 	}
 	noteOf(c).Target = "owner " + owner
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return err
-	}
-	token := tokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
 	pool, err := connect(c)
 	if err != nil {
 		return err
@@ -93,19 +71,11 @@ func runTokenCreate(c *cli.Context) error {
 	if err := checkMigrated(c.Context, pool); err != nil {
 		return err
 	}
-	var expires *time.Time
-	if d := c.Duration("expires"); d > 0 {
-		var now time.Time
-		if err := pool.QueryRow(c.Context, `SELECT now()`).Scan(&now); err != nil {
-			return err
-		}
-		t := now.Add(d)
-		expires = &t
-	}
-	row, err := dbsqlc.New(pool).TokenInsert(c.Context, owner, role, tokenDigest(token), expires)
+	m, err := audit.MintToken(c.Context, pool, owner, role, c.Duration("expires"))
 	if err != nil {
-		return fmt.Errorf("store the token: %w", err)
+		return err
 	}
+	row, token := m, m.Token
 	noteOf(c).Target = fmt.Sprintf("token %d of owner %s", row.ID, owner)
 	fmt.Fprintf(c.App.ErrWriter, "token %d for %s (%s): shown once, keep it now; the database keeps only its digest\n", row.ID, owner, role)
 	fmt.Fprintln(c.App.Writer, token)
@@ -171,10 +141,13 @@ func runTokenRevoke(c *cli.Context) error {
 	if err := checkMigrated(c.Context, pool); err != nil {
 		return err
 	}
-	n, err := dbsqlc.New(pool).TokenRevoke(c.Context, id, owner)
+	n, ended, err := audit.RevokeTokens(c.Context, pool, id, owner)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "%d tokens revoked\n", n)
+	if ended > 0 {
+		fmt.Fprintf(c.App.Writer, "%d sessions ended\n", ended)
+	}
 	return nil
 }

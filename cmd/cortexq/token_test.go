@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cortexq/cortexq/queue/audit"
 )
 
 // TestTokens: a token is printed once and stored as its SHA-256 digest only (no form of it is
@@ -35,9 +37,9 @@ func TestTokens(t *testing.T) {
 	require.NoError(t, err)
 	all := strings.Join(dump, "\n")
 	for token := range made {
-		raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(token, tokenPrefix))
+		raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(token, audit.TokenPrefix))
 		require.NoError(t, err)
-		for _, form := range []string{token, strings.TrimPrefix(token, tokenPrefix), hex.EncodeToString(raw)} {
+		for _, form := range []string{token, strings.TrimPrefix(token, audit.TokenPrefix), hex.EncodeToString(raw)} {
 			require.NotContains(t, all, form, "a form of the token in the dump")
 		}
 		sum := sha256.Sum256([]byte(token))

@@ -28,11 +28,13 @@ func webCommand() *cli.Command {
 			"runs beside any replica or alone: it only needs the database (and, for the archive downloads and\n" +
 			"previews, the corpus directories at the paths the replicas see).\n" +
 			"\n" +
-			"With --admin-token (better: $CORTEXQ_ADMIN_TOKEN, or --admin-token-file) a browser that signs in with the token gets the\n" +
-			"buttons: rerun a slice, pause, resume, make a sandbox of a slice. Without it the dashboard is\n" +
-			"read-only. --read-only refuses every action whatever the token, and opens its database sessions\n" +
+			"People sign in with their own tokens (cortexq token create) and get the buttons their role\n" +
+			"allows: rerun a slice, pause, resume, make a sandbox of a slice; --admin-token (better:\n" +
+			"$CORTEXQ_ADMIN_TOKEN, or --admin-token-file) is the break-glass owner admin. Every action\n" +
+			"appends an audit row. --read-only refuses every action whatever the token, and opens its database sessions\n" +
 			"read-only: give it the --database-url of an audit role (cortexq db grant-audit --login). See\n" +
-			"docs/web.md for running it behind a reverse proxy.",
+			"docs/web.md for running it behind a reverse proxy. With --passkey-rp-id, people sign in with\n" +
+			"passkeys too (docs/security.md#passkeys).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{
 				Name:    "listen",
@@ -42,7 +44,7 @@ func webCommand() *cli.Command {
 			},
 			&cli.StringFlag{
 				Name:    "admin-token",
-				Usage:   "token that signs a browser in for the actions (at least 16 characters); empty: read-only; prefer the environment variable",
+				Usage:   "break-glass token of the owner admin (at least 16 characters); empty: people's tokens only; prefer the environment variable",
 				EnvVars: envVars("ADMIN_TOKEN"),
 			},
 			&cli.StringFlag{
@@ -54,6 +56,16 @@ func webCommand() *cli.Command {
 				Name:    "preview-origin",
 				Usage:   "serve the result previews from this origin (https://preview.example.org, a second host name of this dashboard) instead of the dashboard's own",
 				EnvVars: envVars("WEB_PREVIEW_ORIGIN"),
+			},
+			&cli.StringFlag{
+				Name:    "passkey-rp-id",
+				Usage:   "turn passkeys on: the WebAuthn relying party id, the dashboard's domain as browsers reach it (cortexq.example.org; not an IP address); docs/security.md#passkeys",
+				EnvVars: envVars("PASSKEY_RP_ID"),
+			},
+			&cli.StringSliceFlag{
+				Name:    "passkey-origin",
+				Usage:   "an origin browsers reach the dashboard at, for passkeys (https://cortexq.example.org; repeat, or separate by commas); default https://RP-ID",
+				EnvVars: envVars("PASSKEY_ORIGINS"),
 			},
 			&cli.BoolFlag{
 				Name:    "read-only",
@@ -105,7 +117,7 @@ func runWeb(c *cli.Context) error {
 	root := base.New(pool, nil, slog.Default())
 	srv, err := web.New(web.Config{Base: root, Store: root.Lease(lease.Config{}), AdminToken: token, ReadOnly: readOnly, Logger: slog.Default(),
 		Jobs:          jobops.Registry(version.Release()),
-		PreviewOrigin: c.String("preview-origin")})
+		PreviewOrigin: c.String("preview-origin"), PasskeyRPID: c.String("passkey-rp-id"), PasskeyOrigins: c.StringSlice("passkey-origin")})
 	if err != nil {
 		return err
 	}
@@ -117,12 +129,12 @@ func runWeb(c *cli.Context) error {
 		slog.Warn("the dashboard is served beyond loopback over plain HTTP: put it behind a TLS reverse proxy (docs/web.md)",
 			"listen", ln.Addr().String())
 	}
-	mode := "read-only (no admin token)"
+	mode := "actions for people signed in with their tokens (no admin token)"
 	switch {
 	case readOnly:
 		mode = "read-only (--read-only)"
 	case token != "":
-		mode = "actions for browsers signed in with the admin token"
+		mode = "actions for people signed in with their tokens, or the admin token"
 	}
 	logVersion(slog.Default(), "web dashboard")
 	slog.Info("web dashboard", "url", "http://"+ln.Addr().String()+"/", "mode", mode)

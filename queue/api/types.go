@@ -524,6 +524,8 @@ type Rerun struct {
 	Unreserved int    `json:"unreserved"`
 	Run        int64  `json:"run"`
 	Previous   int64  `json:"previous"`
+	// DryRun: a preview (dry_run=true): Tasks would go back to TODO, nothing changed.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Paused is what a pause did.
@@ -613,4 +615,67 @@ type Removal struct {
 	RunsClosed   int64            `json:"runs_closed"`
 	RunsDetached int64            `json:"runs_detached"`
 	Files        int              `json:"files"`
+}
+
+// AuditRow is one row of the audit log (docs/audit-log.md).
+type AuditRow struct {
+	ID         int64          `json:"id"`
+	At         time.Time      `json:"at"`
+	DBRole     string         `json:"db_role"`
+	Actor      string         `json:"actor"`
+	Surface    string         `json:"surface"`
+	Action     string         `json:"action"`
+	Target     string         `json:"target"`
+	Parameters map[string]any `json:"parameters"`
+	Matched    *int64         `json:"matched"`
+	Outcome    string         `json:"outcome"`
+	Error      string         `json:"error"`
+}
+
+// AuditLog is the audit log's rows, newest first.
+type AuditLog struct {
+	Rows []AuditRow `json:"rows"`
+}
+
+// Session is a sign-in session (docs/security.md#sessions).
+type Session struct {
+	ID        int64      `json:"id"`
+	Owner     string     `json:"owner"`
+	Role      string     `json:"role"`
+	TokenID   *int64     `json:"token_id"`
+	StartedAt time.Time  `json:"started_at"`
+	LastSeen  time.Time  `json:"last_seen"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	Remote    string     `json:"remote"`
+	UserAgent string     `json:"user_agent"`
+	EndedAt   *time.Time `json:"ended_at"`
+	EndedWhy  string     `json:"ended_why"`
+	Current   bool       `json:"current"`
+}
+
+// Sessions lists sessions, newest first.
+type Sessions struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// Ended is what revoking did: the tokens revoked and the sessions ended.
+type Ended struct {
+	Tokens   int64 `json:"tokens"`
+	Sessions int64 `json:"sessions"`
+}
+
+// TokenMade is a token just made: its value is shown this once.
+type TokenMade struct {
+	ID        int64      `json:"id"`
+	Owner     string     `json:"owner"`
+	Role      string     `json:"role"`
+	Token     string     `json:"token"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// TokenRequest asks for a token: its owner, role and lifetime in seconds (0: never expires).
+type TokenRequest struct {
+	Owner   string `json:"owner"`
+	Role    string `json:"role"`
+	Expires int64  `json:"expires"`
 }

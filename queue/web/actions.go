@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -58,10 +59,29 @@ func (s *Server) rerun(r *http.Request) (string, error) {
 	if f.Get("severity") == "" && f.Get("category") == "" && f.Get("what") == "" && f.Get("confirm") != "all" {
 		return "", badRequest("rerunning every task of corpus %s, service %s needs the box \"every task\" ticked", corpus, service)
 	}
+	if f.Get("preview") == "1" {
+		// The confirmation step: the count, and the same form without preview to do it.
+		pre, err := s.store.PreviewRerun(r.Context(), scope)
+		if err != nil {
+			return "", err
+		}
+		noteOf(r).DryRun = true
+		noteOf(r).matched(pre.Tasks)
+		fields := url.Values{}
+		for k, v := range f {
+			if k != "preview" && k != "csrf" {
+				fields[k] = v
+			}
+		}
+		return "", askFirst{Msg: fmt.Sprintf("corpus %s, service %s, slice %s: %s would go back to TODO in a new run; nothing changed yet",
+			corpus, service, sliceText(f.Get("severity"), f.Get("category"), f.Get("what")), plural(int(pre.Tasks), "task", "tasks")),
+			Action: "/rerun", Button: "Rerun " + plural(int(pre.Tasks), "task", "tasks"), Fields: fields, Back: f.Get("back")}
+	}
 	sum, err := s.store.Rerun(r.Context(), scope)
 	if err != nil {
 		return "", err
 	}
+	noteOf(r).matched(int64(sum.Tasks))
 	return fmt.Sprintf("corpus %s, service %s, slice %s: %s back to TODO in a new run; %s of old runs settled; %s dropped",
 		corpus, service, sliceText(r.PostForm.Get("severity"), r.PostForm.Get("category"), r.PostForm.Get("what")),
 		plural(sum.Tasks, "task", "tasks"), plural(sum.Settled, "lease", "leases"), plural(sum.Unreserved, "reservation", "reservations")), nil
@@ -76,6 +96,7 @@ func (s *Server) pause(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	noteOf(r).matched(int64(sum.Blocked))
 	return fmt.Sprintf("corpus %s, service %s: paused, %s blocked; %s taken back",
 		corpus, service, plural(sum.Blocked, "TODO task", "TODO tasks"), plural(sum.Unreserved+sum.Requeued, "reservation", "reservations")), nil
 }
@@ -89,6 +110,7 @@ func (s *Server) resume(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	noteOf(r).matched(int64(n))
 	return fmt.Sprintf("corpus %s, service %s: resumed, %s back to TODO", corpus, service, plural(n, "task", "tasks")), nil
 }
 
@@ -111,6 +133,7 @@ func (s *Server) sandbox(r *http.Request) (string, error) {
 	case err != nil:
 		return "", err
 	}
+	noteOf(r).matched(int64(sum.Tasks))
 	return fmt.Sprintf("sandbox %s (id %d) of corpus %s, service %s: %s, TODO, priority %d", name, sum.ID, corpus, service, plural(sum.Tasks, "task", "tasks"), catalog.SandboxPriority), nil
 }
 
@@ -130,5 +153,15 @@ func (s *Server) rerunTask(r *http.Request) (string, error) {
 		return "", err
 	}
 	s.deadLetters.forget() // the task may have been one
+	noteOf(r).matched(int64(sum.Tasks))
 	return fmt.Sprintf("task %d: %s back to TODO in a new run of corpus %s, service %s", id, plural(sum.Tasks, "task", "tasks"), h.Corpus, h.Service), nil
 }
+
+// askFirst is an action's answer that asks for a confirmation first: a message (what it would
+// do) and a form that does it.
+type askFirst struct {
+	Msg, Action, Button, Back string
+	Fields                    url.Values
+}
+
+func (a askFirst) Error() string { return a.Msg }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/api"
+	"github.com/cortexq/cortexq/queue/audit"
 )
 
 // apiPrefix is the API's path; a request under it gets JSON, errors included.
@@ -37,7 +38,10 @@ const scopePath = "/api/v1/corpora/{corpus}/services/{service}"
 func (s *Server) apiRouteTable() []apiRoute {
 	read := func(fn apiFunc) http.HandlerFunc { return s.inSlots(s.heavy, s.answer(fn)) }
 	logs := func(fn apiFunc) http.HandlerFunc { return s.inSlots(s.logs, s.answer(fn)) }
-	act := func(fn func(*http.Request, principal) (any, error)) http.HandlerFunc { return s.apiAction(fn) }
+	// An action: the audit row's action and the least role that may take it.
+	act := func(action, role string, fn func(*http.Request, principal) (any, error)) http.HandlerFunc {
+		return s.audited(audit.API, action, s.apiAction(role, fn))
+	}
 	routes := []apiRoute{
 		{"GET", "/api/v1", s.answer(s.apiIndex)},
 		{"GET", "/api/v1/openapi.json", s.apiSpec},
@@ -46,7 +50,7 @@ func (s *Server) apiRouteTable() []apiRoute {
 		{"GET", "/api/v1/corpora", read(s.apiCorpora)},
 		{"GET", "/api/v1/services", read(s.apiServices)},
 		{"GET", "/api/v1/sandboxes", read(s.apiSandboxes)},
-		{"DELETE", "/api/v1/sandboxes/{name}", act(s.apiSandboxDelete)},
+		{"DELETE", "/api/v1/sandboxes/{name}", act("sandbox delete", roleAdmin, s.apiSandboxDelete)},
 		{"GET", scopePath + "/status", read(s.apiScopeStatus)},
 		{"GET", scopePath + "/report", read(s.apiReportSeverities)},
 		{"GET", scopePath + "/report/categories", read(s.apiReportNames)},
@@ -58,13 +62,13 @@ func (s *Server) apiRouteTable() []apiRoute {
 		{"GET", scopePath + "/diff", read(s.apiDiff)},
 		{"GET", scopePath + "/diff/tasks", read(s.apiDiffTasks)},
 		{"GET", scopePath + "/why", read(s.apiWhy)},
-		{"POST", scopePath + "/rerun", act(s.apiRerun)},
-		{"POST", scopePath + "/pause", act(s.apiPause)},
-		{"POST", scopePath + "/resume", act(s.apiResume)},
-		{"POST", scopePath + "/sandboxes", act(s.apiSandboxMake)},
+		{"POST", scopePath + "/rerun", act("rerun", roleOperator, s.apiRerun)},
+		{"POST", scopePath + "/pause", act("pause", roleOperator, s.apiPause)},
+		{"POST", scopePath + "/resume", act("resume", roleOperator, s.apiResume)},
+		{"POST", scopePath + "/sandboxes", act("sandbox create", roleOperator, s.apiSandboxMake)},
 		{"GET", "/api/v1/tasks/{id}", read(s.apiTask)},
 		{"GET", "/api/v1/tasks/{id}/messages", logs(s.apiTaskMessages)},
-		{"POST", "/api/v1/tasks/{id}/rerun", act(s.apiTaskRerun)},
+		{"POST", "/api/v1/tasks/{id}/rerun", act("rerun task", roleOperator, s.apiTaskRerun)},
 		{"GET", "/api/v1/workers", read(s.apiWorkers)},
 		{"GET", "/api/v1/workers/attempts", read(s.apiWorkerAttempts)},
 		{"GET", "/api/v1/leases", read(s.apiLeases)},
@@ -72,13 +76,20 @@ func (s *Server) apiRouteTable() []apiRoute {
 		{"GET", "/api/v1/retries", read(s.apiRetries)},
 		{"GET", "/api/v1/replicas", read(s.apiReplicas)},
 		{"GET", "/api/v1/search", read(s.apiSearch)},
-		{"POST", "/api/v1/services", act(s.apiServiceAdd)},
-		{"DELETE", "/api/v1/services/{service}", act(s.apiServiceDelete)},
-		{"POST", "/api/v1/corpora", act(s.apiCorpusAdd)},
-		{"DELETE", "/api/v1/corpora/{corpus}", act(s.apiCorpusDelete)},
-		{"POST", "/api/v1/corpora/{corpus}/extend", act(s.apiExtend)},
-		{"POST", scopePath + "/activate", act(s.apiActivate)},
-		{"POST", scopePath + "/deactivate", act(s.apiDeactivate)},
+		{"POST", "/api/v1/services", act("service add", roleOperator, s.apiServiceAdd)},
+		{"DELETE", "/api/v1/services/{service}", act("service delete", roleAdmin, s.apiServiceDelete)},
+		{"POST", "/api/v1/corpora", act("corpus add", roleOperator, s.apiCorpusAdd)},
+		{"DELETE", "/api/v1/corpora/{corpus}", act("corpus delete", roleAdmin, s.apiCorpusDelete)},
+		{"POST", "/api/v1/corpora/{corpus}/extend", act("extend", roleOperator, s.apiExtend)},
+		{"POST", scopePath + "/activate", act("activate", roleOperator, s.apiActivate)},
+		{"POST", scopePath + "/deactivate", act("deactivate", roleAdmin, s.apiDeactivate)},
+		{"GET", "/api/v1/audit", s.authed(roleViewer, s.apiAudit)},
+		{"GET", "/api/v1/sessions", s.authed(roleViewer, s.apiSessions)},
+		{"DELETE", "/api/v1/sessions/{id}", act("session revoke", roleViewer, s.apiSessionRevoke)},
+		{"DELETE", "/api/v1/owners/{owner}/sessions", act("session revoke", roleViewer, s.apiOwnerSessionsRevoke)},
+		{"DELETE", "/api/v1/owners/{owner}/tokens", act("token revoke", roleAdmin, s.apiOwnerTokensRevoke)},
+		{"POST", "/api/v1/tokens", act("token create", roleAdmin, s.apiTokenCreate)},
+		{"DELETE", "/api/v1/tokens/{id}", act("token revoke", roleAdmin, s.apiTokenRevoke)},
 	}
 	return append(routes, s.jobsRoutes(read, act)...)
 }
@@ -87,7 +98,7 @@ func (s *Server) apiRouteTable() []apiRoute {
 func (s *Server) apiRoutes() {
 	routes := s.apiRouteTable()
 	for _, rt := range routes {
-		s.mux.HandleFunc(rt.method+" "+rt.path, rt.h)
+		s.handle(rt.method+" "+rt.path, rt.h)
 	}
 	s.mux.HandleFunc(apiPrefix, func(w http.ResponseWriter, r *http.Request) {
 		for _, rt := range routes {
@@ -164,6 +175,7 @@ func (s *Server) apiFail(w http.ResponseWriter, r *http.Request, err error) {
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(err, &ae):
+		noteOf(r).Err = ae.msg
 		writeJSON(w, ae.status, api.Error{Code: ae.code, Message: ae.msg})
 		return
 	case errors.As(err, &he):
@@ -183,6 +195,7 @@ func (s *Server) apiFail(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		s.logger.Error("api request", "method", r.Method, "path", r.URL.Path, "error", err)
 	}
+	noteOf(r).Err = msg
 	writeJSON(w, code, api.Error{Code: apiCodes[code], Message: msg})
 }
 

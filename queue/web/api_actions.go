@@ -87,11 +87,29 @@ func (s *Server) apiRerun(r *http.Request, _ principal) (any, error) {
 		return nil, err
 	}
 	what := sliceText(sl.Severity, sl.Category, sl.What)
+	n := noteOf(r)
+	n.Params["slice"], n.Params["all"], n.Params["every"] = what, sl.All, sl.Every
+	switch dry := r.URL.Query().Get("dry_run"); dry {
+	case "true", "1":
+		pre, err := s.store.PreviewRerun(r.Context(), scope)
+		if err != nil {
+			return nil, err
+		}
+		n.DryRun, n.Params["dry_run"] = true, true
+		n.matched(pre.Tasks)
+		out := api.Rerun{Corpus: corpus, Service: service, Slice: what, Tasks: int(pre.Tasks), DryRun: true}
+		out.Run, out.Previous, err = s.runPair(r, ids)
+		return out, err
+	case "", "false", "0":
+	default:
+		return nil, api.Paramf("dry_run %q: want true or false", dry)
+	}
 	scope.Note = "api: rerun " + what
 	sum, err := s.store.Rerun(r.Context(), scope)
 	if err != nil {
 		return nil, err
 	}
+	n.matched(int64(sum.Tasks))
 	out := api.Rerun{Corpus: corpus, Service: service, Slice: what, Tasks: sum.Tasks, Settled: sum.Settled, Unreserved: sum.Unreserved}
 	out.Run, out.Previous, err = s.runPair(r, ids)
 	return out, err
@@ -106,6 +124,7 @@ func (s *Server) apiPause(r *http.Request, _ principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	noteOf(r).matched(int64(sum.Blocked))
 	return api.Paused{Corpus: corpus, Service: service, Blocked: sum.Blocked, Unreserved: sum.Unreserved, Requeued: sum.Requeued}, nil
 }
 
@@ -118,6 +137,7 @@ func (s *Server) apiResume(r *http.Request, _ principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	noteOf(r).matched(int64(n))
 	return api.Resumed{Corpus: corpus, Service: service, Resumed: n}, nil
 }
 
@@ -130,6 +150,7 @@ func (s *Server) apiSandboxMake(r *http.Request, _ principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	noteOf(r).Params["name"] = sl.Name
 	if err := catalog.CheckCorpusName(sl.Name); err != nil {
 		return nil, api.Paramf("sandbox name: %v", err)
 	}
@@ -147,6 +168,7 @@ func (s *Server) apiSandboxMake(r *http.Request, _ principal) (any, error) {
 	case err != nil:
 		return nil, err
 	}
+	noteOf(r).matched(int64(sum.Tasks))
 	return api.SandboxMade{Name: sl.Name, ID: sum.ID, Parent: corpus, Service: service, Tasks: sum.Tasks, Priority: catalog.SandboxPriority}, nil
 }
 
@@ -159,6 +181,7 @@ func (s *Server) apiSandboxDelete(r *http.Request, _ principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	noteOf(r).matched(int64(sum.Tasks))
 	return api.SandboxDeleted{Name: name, Tasks: sum.Tasks, Archives: sum.Archives}, nil
 }
 
@@ -174,6 +197,7 @@ func (s *Server) apiTaskRerun(r *http.Request, _ principal) (any, error) {
 		return nil, err
 	}
 	s.deadLetters.forget() // the task may have been one
+	noteOf(r).matched(int64(sum.Tasks))
 	out := api.Rerun{Corpus: h.Corpus, Service: h.Service, Slice: "task " + r.PathValue("id"), Tasks: sum.Tasks,
 		Settled: sum.Settled, Unreserved: sum.Unreserved}
 	out.Run, out.Previous, err = s.runPair(r, ids)

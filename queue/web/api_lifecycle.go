@@ -50,27 +50,13 @@ func dryRun(r *http.Request) (bool, error) {
 	}
 }
 
-// audit appends the audit row of an API action: outcome dry_run, ok, refused (a bad request)
-// or failed. A row that cannot be written is logged.
-func (s *Server) audit(r *http.Request, p principal, action, target string, matched *int64, dry bool, err error) {
-	row := catalog.AuditRow{Actor: p.Owner, Surface: "api", Action: action, Target: target, Matched: matched,
-		Outcome: "ok", Parameters: json.RawMessage(`{}`)}
-	if q := r.URL.RawQuery; q != "" {
-		row.Parameters, _ = json.Marshal(map[string]string{"query": q})
-	}
-	var he httpError
-	switch {
-	case err != nil && (api.IsParam(err) || errors.As(err, &he) || errors.Is(err, queue.ErrNotFound)):
-		row.Outcome, row.Error = "refused", err.Error()
-	case err != nil:
-		row.Outcome, row.Error = "failed", err.Error()
-	case dry:
-		row.Outcome = "dry_run"
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
-	defer cancel()
-	if aerr := s.catalog.Audit(ctx, row); aerr != nil {
-		s.logger.Error("api action: audit row", "action", action, "error", aerr)
+// audit tells the route's audit row (audited) what the action acted on, how many rows it
+// matched, whether it was a preview, and its error.
+func (s *Server) audit(r *http.Request, _ principal, _, target string, matched *int64, dry bool, err error) {
+	n := noteOf(r)
+	n.Target, n.Matched, n.DryRun = target, matched, dry
+	if err != nil {
+		n.Err = err.Error()
 	}
 }
 

@@ -109,6 +109,27 @@ func TestAPIEveryEndpoint(t *testing.T) {
 	require.Equal(t, http.StatusOK, c.api("DELETE", "/api/v1/sandboxes/papers-ok", "", "Authorization", bearer).code)
 	t.Run("Lifecycle", testAPILifecycle)
 	apiJobCalls(t, c)
+	require.Equal(t, http.StatusOK, c.api("POST", scope+"/rerun?dry_run=true", `{"severity":"fatal"}`, "Authorization", bearer).code)
+
+	// People: the audit log, a token, its session ended by id and by owner, the token revoked.
+	log := c.api("GET", "/api/v1/audit?since=1h&limit=50&actor=admin", "", "Authorization", bearer)
+	require.Equal(t, http.StatusOK, log.code, log.body)
+	require.NotEmpty(t, log.json["rows"])
+	made := c.api("POST", "/api/v1/tokens", `{"owner":"ana","role":"viewer","expires":3600}`, "Authorization", bearer)
+	require.Equal(t, http.StatusOK, made.code, made.body)
+	for range 2 {
+		require.Equal(t, http.StatusSeeOther, f.client().login(made.json["token"].(string)).code)
+	}
+	mine := c.api("GET", "/api/v1/sessions?owner=ana", "", "Authorization", bearer)
+	require.Equal(t, http.StatusOK, mine.code, mine.body)
+	sessions := mine.json["sessions"].([]any)
+	require.Len(t, sessions, 2)
+	id := int64(sessions[0].(map[string]any)["id"].(float64))
+	require.Equal(t, http.StatusOK, c.api("DELETE", fmt.Sprintf("/api/v1/sessions/%d", id), "", "Authorization", bearer).code)
+	ended := c.api("DELETE", "/api/v1/owners/ana/sessions", "", "Authorization", bearer)
+	require.EqualValues(t, 1, ended.json["sessions"])
+	require.Equal(t, http.StatusOK, c.api("DELETE", fmt.Sprintf("/api/v1/tokens/%d", int64(made.json["id"].(float64))), "", "Authorization", bearer).code)
+	require.Equal(t, http.StatusOK, c.api("DELETE", "/api/v1/owners/ana/tokens", "", "Authorization", bearer).code)
 
 	ends, err := api.Endpoints()
 	require.NoError(t, err)
@@ -176,8 +197,7 @@ func TestAPIBadInput(t *testing.T) {
 }
 
 // TestAPIActionsNeedTheToken: no token 401, a wrong one 401, a cookie session without its CSRF
-// header 403 and with it 200; --read-only refuses every action 403 read_only but serves reads;
-// so does a dashboard without a token.
+// header 403 and with it 200; --read-only refuses every action 403 read_only but serves reads.
 func TestAPIActionsNeedTheToken(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, web.Config{AdminToken: token})
@@ -196,7 +216,7 @@ func TestAPIActionsNeedTheToken(t *testing.T) {
 	require.Equal(t, http.StatusOK, ok.code, ok.body)
 	require.EqualValues(t, 1, ok.json["blocked"])
 
-	for _, cfg := range []web.Config{{AdminToken: token, ReadOnly: true}, {}} {
+	for _, cfg := range []web.Config{{AdminToken: token, ReadOnly: true}} {
 		ro := newFixture(t, cfg)
 		rc := ro.client()
 		r := rc.api("POST", pause, "", "Authorization", bearer)

@@ -1,125 +1,171 @@
 package web
 
-// The admin's session: sign-in with the admin token, a signed session cookie, sign-out,
-// and the CSRF token and origin check every action needs.
+// Who is signed in: a person's token (cortexq token create, api_tokens) or the break-glass
+// admin token signs a browser in to a server-side session (web_sessions, migration 00036);
+// sign-out, revocation and the CSRF token and origin check every action needs. Roles and the
+// audit rows are in roles.go.
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cortexq/cortexq/queue/text"
+	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
 
-// SessionCookie names the admin session's cookie.
-const SessionCookie = "cortexq_admin"
+// SessionCookie names the session's cookie: a random id, of which the database keeps only the
+// SHA-256 digest.
+const SessionCookie = "cortexq_session"
 
-// sessionMaxAge is how long an admin session lasts.
+// sessionMaxAge is how long a session lasts.
 const sessionMaxAge = 12 * time.Hour
 
-// actionsAllowed reports whether any browser may act: a token is set and not --read-only.
-func (s *Server) actionsAllowed() bool { return s.cfg.AdminToken != "" && !s.cfg.ReadOnly }
+// AdminOwner is the owner the file/env admin token (--admin-token) acts as: the break-glass
+// account, an admin.
+const AdminOwner = "admin"
 
-// tokenOK compares a token with the admin token in constant time (hashes first, so neither
-// length shows).
-func (s *Server) tokenOK(given string) bool {
-	if !s.actionsAllowed() || given == "" {
+// actionsAllowed reports whether anyone may act: not --read-only.
+func (s *Server) actionsAllowed() bool { return !s.cfg.ReadOnly }
+
+// adminTokenOK compares a token with the admin token in constant time (hashes first, so neither
+// length shows). No admin token set: none matches.
+func (s *Server) adminTokenOK(given string) bool {
+	if s.cfg.AdminToken == "" || given == "" {
 		return false
 	}
 	a, b := sha256.Sum256([]byte(given)), sha256.Sum256([]byte(s.cfg.AdminToken))
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
-func (s *Server) mac(parts ...string) []byte {
-	h := hmac.New(sha256.New, s.key)
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
+// errWrongToken is a token that is neither the admin token nor any person's.
+var errWrongToken = errors.New("wrong token")
+
+// tokenError is a person's token that no longer works; Owner is whose it was.
+type tokenError struct{ Owner, why string }
+
+func (e tokenError) Error() string { return e.why }
+
+// tokenPrincipal finds who a token is: the admin token is the owner admin; a person's token is
+// looked up by its SHA-256 digest in api_tokens. A revoked or expired one is a tokenError, an
+// unknown one errWrongToken.
+func (s *Server) tokenPrincipal(ctx context.Context, tok string) (principal, error) {
+	if s.adminTokenOK(tok) {
+		return principal{Owner: AdminOwner, Role: roleAdmin}, nil
 	}
-	return h.Sum(nil)
+	d := sha256.Sum256([]byte(tok))
+	row, err := dbsqlc.New(s.cfg.Base.Pool).TokenByDigest(ctx, d[:])
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return principal{}, errWrongToken
+	case err != nil:
+		return principal{}, err
+	case row.RevokedAt != nil:
+		return principal{}, tokenError{row.Owner, fmt.Sprintf("token %d of %s was revoked", row.ID, row.Owner)}
+	case !row.Usable:
+		return principal{}, tokenError{row.Owner, fmt.Sprintf("token %d of %s has expired", row.ID, row.Owner)}
+	}
+	return principal{Owner: row.Owner, Role: row.Role, TokenID: row.ID}, nil
 }
 
-// sessionIDLen is the length of a session's random id, which signing out revokes.
-const sessionIDLen = 16
-
-// newSession returns a session cookie's value: its expiry, a random id and a MAC of both.
-func (s *Server) newSession(now time.Time) (string, error) {
-	head := make([]byte, 8+sessionIDLen)
-	binary.BigEndian.PutUint64(head, uint64(now.Add(sessionMaxAge).Unix()))
-	if _, err := rand.Read(head[8:]); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(append(head, s.mac("session", string(head))...)), nil
+// sessionDigest is what the database keeps of a session's cookie.
+func sessionDigest(value string) []byte {
+	d := sha256.Sum256([]byte(value))
+	return d[:]
 }
 
-// parseSession checks a session cookie's value: its MAC and expiry. It returns the session's
-// id and expiry; it does not look at revocations.
-func (s *Server) parseSession(value string) (string, time.Time, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(value)
-	if err != nil || len(raw) != 8+sessionIDLen+sha256.Size {
-		return "", time.Time{}, false
+// maxUserAgent bounds the user agent a session records.
+const maxUserAgent = 200
+
+// startSession starts a server-side session for owner with role (tokenID: the api_tokens row it
+// signed in with; 0 for the admin token or a passkey) and sets its cookie on w: a random id
+// (256 bits) of which the database keeps the SHA-256 digest, with the client's address and user
+// agent. It is how every sign-in ends (the token form here, a passkey's too).
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, owner, role string, tokenID int64) error {
+	if !validRole(role) {
+		return fmt.Errorf("start a session: role %q", role)
 	}
-	head := raw[:8+sessionIDLen]
-	if !hmac.Equal(raw[len(head):], s.mac("session", string(head))) {
-		return "", time.Time{}, false
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return err
 	}
-	exp := time.Unix(int64(binary.BigEndian.Uint64(head[:8])), 0)
-	if time.Now().After(exp) {
-		return "", time.Time{}, false
+	value := base64.RawURLEncoding.EncodeToString(raw)
+	var tid *int64
+	if tokenID > 0 {
+		tid = &tokenID
 	}
-	return string(head[8:]), exp, true
+	ua := text.Printable(r.UserAgent())
+	if len(ua) > maxUserAgent {
+		ua = strings.ToValidUTF8(ua[:maxUserAgent], "")
+	}
+	_, err := dbsqlc.New(s.cfg.Base.Pool).SessionStart(r.Context(), dbsqlc.SessionStartParams{Digest: sessionDigest(value),
+		Owner: owner, Role: role, TokenID: tid, TtlSeconds: int64(sessionMaxAge / time.Second), Remote: clientAddr(r), UserAgent: ua})
+	if err != nil {
+		return fmt.Errorf("start a session: %w", err)
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: value, Path: "/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r), MaxAge: int(sessionMaxAge / time.Second)})
+	return nil
 }
 
-// session returns the request's admin session, if it holds a valid one not signed out.
-func (s *Server) session(r *http.Request) (string, bool) {
+// session returns the request's live session: its principal and cookie value. A session is
+// live until signed out, revoked, its token revoked or expired, or its own expiry (all read
+// from the database on each request, so a revocation holds at the next one).
+func (s *Server) session(r *http.Request) (principal, string, bool) {
 	if !s.actionsAllowed() {
-		return "", false
+		return principal{}, "", false
+	}
+	if p, ok := r.Context().Value(sessionKey{}).(*sessionMemo); ok && p.done {
+		return p.p, p.value, p.ok
 	}
 	c, err := r.Cookie(SessionCookie)
+	if err != nil || len(c.Value) != 43 {
+		return principal{}, "", false
+	}
+	row, err := dbsqlc.New(s.cfg.Base.Pool).SessionTouch(r.Context(), sessionDigest(c.Value))
 	if err != nil {
-		return "", false
-	}
-	id, _, ok := s.parseSession(c.Value)
-	if !ok {
-		return "", false
-	}
-	s.revokedMu.Lock()
-	_, gone := s.revoked[id]
-	s.revokedMu.Unlock()
-	if gone {
-		return "", false
-	}
-	return c.Value, true
-}
-
-// revoke signs a session out for good: a copy of its cookie kept elsewhere stops working too.
-// Revocations last until the session would have expired (and until the dashboard restarts,
-// which makes every session invalid with a new key).
-func (s *Server) revoke(value string) {
-	id, exp, ok := s.parseSession(value)
-	if !ok {
-		return
-	}
-	now := time.Now()
-	s.revokedMu.Lock()
-	defer s.revokedMu.Unlock()
-	for k, e := range s.revoked {
-		if now.After(e) {
-			delete(s.revoked, k)
+		if !errors.Is(err, pgx.ErrNoRows) && !errors.Is(err, context.Canceled) {
+			s.logger.Warn("read a session", "error", err)
 		}
+		return principal{}, "", false
 	}
-	s.revoked[id] = exp
+	p := principal{Owner: row.Owner, Role: row.Role, Via: "session", SessionID: row.ID}
+	if row.TokenID != nil {
+		p.TokenID = *row.TokenID
+	}
+	if m, ok := r.Context().Value(sessionKey{}).(*sessionMemo); ok {
+		*m = sessionMemo{done: true, p: p, value: c.Value, ok: true}
+	}
+	return p, c.Value, true
 }
 
-// csrfToken is the hidden field of a session's forms.
+// sessionKey keys a request's sessionMemo: the session read once per request.
+type sessionKey struct{}
+
+type sessionMemo struct {
+	done, ok bool
+	p        principal
+	value    string
+}
+
+// csrfToken is the hidden field of a session's forms: a keyed hash of the session's cookie (256
+// random bits, HttpOnly), so that every dashboard of the database, before and after a restart,
+// makes and checks the same one, and it reveals nothing of the cookie.
 func (s *Server) csrfToken(session string) string {
-	return base64.RawURLEncoding.EncodeToString(s.mac("csrf", session))
+	h := hmac.New(sha256.New, []byte("cortexq csrf"))
+	h.Write([]byte(session))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
 // sameOrigin refuses a request whose Origin (or, without one, Referer) names another host.
@@ -142,121 +188,124 @@ func sameOrigin(r *http.Request) bool {
 	return strings.EqualFold(u.Host, host)
 }
 
-// action wraps an action: POST, allowed, an admin session, a matching CSRF token, the same
-// origin. The handler's message is shown on a result page.
-func (s *Server) action(fn func(*http.Request) (string, error)) http.HandlerFunc {
+// action wraps a dashboard action that needs role: POST, allowed, a session of that role or
+// above, a matching CSRF token, the same origin (formAllowed). The handler's message is shown on
+// a result page.
+func (s *Server) action(role string, fn func(*http.Request) (string, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.formAllowed(w, r) {
+		p, ok := s.formAllowed(w, r, role)
+		if !ok {
 			return
 		}
 		msg, err := fn(r)
+		var ask askFirst
+		if errors.As(err, &ask) {
+			ask.Back = safeBack(ask.Back)
+			s.render(w, r, http.StatusOK, view{Page: "confirm", Title: "Confirm", Data: ask})
+			return
+		}
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		s.logger.Info("web action", "path", r.URL.Path, "result", msg)
-		back := r.PostForm.Get("back")
-		if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.HasPrefix(back, "/\\") {
-			back = "/"
-		}
-		s.render(w, r, http.StatusOK, view{Page: "done", Title: "Done", Data: struct{ Msg, Back string }{msg, back}})
+		s.logger.Info("web action", "path", r.URL.Path, "owner", p.Owner, "result", msg)
+		s.render(w, r, http.StatusOK, view{Page: "done", Title: "Done", Data: struct{ Msg, Back string }{msg, safeBack(r.PostForm.Get("back"))}})
 	}
 }
 
-// formAllowed checks a form action's request: actions allowed, an admin session, its CSRF token
-// and the same origin; it answers the refusal itself.
-func (s *Server) formAllowed(w http.ResponseWriter, r *http.Request) bool {
+// formAllowed checks a form action's request: actions allowed, a session of role or above, its
+// CSRF token and the same origin, noting the actor and the form on the audit row. It answers a
+// refusal itself (ok false).
+func (s *Server) formAllowed(w http.ResponseWriter, r *http.Request, role string) (p principal, ok bool) {
 	if !s.actionsAllowed() {
-		s.fail(w, r, forbidden("this dashboard is read-only: start it with --admin-token (and without --read-only) to act"))
-		return false
+		s.fail(w, r, forbidden("this dashboard is read-only (--read-only): it has no actions"))
+		return p, false
 	}
-	sess, ok := s.session(r)
+	p, sess, ok := s.session(r)
 	if !ok {
-		s.fail(w, r, forbidden("sign in with the admin token first (/login)"))
-		return false
+		s.fail(w, r, forbidden("sign in first (/login)"))
+		return p, false
 	}
+	noteOf(r).Actor = p.Owner
 	if err := parseForm(w, r); err != nil {
 		s.fail(w, r, err)
-		return false
+		return p, false
 	}
+	noteOf(r).form(r.PostForm)
 	given := r.PostForm.Get("csrf")
 	if given == "" || !hmac.Equal([]byte(given), []byte(s.csrfToken(sess))) {
 		s.fail(w, r, forbidden("missing or wrong CSRF token: reload the page and try again"))
-		return false
+		return p, false
 	}
 	if !sameOrigin(r) {
 		s.fail(w, r, forbidden("cross-origin request refused"))
-		return false
+		return p, false
 	}
-	return true
+	if err := p.may(role); err != nil {
+		s.fail(w, r, err)
+		return p, false
+	}
+	return p, true
+}
+
+// safeBack is a form's back link if it is a path of this site, else the overview.
+func safeBack(back string) string {
+	if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.HasPrefix(back, "/\\") {
+		return "/"
+	}
+	return back
 }
 
 func (s *Server) loginPage(r *http.Request) (view, error) {
-	return view{Page: "login", Title: "Sign in", Data: struct{ Allowed, ReadOnly bool }{s.actionsAllowed(), s.cfg.ReadOnly}}, nil
+	return view{Page: "login", Title: "Sign in", Data: struct{ Allowed, ReadOnly, Passkeys bool }{s.actionsAllowed(), s.cfg.ReadOnly, s.passkeysOn()}}, nil
 }
 
-// login checks the admin token and sets the session cookie (HttpOnly, SameSite=Strict).
+// login checks a token (a person's or the admin token) and starts a session (cookie HttpOnly,
+// SameSite=Strict). Failed attempts are limited per address and per owner (ratelimit.go).
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !s.actionsAllowed() {
-		s.fail(w, r, forbidden("this dashboard is read-only: there is nothing to sign in to"))
+		s.fail(w, r, forbidden("this dashboard is read-only (--read-only): there is nothing to sign in to"))
 		return
 	}
 	if err := parseForm(w, r); err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	noteOf(r).form(r.PostForm)
 	if !sameOrigin(r) {
 		s.fail(w, r, forbidden("cross-origin request refused"))
 		return
 	}
 	token := r.PostForm.Get("token")
 	if token == "" {
-		s.fail(w, r, badRequest("give the admin token"))
+		s.fail(w, r, badRequest("give a token: yours (cortexq token create) or the admin token"))
 		return
 	}
-	addr := clientAddr(r)
-	tooMany := func(wait time.Duration) {
-		s.logger.Warn("web sign-in refused: too many failed attempts", "remote", r.RemoteAddr)
-		w.Header().Set("Retry-After", retryAfter(wait))
-		s.fail(w, r, httpError{code: http.StatusTooManyRequests, msg: fmt.Sprintf("too many failed sign-ins: try again in %s", wait.Round(time.Second))})
-	}
-	// An address past its own limit is refused without its token compared. Past the overall
-	// limit only, the token is compared: the right one signs in (so wrong guesses from elsewhere
-	// never lock the admin out), a wrong one is refused as too many.
-	own, all := s.signIn.take(addr)
-	if own > 0 {
-		tooMany(own)
-		return
-	}
-	if !s.tokenOK(token) {
-		if all > 0 {
-			tooMany(all)
-			return
-		}
-		s.logger.Warn("web sign-in refused: wrong token", "remote", r.RemoteAddr)
-		s.fail(w, r, forbidden("wrong admin token"))
-		return
-	}
-	s.signIn.refund(addr, all == 0)
-	value, err := s.newSession(time.Now())
+	p, err := s.signInWith(w, r, token, r.PostForm.Get("owner"), http.StatusForbidden)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: value, Path: "/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r), MaxAge: int(sessionMaxAge / time.Second)})
+	if err := s.startSession(w, r, p.Owner, p.Role, p.TokenID); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// logout revokes the browser's session (a copy of the cookie stops working too) and clears it.
+// logout ends the browser's session (a copy of the cookie stops working too) and clears it.
 // From another origin it does nothing (403), like every action.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
 		s.fail(w, r, forbidden("cross-origin request refused"))
 		return
 	}
-	if c, err := r.Cookie(SessionCookie); err == nil {
-		s.revoke(c.Value)
+	if p, value, ok := s.session(r); ok {
+		noteOf(r).Actor = p.Owner
+		if _, err := dbsqlc.New(s.cfg.Base.Pool).SessionEnd(r.Context(), "signed out", sessionDigest(value)); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: secure(r), MaxAge: -1})

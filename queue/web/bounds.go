@@ -163,7 +163,7 @@ func (p *pageRecorder) Write(b []byte) (int, error) {
 // them a page is made as any other (docs/web.md#hostile-results).
 func (s *Server) shared(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		session, _ := s.session(r)
+		_, session, _ := s.session(r)
 		key := r.URL.RequestURI() + "\x00" + session
 		s.flightsMu.Lock()
 		f, following := s.flights[key]

@@ -210,8 +210,9 @@ func TestBrowserRendersHostileMessagesInert(t *testing.T) {
 	require.Empty(t, b.problems())
 }
 
-// TestBrowserRerunFromReportPage signs in, clicks the report's rerun button for the fatal slice
-// and sees the task go back to TODO.
+// TestBrowserRerunFromReportPage signs in, clicks the report's rerun button for the fatal slice,
+// sees the count on the confirmation step (nothing changed yet), confirms, and sees the task go
+// back to TODO.
 func TestBrowserRerunFromReportPage(t *testing.T) {
 	f := newFixture(t, web.Config{AdminToken: token})
 	b := newBrowser(t)
@@ -222,6 +223,11 @@ func TestBrowserRerunFromReportPage(t *testing.T) {
 	b.load(f.srv.URL + pages(f)["severity"])
 	b.do(chromedp.Click(chromedp.CSS(`.slice-actions form[action="/rerun"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`p.done`)))
+	ask := value(b, chromedp.TextContent(chromedp.CSS(`p.done`)))
+	require.Contains(t, ask, "1 task would go back to TODO")
+	require.NotEqual(t, 0, f.status(f.bad), "the confirmation step changes nothing")
+	b.do(chromedp.Click(chromedp.CSS(`main form[action="/rerun"] button`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`main form[action="/rerun"]`)), chromedp.WaitVisible(chromedp.CSS(`p.done`)))
 	done := value(b, chromedp.TextContent(chromedp.CSS(`p.done`)))
 	require.Contains(t, done, "1 task back to TODO")
 	require.Empty(t, b.problems())

@@ -8,3 +8,6 @@ func (s *Server) APIRoutes() []string {
 	}
 	return out
 }
+
+// Patterns lists every route the server registered, as its ServeMux pattern.
+func (s *Server) Patterns() []string { return append([]string(nil), s.patterns...) }

@@ -4,8 +4,10 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -49,6 +51,7 @@ type fixture struct {
 	dir                 string
 	ok, bad, warn, todo int64
 	srv                 *httptest.Server
+	web                 *web.Server
 }
 
 func newFixture(t testing.TB, cfg web.Config) *fixture {
@@ -101,9 +104,22 @@ func newFixture(t testing.TB, cfg web.Config) *fixture {
 	if cfg.Logger == nil && os.Getenv("WEBDEBUG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	// Passkeys on localhost: the origin names the port, so the listener comes first.
+	var ln net.Listener
+	if cfg.PasskeyRPID == "localhost" && len(cfg.PasskeyOrigins) == 0 {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		cfg.PasskeyOrigins = []string{fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)}
+	}
 	srv, err := web.New(cfg)
 	require.NoError(t, err)
-	f.srv = httptest.NewServer(srv)
+	f.srv = httptest.NewUnstartedServer(srv)
+	if ln != nil {
+		require.NoError(t, f.srv.Listener.Close())
+		f.srv.Listener = ln
+	}
+	f.web = srv
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
 }

@@ -20,12 +20,12 @@ import (
 )
 
 // jobsRoutes are the API's job endpoints (apiRouteTable appends them).
-func (s *Server) jobsRoutes(read func(apiFunc) http.HandlerFunc, act func(func(*http.Request, principal) (any, error)) http.HandlerFunc) []apiRoute {
+func (s *Server) jobsRoutes(read func(apiFunc) http.HandlerFunc, act func(action, role string, fn func(*http.Request, principal) (any, error)) http.HandlerFunc) []apiRoute {
 	return []apiRoute{
 		{"GET", "/api/v1/jobs", read(s.apiJobs)},
-		{"POST", "/api/v1/jobs", act(s.apiJobEnqueue)},
+		{"POST", "/api/v1/jobs", act("job enqueue", roleOperator, s.apiJobEnqueue)},
 		{"GET", "/api/v1/jobs/{id}", read(s.apiJob)},
-		{"POST", "/api/v1/jobs/{id}/cancel", act(s.apiJobCancel)},
+		{"POST", "/api/v1/jobs/{id}/cancel", act("jobs cancel", roleOperator, s.apiJobCancel)},
 	}
 }
 

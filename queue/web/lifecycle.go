@@ -6,10 +6,8 @@ package web
 // confirmed form acts. Each step appends an audit row (surface web).
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/cortexq/cortexq/queue/catalog"
 )
@@ -35,25 +33,29 @@ type tableCount struct {
 // lifecycleForm answers a lifecycle form: the confirmation step of a deletion or activation not
 // confirmed yet, else the step done.
 func (s *Server) lifecycleForm(w http.ResponseWriter, r *http.Request) {
-	if !s.formAllowed(w, r) {
+	p, ok := s.formAllowed(w, r, roleOperator)
+	if !ok {
 		return
 	}
 	f := r.PostForm
 	op, corpus, service := f.Get("op"), f.Get("corpus"), f.Get("service")
-	p := principal{Owner: "admin", Role: "admin", Via: "session"}
+	if err := p.may(lifecycleRole(op)); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	n := noteOf(r)
+	n.Action, n.Target = op, "corpus "+corpus+", service "+service
 	if step, err := s.lifecyclePreview(r, op, corpus, service); err != nil || step != nil {
-		target := "corpus " + corpus + ", service " + service
-		s.auditWeb(r, p, op, target, err)
 		if err != nil {
 			s.fail(w, r, lifecycleErr(err))
 			return
 		}
+		n.DryRun = true
 		step.Files = f.Get("files")
-		s.render(w, r, http.StatusOK, view{Page: "confirm", Title: "Confirm", Data: step})
+		s.render(w, r, http.StatusOK, view{Page: "lifecycle_confirm", Title: "Confirm", Data: step})
 		return
 	}
 	msg, err := s.lifecycleAct(r, op, corpus, service)
-	s.auditWeb(r, p, op, "corpus "+corpus+", service "+service, err)
 	if err != nil {
 		s.fail(w, r, lifecycleErr(err))
 		return
@@ -62,21 +64,15 @@ func (s *Server) lifecycleForm(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, view{Page: "done", Title: "Done", Data: struct{ Msg, Back string }{msg, "/lifecycle"}})
 }
 
-// auditWeb appends the audit row of a lifecycle form.
-func (s *Server) auditWeb(r *http.Request, p principal, op, target string, err error) {
-	row := catalog.AuditRow{Actor: p.Owner, Surface: "web", Action: op, Target: target, Outcome: "ok", Parameters: []byte(`{}`)}
-	switch {
-	case err != nil:
-		row.Outcome, row.Error = "failed", err.Error()
-	case r.PostForm.Get("confirm") != "1" && previewed[op]:
-		row.Outcome = "dry_run"
+// lifecycleRole is the least role a lifecycle step needs: an admin's for what deletes.
+func lifecycleRole(op string) string {
+	switch op {
+	case "deactivate", "corpus delete", "service delete":
+		return roleAdmin
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
-	defer cancel()
-	if aerr := s.catalog.Audit(ctx, row); aerr != nil {
-		s.logger.Error("web action: audit row", "op", op, "error", aerr)
-	}
+	return roleOperator
 }
+
 
 // previewed are the lifecycle forms with a confirmation step.
 var previewed = map[string]bool{"activate": true, "deactivate": true, "corpus delete": true, "service delete": true}

@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// Sign-in attempts are rate limited so the admin token cannot be guessed online: each client
-// address (an IPv6 client by its /64) may fail signInBurst times, then once per signInEvery; past
+// Sign-in attempts are rate limited so no token can be guessed online: each client address (an
+// IPv6 client by its /64), and each owner an attempt names (the sign-in form's owner, a revoked
+// token's owner, a passkey's), may fail signInBurst times, then once per signInEvery; past
 // that its attempts are answered 429 with Retry-After, their token not even compared. All
 // clients together may fail signInAllBurst times, then once per signInAllEvery; past that a wrong
 // token is answered 429 too, but the right one still signs in: failures from elsewhere never
@@ -74,27 +75,45 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
-// take reserves one attempt for addr. own is how long addr must wait (zero: it may go on, and
-// its attempt is reserved); all is how long until all clients together may fail again (zero: an
-// attempt of theirs is reserved too). Give back what was reserved with refund when it succeeds.
-func (l *signInLimiter) take(addr string) (own, all time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	l.all.refill(now, signInAllBurst, signInAllEvery)
-	c := l.clients[addr]
+// ownerKey is an owner's bucket among the addresses' (an address never starts with it).
+func ownerKey(owner string) string { return "owner:" + owner }
+
+// bucketOf returns key's bucket, refilled to now (made full if new).
+func (l *signInLimiter) bucketOf(key string, now time.Time) *bucket {
+	c := l.clients[key]
 	if c == nil {
 		if len(l.clients) >= signInMaxClients {
 			l.prune(now)
 		}
 		c = &bucket{}
-		l.clients[addr] = c
+		l.clients[key] = c
 	}
 	c.refill(now, signInBurst, signInEvery)
-	if w := c.wait(signInEvery); w > 0 {
-		return w, 0
+	return c
+}
+
+// take reserves one attempt for addr, and for owner if one is named. own is how long they must
+// wait (zero: they may go on, and their attempt is reserved); all is how long until all clients
+// together may fail again (zero: an attempt of theirs is reserved too). Give back what was
+// reserved with refund when it succeeds.
+func (l *signInLimiter) take(addr, owner string) (own, all time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	l.all.refill(now, signInAllBurst, signInAllEvery)
+	keys := []string{addr}
+	if owner != "" {
+		keys = append(keys, ownerKey(owner))
 	}
-	c.tokens--
+	for _, k := range keys {
+		own = max(own, l.bucketOf(k, now).wait(signInEvery))
+	}
+	if own > 0 {
+		return own, 0
+	}
+	for _, k := range keys {
+		l.clients[k].tokens--
+	}
 	if w := l.all.wait(signInAllEvery); w > 0 {
 		return 0, w
 	}
@@ -102,13 +121,29 @@ func (l *signInLimiter) take(addr string) (own, all time.Duration) {
 	return 0, 0
 }
 
-// refund gives back the attempt take reserved: it succeeded. all says whether take reserved one
-// of all clients' too.
-func (l *signInLimiter) refund(addr string, all bool) {
+// charge counts a failed attempt against owner (found only after take: a revoked token's).
+func (l *signInLimiter) charge(owner string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c := l.clients[addr]; c != nil {
-		c.tokens = min(float64(signInBurst), c.tokens+1)
+	l.bucketOf(ownerKey(owner), l.now()).tokens--
+}
+
+// locked is how long owner is locked out (zero: it is not).
+func (l *signInLimiter) locked(owner string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bucketOf(ownerKey(owner), l.now()).wait(signInEvery)
+}
+
+// refund gives back the attempt take reserved: it succeeded. all says whether take reserved one
+// of all clients' too.
+func (l *signInLimiter) refund(addr, owner string, all bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range []string{addr, ownerKey(owner)} {
+		if c := l.clients[k]; c != nil && (k == addr || owner != "") {
+			c.tokens = min(float64(signInBurst), c.tokens+1)
+		}
 	}
 	if all {
 		l.all.tokens = min(float64(signInAllBurst), l.all.tokens+1)

@@ -1,13 +1,13 @@
 // Package web is cortexq's web dashboard: server-rendered pages of progress, reports, runs,
 // tasks and workers, read through the same calls as the CLI ([inspect.Reader], [reports.Store],
-// [catalog.Catalog]), and the operator's actions (rerun, pause, resume, sandbox) behind an
-// admin token. Templates, CSS and the one small script (live figures on the overview) are
+// [catalog.Catalog]), and the operator's actions (rerun, pause, resume, sandbox) behind people's
+// tokens and roles (roles.go) or the admin token. Templates, CSS and the one small script (live figures on the overview) are
 // embedded; every page works without it.
 //
 // Safety: every value from the database or from workers reaches the page through html/template
 // (never template.HTML); pages carry a strict Content-Security-Policy (no inline script or
-// style); actions are POSTs that need the admin session (a token compared in constant time) and
-// a CSRF token bound to it; a result's HTML preview is served with CSP sandbox, in an opaque
+// style); actions are POSTs that need a server-side session (auth.go) of a role allowed them and
+// a CSRF token bound to it, and append an audit row; a result's HTML preview is served with CSP sandbox, in an opaque
 // origin, so its scripts never run with the dashboard's origin (or from a separate preview
 // origin). Against hostile results and clients (docs/web.md#hostile-results) pages are bounded
 // in bytes and in work, streamed, made at most HeavyLimit at once (the log pages LogLimit, in
@@ -15,14 +15,13 @@
 //
 // Under /api/v1 it serves the JSON twin of every page and action (api.go, docs/api.md): the
 // types and OpenAPI contract of queue/api, read through the same calls within the same bounds;
-// its actions take the admin token as a bearer (authorize, the one place that decides who may
-// act).
+// its actions take a person's token or the admin token as a bearer (authorize, the one place
+// that decides who may act).
 package web
 
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -34,6 +33,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/base"
@@ -58,9 +59,10 @@ type Config struct {
 	Store *lease.Store
 	// Jobs are the background jobs the API and the pages may enqueue (nil: none).
 	Jobs *jobs.Registry
-	// AdminToken enables the actions for a browser that signs in with it; empty: none.
+	// AdminToken is the break-glass token of the owner admin (role admin); empty: none (people
+	// still sign in with their own tokens, api_tokens).
 	AdminToken string
-	// ReadOnly refuses every action, whatever the token.
+	// ReadOnly refuses every action and sign-in, whatever the token.
 	ReadOnly bool
 	// Logger receives request errors; nil discards them.
 	Logger *slog.Logger
@@ -94,6 +96,12 @@ type Config struct {
 	// a request's headers and body must arrive within ReadTimeout, its answer within WriteTimeout
 	// (the archive downloads and previews get longer).
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// PasskeyRPID, if set, turns passkeys on (docs/security.md#passkeys): the WebAuthn relying
+	// party's id, the dashboard's domain as browsers reach it (cortexq.example.org; localhost for
+	// tests, never an IP address). PasskeyOrigins are the origins browsers reach it at
+	// (default https://PasskeyRPID).
+	PasskeyRPID    string
+	PasskeyOrigins []string
 }
 
 // HeavyLimitDefault is Config.HeavyLimit's default: the pages made at once. With each page at
@@ -120,7 +128,6 @@ type Server struct {
 	inspect *inspect.Reader
 	reports *reports.Store
 	logger  *slog.Logger
-	key     []byte // signs sessions and CSRF tokens; new at each start
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 
@@ -148,9 +155,13 @@ type Server struct {
 	// previewURL is PreviewOrigin parsed, if one is set.
 	previewURL *url.URL
 
-	// revoked holds the sessions signed out before their expiry, by id, with that expiry.
-	revokedMu sync.Mutex
-	revoked   map[string]time.Time
+	// patterns are the routes registered (handle), in order.
+	patterns []string
+
+	// webauthn is the passkeys' relying party (nil: passkeys off); ceremonies their pending
+	// enrolments and sign-ins.
+	webauthn   *webauthn.WebAuthn
+	ceremonies ceremonies
 }
 
 // New returns a dashboard on cfg.Base and cfg.Store.
@@ -196,20 +207,21 @@ func New(cfg Config) (*Server, error) {
 		preview = &url.URL{Scheme: u.Scheme, Host: u.Host}
 		cfg.PreviewOrigin = preview.String()
 	}
+	var err error
 	s := &Server{cfg: cfg, store: cfg.Store, catalog: cfg.Base.Catalog,
 		inspect: cfg.Base.Inspect, reports: cfg.Base.Reports, logger: cfg.Logger,
-		key: make([]byte, 32), pages: map[string]*template.Template{}, mux: http.NewServeMux(),
-		signIn: newSignInLimiter(), revoked: map[string]time.Time{}, heavy: make(chan struct{}, cfg.HeavyLimit), logs: make(chan struct{}, cfg.LogLimit),
+		pages: map[string]*template.Template{}, mux: http.NewServeMux(),
+		signIn: newSignInLimiter(), heavy: make(chan struct{}, cfg.HeavyLimit), logs: make(chan struct{}, cfg.LogLimit),
 		flights: map[string]*flight{}, sharing: make(chan struct{}, maxSharing),
 		previewURL: preview}
+	if s.webauthn, err = newPasskeys(cfg); err != nil {
+		return nil, err
+	}
 	s.trail = &background[trailFigures]{what: "the overview's attempts trail", read: s.readTrail, always: true}
 	s.outcomes = &background[map[inspect.WorkerKey]inspect.WorkerOutcomes]{what: "worker outcomes", read: s.inspect.AllWorkerOutcomes}
 	s.deadLetters = &background[[]inspect.DeadLetter]{what: "dead letters", read: func(ctx context.Context) ([]inspect.DeadLetter, error) {
 		return s.inspect.DeadLetters(ctx, maxDeadRows+1)
 	}}
-	if _, err := rand.Read(s.key); err != nil {
-		return nil, err
-	}
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
 	if err != nil {
 		return nil, err
@@ -233,43 +245,42 @@ func New(cfg Config) (*Server, error) {
 }
 
 func (s *Server) routes() {
-	m := s.mux
-	m.HandleFunc("GET /{$}", s.page(s.overview))
-	m.HandleFunc("GET /live", s.liveJSON)
-	m.HandleFunc("GET /report", s.reportPage(s.report))
-	m.HandleFunc("GET /task/{id}", s.logPage(s.task))
-	m.HandleFunc("GET /task/{id}/source", s.download(false))
-	m.HandleFunc("GET /task/{id}/result", s.download(true))
-	m.HandleFunc("GET /task/{id}/log", s.logPage(s.taskLog))
-	m.HandleFunc("GET /task/{id}/cortex.log", s.rawLog)
-	m.HandleFunc("GET /task/{id}/preview/{member...}", s.inSlots(s.logs, s.preview))
-	m.HandleFunc("GET /search", s.heavyOnly(s.search))
-	m.HandleFunc("GET /dead", s.page(s.dead))
-	m.HandleFunc("GET /workers/attempts", s.page(s.workerAttempts))
-	m.HandleFunc("GET /task/{id}/view", s.logPage(s.taskView))
-	m.HandleFunc("GET /task/{id}/file", s.logPage(s.sourceFile))
-	m.HandleFunc("POST /rerun-task", s.action(s.rerunTask))
-	m.HandleFunc("GET /runs", s.page(s.runs))
-	m.HandleFunc("GET /runs/cell", s.page(s.diffCell))
-	m.HandleFunc("GET /runs/time", s.page(s.runTime))
-	m.HandleFunc("GET /runs/time.json", s.heavyOnly(s.runTimeJSON))
-	m.HandleFunc("GET /workers", s.page(s.workers))
-	m.HandleFunc("GET /login", s.light(s.loginPage))
-	m.HandleFunc("POST /login", s.login)
-	m.HandleFunc("POST /logout", s.logout)
-	m.HandleFunc("POST /rerun", s.action(s.rerun))
-	m.HandleFunc("POST /pause", s.action(s.pause))
-	m.HandleFunc("POST /resume", s.action(s.resume))
-	m.HandleFunc("POST /sandbox", s.action(s.sandbox))
-	m.HandleFunc("GET /lifecycle", s.page(s.lifecyclePage))
-	m.HandleFunc("POST /lifecycle", s.lifecycleForm)
-	m.HandleFunc("GET /jobs", s.page(s.jobsPage))
-	m.HandleFunc("POST /jobs/cancel", s.action(s.cancelJob))
+	s.handle("GET /{$}", s.page(s.overview))
+	s.handle("GET /live", s.liveJSON)
+	s.handle("GET /report", s.reportPage(s.report))
+	s.handle("GET /task/{id}", s.logPage(s.task))
+	s.handle("GET /task/{id}/source", s.download(false))
+	s.handle("GET /task/{id}/result", s.download(true))
+	s.handle("GET /task/{id}/log", s.logPage(s.taskLog))
+	s.handle("GET /task/{id}/cortex.log", s.rawLog)
+	s.handle("GET /task/{id}/preview/{member...}", s.inSlots(s.logs, s.preview))
+	s.handle("GET /search", s.heavyOnly(s.search))
+	s.handle("GET /dead", s.page(s.dead))
+	s.handle("GET /workers/attempts", s.page(s.workerAttempts))
+	s.handle("GET /task/{id}/view", s.logPage(s.taskView))
+	s.handle("GET /task/{id}/file", s.logPage(s.sourceFile))
+	s.handle("GET /runs", s.page(s.runs))
+	s.handle("GET /runs/cell", s.page(s.diffCell))
+	s.handle("GET /runs/time", s.page(s.runTime))
+	s.handle("GET /runs/time.json", s.heavyOnly(s.runTimeJSON))
+	s.handle("GET /workers", s.page(s.workers))
+	s.handle("GET /login", s.light(s.loginPage))
+	s.handle("GET /audit", s.page(s.auditPage))
+	s.handle("GET /sessions", s.page(s.sessionsPage))
+	s.handle("GET /passkeys", s.light(s.passkeysPage))
+	s.handle("GET /lifecycle", s.page(s.lifecyclePage))
+	s.handle("GET /jobs", s.page(s.jobsPage))
+	for _, mu := range s.webMutations() {
+		s.mutate(mu)
+	}
+	for _, mu := range s.passkeyMutations() {
+		s.mutate(mu)
+	}
 	s.apiRoutes()
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.FileServerFS(static)
-	m.Handle("GET /static/", http.StripPrefix("/static/", files))
-	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+	s.handle("GET /static/", http.StripPrefix("/static/", files).ServeHTTP)
+	s.handle("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, static, "favicon.svg")
 	})
 }
@@ -389,9 +400,12 @@ type view struct {
 type pageData struct {
 	Title    string
 	Nav      string
-	Admin    bool   // the browser holds an admin session: show the buttons
+	Admin    bool   // the browser holds a session: show the buttons
+	Owner    string // the session's owner and role
+	Role     string
 	CanAdmin bool   // a token is set and actions are allowed: show the sign-in link
 	CSRF     string // the hidden field of every form
+	Passkeys bool   // passkeys are on: link the passkeys page
 	Data     any
 }
 
@@ -460,9 +474,9 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, v view
 		s.fail(w, r, fmt.Errorf("no template %s", v.Page))
 		return
 	}
-	d := pageData{Title: v.Title, Nav: v.Page, CanAdmin: s.actionsAllowed(), Data: v.Data}
-	if sess, ok := s.session(r); ok {
-		d.Admin, d.CSRF = true, s.csrfToken(sess)
+	d := pageData{Title: v.Title, Nav: v.Page, CanAdmin: s.actionsAllowed(), Passkeys: s.passkeysOn(), Data: v.Data}
+	if p, sess, ok := s.session(r); ok {
+		d.Admin, d.CSRF, d.Owner, d.Role = true, s.csrfToken(sess), p.Owner, p.Role
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -539,6 +553,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		s.logger.Error("request", "method", r.Method, "path", r.URL.Path, "error", err)
 	}
+	noteOf(r).Err = msg
 	s.render(w, r, code, view{Page: "error", Title: http.StatusText(code), Data: struct {
 		Code int
 		Msg  string

@@ -86,3 +86,31 @@ func (q *Queries) AuditLogList(ctx context.Context, since time.Time, actor *stri
 	}
 	return items, nil
 }
+
+const auditLogPrune = `-- name: AuditLogPrune :execrows
+DELETE FROM audit_log WHERE at < now() - interval '1 second' * $1::bigint
+`
+
+// AuditLogPrune deletes the audit rows older than an age (cortexq prune --tables --audit-age); the
+// append-only trigger lets it through only in a transaction that set cortexq.audit_prune
+// (migrations/00036_web_sessions.sql), and only a role with DELETE on the table (its owner).
+func (q *Queries) AuditLogPrune(ctx context.Context, ageSeconds int64) (int64, error) {
+	result, err := q.db.Exec(ctx, auditLogPrune, ageSeconds)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const sessionPrune = `-- name: SessionPrune :execrows
+DELETE FROM web_sessions WHERE coalesce(ended_at, expires_at) < now() - interval '1 second' * $1::bigint
+`
+
+// SessionPrune deletes the sessions ended or expired longer ago than an age.
+func (q *Queries) SessionPrune(ctx context.Context, ageSeconds int64) (int64, error) {
+	result, err := q.db.Exec(ctx, sessionPrune, ageSeconds)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}

@@ -62,11 +62,11 @@ func (q *Queries) ExportPage(ctx context.Context, arg ExportPageParams) ([]Expor
 }
 
 const exportRun = `-- name: ExportRun :one
-SELECT COALESCE(max(id), 0)::bigint FROM runs WHERE corpus_id = $1 AND service_id = $2
+SELECT COALESCE(max(id), 0)::bigint FROM runs WHERE corpus_id = $1::int AND service_id = $2::int
 `
 
 // ExportRun is the newest run of a corpus and service (0: none).
-func (q *Queries) ExportRun(ctx context.Context, corpusID *int32, serviceID *int32) (int64, error) {
+func (q *Queries) ExportRun(ctx context.Context, corpusID int32, serviceID int32) (int64, error) {
 	row := q.db.QueryRow(ctx, exportRun, corpusID, serviceID)
 	var column_1 int64
 	err := row.Scan(&column_1)

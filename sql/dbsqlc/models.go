@@ -326,6 +326,29 @@ type MessageKind struct {
 	UsualDetails *string `json:"usual_details"`
 }
 
+// Passkeys (WebAuthn credentials) by owner: enrolled on /passkeys, used on /login (docs/security.md#passkeys).
+type Passkey struct {
+	ID           int64  `json:"id"`
+	Owner        string `json:"owner"`
+	CredentialID []byte `json:"credential_id"`
+	PublicKey    []byte `json:"public_key"`
+	// The authenticator's signature counter at its last use (0 for authenticators that keep none).
+	SignCount  int64    `json:"sign_count"`
+	Transports []string `json:"transports"`
+	Aaguid     []byte   `json:"aaguid"`
+	Name       string   `json:"name"`
+	// The go-webauthn credential record (flags, attestation) as JSON.
+	Record     json.RawMessage `json:"record"`
+	CreatedAt  time.Time       `json:"created_at"`
+	LastUsedAt *time.Time      `json:"last_used_at"`
+}
+
+// The WebAuthn user handle of each owner with a passkey (docs/security.md#passkeys).
+type PasskeyOwner struct {
+	Owner  string `json:"owner"`
+	Handle []byte `json:"handle"`
+}
+
 type ReaperPass struct {
 	ID           int64     `json:"id"`
 	Replica      string    `json:"replica"`
@@ -502,6 +525,23 @@ type UpgradeWindow struct {
 	OnlyRow       bool   `json:"only_row"`
 	OldestSchema  int64  `json:"oldest_schema"`
 	OldestRelease string `json:"oldest_release"`
+}
+
+// Dashboard and API sessions; digest is SHA-256 of the cookie's random id, never the id (docs/security.md#sessions).
+type WebSession struct {
+	ID        int64     `json:"id"`
+	Digest    []byte    `json:"digest"`
+	Owner     string    `json:"owner"`
+	Role      string    `json:"role"`
+	TokenID   *int64    `json:"token_id"`
+	StartedAt time.Time `json:"started_at"`
+	LastSeen  time.Time `json:"last_seen"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// The client address the session started from (the peer, not a header).
+	Remote    string     `json:"remote"`
+	UserAgent string     `json:"user_agent"`
+	EndedAt   *time.Time `json:"ended_at"`
+	EndedWhy  string     `json:"ended_why"`
 }
 
 type Worker struct {

@@ -10,6 +10,221 @@ import (
 	"time"
 )
 
+const sessionEnd = `-- name: SessionEnd :execrows
+UPDATE web_sessions SET ended_at = now(), ended_why = $1
+WHERE digest = $2 AND ended_at IS NULL
+`
+
+// SessionEnd ends the session of a digest (signed out).
+func (q *Queries) SessionEnd(ctx context.Context, why string, digest []byte) (int64, error) {
+	result, err := q.db.Exec(ctx, sessionEnd, why, digest)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const sessionEndRevokedTokens = `-- name: SessionEndRevokedTokens :execrows
+UPDATE web_sessions w SET ended_at = now(), ended_why = 'token revoked'
+FROM api_tokens t
+WHERE w.token_id = t.id AND w.ended_at IS NULL AND t.revoked_at IS NOT NULL
+`
+
+// SessionEndRevokedTokens ends the live sessions whose token is revoked (after TokenRevoke).
+func (q *Queries) SessionEndRevokedTokens(ctx context.Context) (int64, error) {
+	result, err := q.db.Exec(ctx, sessionEndRevokedTokens)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const sessionList = `-- name: SessionList :many
+SELECT id, owner, role, token_id, started_at, last_seen, expires_at, remote, user_agent, ended_at, ended_why
+FROM web_sessions
+WHERE ($1::text IS NULL OR owner = $1::text)
+  AND ($2::bool OR (ended_at IS NULL AND expires_at > now()))
+ORDER BY started_at DESC, id DESC
+LIMIT $3
+`
+
+type SessionListRow struct {
+	ID        int64      `json:"id"`
+	Owner     string     `json:"owner"`
+	Role      string     `json:"role"`
+	TokenID   *int64     `json:"token_id"`
+	StartedAt time.Time  `json:"started_at"`
+	LastSeen  time.Time  `json:"last_seen"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	Remote    string     `json:"remote"`
+	UserAgent string     `json:"user_agent"`
+	EndedAt   *time.Time `json:"ended_at"`
+	EndedWhy  string     `json:"ended_why"`
+}
+
+// SessionList lists the sessions, of an owner or all, live ones only unless @ended, newest first.
+func (q *Queries) SessionList(ctx context.Context, owner *string, ended bool, maxRows int32) ([]SessionListRow, error) {
+	rows, err := q.db.Query(ctx, sessionList, owner, ended, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SessionListRow
+	for rows.Next() {
+		var i SessionListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Owner,
+			&i.Role,
+			&i.TokenID,
+			&i.StartedAt,
+			&i.LastSeen,
+			&i.ExpiresAt,
+			&i.Remote,
+			&i.UserAgent,
+			&i.EndedAt,
+			&i.EndedWhy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const sessionOwner = `-- name: SessionOwner :one
+SELECT owner FROM web_sessions WHERE id = $1
+`
+
+// SessionOwner is the owner of a session id.
+func (q *Queries) SessionOwner(ctx context.Context, id int64) (string, error) {
+	row := q.db.QueryRow(ctx, sessionOwner, id)
+	var owner string
+	err := row.Scan(&owner)
+	return owner, err
+}
+
+const sessionRevoke = `-- name: SessionRevoke :execrows
+UPDATE web_sessions SET ended_at = now(), ended_why = $1
+WHERE ended_at IS NULL
+  AND (id = $2::bigint OR owner = $3::text OR token_id = $4::bigint)
+`
+
+// SessionRevoke ends the live sessions of an id, of an owner, or of a token.
+func (q *Queries) SessionRevoke(ctx context.Context, why string, iD *int64, owner *string, tokenID *int64) (int64, error) {
+	result, err := q.db.Exec(ctx, sessionRevoke,
+		why,
+		iD,
+		owner,
+		tokenID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const sessionStart = `-- name: SessionStart :one
+INSERT INTO web_sessions (digest, owner, role, token_id, expires_at, remote, user_agent)
+VALUES ($1, $2, $3, $4::bigint, now() + interval '1 second' * $5::bigint, $6, $7)
+RETURNING id
+`
+
+type SessionStartParams struct {
+	Digest     []byte `json:"digest"`
+	Owner      string `json:"owner"`
+	Role       string `json:"role"`
+	TokenID    *int64 `json:"token_id"`
+	TtlSeconds int64  `json:"ttl_seconds"`
+	Remote     string `json:"remote"`
+	UserAgent  string `json:"user_agent"`
+}
+
+// SessionStart stores a new session (its id's digest only), expiring after ttl_seconds by the database's clock.
+func (q *Queries) SessionStart(ctx context.Context, arg SessionStartParams) (int64, error) {
+	row := q.db.QueryRow(ctx, sessionStart,
+		arg.Digest,
+		arg.Owner,
+		arg.Role,
+		arg.TokenID,
+		arg.TtlSeconds,
+		arg.Remote,
+		arg.UserAgent,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const sessionTouch = `-- name: SessionTouch :one
+WITH s AS (
+    SELECT w.id, w.owner, w.role, w.token_id
+    FROM web_sessions w
+    LEFT JOIN api_tokens t ON t.id = w.token_id
+    WHERE w.digest = $1 AND w.ended_at IS NULL AND w.expires_at > now()
+      AND (w.token_id IS NULL OR (t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())))
+), touched AS (
+    UPDATE web_sessions SET last_seen = now()
+    WHERE id IN (SELECT id FROM s) AND last_seen < now() - interval '1 minute'
+)
+SELECT id, owner, role, token_id FROM s
+`
+
+type SessionTouchRow struct {
+	ID      int64  `json:"id"`
+	Owner   string `json:"owner"`
+	Role    string `json:"role"`
+	TokenID *int64 `json:"token_id"`
+}
+
+// SessionTouch finds the live session of a digest (not ended, not expired, its token neither
+// revoked nor expired) and stamps last_seen at most once a minute.
+func (q *Queries) SessionTouch(ctx context.Context, digest []byte) (SessionTouchRow, error) {
+	row := q.db.QueryRow(ctx, sessionTouch, digest)
+	var i SessionTouchRow
+	err := row.Scan(
+		&i.ID,
+		&i.Owner,
+		&i.Role,
+		&i.TokenID,
+	)
+	return i, err
+}
+
+const tokenByDigest = `-- name: TokenByDigest :one
+SELECT id, owner, role, expires_at, revoked_at,
+       (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()))::bool AS usable
+FROM api_tokens
+WHERE digest = $1
+`
+
+type TokenByDigestRow struct {
+	ID        int64      `json:"id"`
+	Owner     string     `json:"owner"`
+	Role      string     `json:"role"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+	Usable    bool       `json:"usable"`
+}
+
+// TokenByDigest finds the token of a digest, with whether it still works by the database's clock.
+func (q *Queries) TokenByDigest(ctx context.Context, digest []byte) (TokenByDigestRow, error) {
+	row := q.db.QueryRow(ctx, tokenByDigest, digest)
+	var i TokenByDigestRow
+	err := row.Scan(
+		&i.ID,
+		&i.Owner,
+		&i.Role,
+		&i.ExpiresAt,
+		&i.RevokedAt,
+		&i.Usable,
+	)
+	return i, err
+}
+
 const tokenInsert = `-- name: TokenInsert :one
 INSERT INTO api_tokens (owner, role, digest, expires_at)
 VALUES ($1, $2, $3, $4::timestamptz)
