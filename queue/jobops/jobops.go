@@ -1,5 +1,6 @@
 // Package jobops defines the operations cortexq runs as background jobs (queue/jobs): import,
-// export, verify, prune and rerun. Wrapping one more is a jobs.Define of a function that takes
+// export, verify, prune, rerun and the corpus lifecycle's steps (activate, extend, deactivate,
+// the deletions). Wrapping one more is a jobs.Define of a function that takes
 // its arguments and a *jobs.Progress, added to Registry.
 package jobops
 
@@ -27,7 +28,7 @@ const (
 
 // Registry holds every operation; version is cortexq's, written in export manifests.
 func Registry(version string) *jobs.Registry {
-	return jobs.NewRegistry(
+	ops := []jobs.Op{
 		jobs.Define(KindImport, ImportArgs.check, runImport),
 		jobs.Define(KindExport, checkExport, func(ctx context.Context, env jobs.Env, a export.Request, p *jobs.Progress) (any, error) {
 			a.Version, a.Progress = version, p.Set
@@ -36,7 +37,8 @@ func Registry(version string) *jobs.Registry {
 		jobs.Define(KindVerify, VerifyArgs.check, runVerify),
 		jobs.Define(KindPrune, PruneArgs.check, runPrune),
 		jobs.Define(KindRerun, RerunArgs.check, runRerun),
-	)
+	}
+	return jobs.NewRegistry(append(ops, lifecycleOps()...)...)
 }
 
 func checkExport(a export.Request) error {

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cortexq/cortexq/queue/api"
+	"github.com/cortexq/cortexq/queue/jobops"
 	"github.com/cortexq/cortexq/queue/jobs"
 )
 
@@ -126,6 +127,11 @@ func (s *Server) apiJobEnqueue(r *http.Request, p principal) (any, error) {
 func (s *Server) enqueueJob(r *http.Request, p principal, req jobRequest) (int64, error) {
 	if s.cfg.Jobs == nil {
 		return 0, httpError{code: http.StatusServiceUnavailable, msg: "this dashboard takes no jobs"}
+	}
+	if jobops.AdminKinds[req.Kind] {
+		if err := p.may(roleAdmin); err != nil {
+			return 0, err // a job that deletes is an admin's, as the action is
+		}
 	}
 	if err := s.cfg.Jobs.Check(req.Kind, req.Args); err != nil {
 		return 0, api.Paramf("%v", err)

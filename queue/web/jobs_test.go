@@ -17,6 +17,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue/jobops"
 	"github.com/cortexq/cortexq/queue/jobs"
+	"github.com/cortexq/cortexq/queue/queuetest"
 	"github.com/cortexq/cortexq/queue/web"
 )
 
@@ -124,6 +125,24 @@ func TestAPIImportAndExportJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, zr.File, 5)
 	require.NoError(t, zr.Close())
+
+	// The lifecycle's steps as jobs: a second service activated from the entries known, then the
+	// corpus deleted (an admin's job), leaving no orphan row.
+	require.Equal(t, http.StatusOK, c.api("POST", "/api/v1/services", `{"name":"tex_to_pdf"}`, "Authorization", bearer).code)
+	r = c.api("POST", "/api/v1/jobs", `{"kind":"activate","args":{"corpus":"arxiv","service":"tex_to_pdf"}}`, "Authorization", bearer)
+	require.Equal(t, http.StatusAccepted, r.code, r.body)
+	job = waitJob(t, c, int64(r.json["id"].(float64)))
+	require.Equal(t, "completed", job["state"], job["error"])
+	require.EqualValues(t, 50, job["result"].(map[string]any)["added"], job["result"])
+	r = c.api("POST", "/api/v1/jobs", `{"kind":"delete_corpus","args":{"corpus":"arxiv"}}`, "Authorization", bearer)
+	require.Equal(t, http.StatusAccepted, r.code, r.body)
+	job = waitJob(t, c, int64(r.json["id"].(float64)))
+	require.Equal(t, "completed", job["state"], job["error"])
+	orphans, err := queuetest.Orphans(f.ctx, f.pool)
+	require.NoError(t, err)
+	require.Empty(t, orphans)
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM tasks t JOIN corpora c ON c.id = t.corpus_id WHERE c.name = 'arxiv'`).Scan(&tasks))
+	require.Zero(t, tasks)
 
 	// The page lists them; its button cancels a job.
 	require.Equal(t, http.StatusSeeOther, c.login(token).code)

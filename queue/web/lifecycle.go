@@ -73,7 +73,6 @@ func lifecycleRole(op string) string {
 	return roleOperator
 }
 
-
 // previewed are the lifecycle forms with a confirmation step.
 var previewed = map[string]bool{"activate": true, "deactivate": true, "corpus delete": true, "service delete": true}
 
