@@ -245,15 +245,6 @@ func (c *claim) decide(now time.Time, got lockedTasks, _ *dbsqlc.Queries) (*writ
 	for i := range c.results {
 		c.s.decideResult(step, byTask[c.results[i].TaskID], &c.results[i], &c.decisions[i])
 	}
-	// Each decided reply ends its task's receipt (Receive), whatever was decided.
-	for _, ct := range byTask {
-		for _, row := range ct.rows {
-			if row.State == StateInFlight && row.ReceivedAt != nil {
-				row.ReceivedAt = nil
-				w.put(row)
-			}
-		}
-	}
 	if c.hooks.BeforeCommit != nil {
 		if err := c.hooks.BeforeCommit(); err != nil {
 			return nil, &hookError{fmt.Errorf("before commit: %w", err)}
