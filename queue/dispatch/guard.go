@@ -170,7 +170,7 @@ func (s *Server) taskInfos(ctx context.Context, ids []int64) answers {
 
 // coldTask finds, in the database, a result's task that the hot mirror does not hold (see
 // above). The sender is the peer of ctx (withPeer). A sender past its budget gets errParked,
-// unless ctx carries the slow lane's answers (withAnswers).
+// unless ctx carries the slow lane's answers (answersCtxKey, set by serveSlowLane).
 func (s *Server) coldTask(ctx context.Context, id int64) (lease.TaskInfo, error) {
 	sec := s.sec
 	now := time.Now()

@@ -8,7 +8,7 @@ import "C"
 import "time"
 
 // trimAfter is how many worker connections (file descriptors) must have closed since the most
-// the replica had open before it hands the memory they held back to the system (mallocTrim).
+// the replica had open before it hands the memory they held back to the system (trimMemory).
 const trimAfter = 256
 
 // trimMemory returns the C heap's free memory to the system once trimAfter connections or

@@ -24,7 +24,7 @@ const (
 	// KindReport is a result with a verdict: its status and messages.
 	KindReport Kind = iota
 	// KindRetryable is a retryable cause (a timeout, an out-of-memory shed, a crash): the task's
-	// retry budget decides what happens (Defer).
+	// retry budget decides what happens (decideRetryable).
 	KindRetryable
 	// KindUnusable is a reply that could not be used (empty or unreadable archive): the task
 	// stays in flight for the reaper, marked answered.
