@@ -402,7 +402,7 @@ func (s *Server) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
 		}
 		return lease.TaskInfo{Task: t.Task, SandboxID: sandbox}, nil
 	}
-	return s.coldTask(ctx, id) // bounded for bogus ids: guard.go
+	return s.coldTask(ctx, id) // bounded for bogus ids: coldlookup.go
 }
 
 // claimer decides batches of items in claim transactions. poke wakes the ventilator's loop:
