@@ -471,7 +471,7 @@ func (s *Server) resyncSoon() uint64 {
 }
 
 // service looks a service up by name, answering names recently not found from memory. A name
-// not found is bogus (coldlookup.go): it is charged to the sender (the peer of ctx), and a sender
+// not found is bogus (guard.go): it is charged to the sender (the peer of ctx), and a sender
 // past its budget gets no lookup for a name that is not cached (errBogusBudget).
 func (s *Server) service(ctx context.Context, name string) (catalog.Service, error) {
 	if svc, ok := s.catalog.CachedService(name); ok {
