@@ -499,8 +499,7 @@ func (s *Server) claimWait(last time.Duration) time.Duration {
 
 // claimBatchWeight bounds the messages one claim transaction writes (in parsedWeight, past its
 // first result): results with many long messages are claimed a few at a time, so that no claim
-// runs long while the results behind it wait. Measured: 1,000 messages of 2 KB (2 MiB) add
-// 70-100 ms to a claim on an idle test cluster.
+// runs long while the results behind it wait (docs/performance.md#claim-batch-weight).
 const claimBatchWeight = 2 << 20
 
 // claimRetries is how often a claim that fails while the database answers is tried again.
@@ -509,8 +508,8 @@ const claimRetries = 20
 // relayAfter is the first round trip of a claim from which it hands on to the next claimer
 // before its commit (Server.claimer): the database is far enough that overlapping the next
 // claim's round trips with this one's commit pays. On a nearer link the next claim gathers
-// until this one is over, as with one claimer, and its batch is not halved: on loopback the
-// relay at every claim cost 10-15% of the tasks/s in PostgreSQL CPU (docs/performance.md#the-claim-relay).
+// until this one is over, as with one claimer, and its batch is not halved: on loopback a relay
+// at every claim costs PostgreSQL CPU for nothing (docs/performance.md#the-claim-relay).
 const relayAfter = 5 * time.Millisecond
 
 // claim runs one claim transaction for batch, retrying it while the database is away (within
