@@ -52,7 +52,7 @@ type item struct {
 }
 
 // receiver owns the PULL socket: it parses result messages and hands them to the writers.
-// What it has handed over and the writers have not yet written is bounded by s.held.
+// What it has handed over and the writers have not yet written is bounded by s.unwritten.
 func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- inbound) error {
 	defer close(inbox)
 	limiter := wire.NewRateLimiter(5 * time.Second)
@@ -99,7 +99,7 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 		// its claim decides (the cap bounds unanswered leases, ventilator.go).
 		s.hot.Answered(res.TaskID, msg.from.worker(res.Identity))
 		weight := min(heldWeight(res.Data), resultsHeldMax)
-		if err := s.held.Acquire(ctx, weight); err != nil {
+		if err := s.unwritten.Acquire(ctx, weight); err != nil {
 			return nil
 		}
 		select {
@@ -151,7 +151,7 @@ func (s *Server) writer(ctx context.Context, inbox <-chan inbound, out chan<- *i
 // database is away, or whose lookups fail, is held until it is back (outage.go).
 func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 	if s.health.isDown() {
-		s.held.Release(in.weight)
+		s.unwritten.Release(in.weight)
 		s.holdResult(in)
 		return
 	}
@@ -168,7 +168,7 @@ func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 		}
 		reason = "slow_lane_full"
 	}
-	s.held.Release(in.weight)
+	s.unwritten.Release(in.weight)
 	if reason == "db_error" && ctx.Err() == nil {
 		s.holdResult(in)
 		return
@@ -574,12 +574,12 @@ func (s *Server) claim(ctx context.Context, batch []*item, writing func(reads ti
 		}
 		return
 	}
-	s.settle(decisions, index)
+	s.afterCommit(decisions, index)
 }
 
-// settle counts and logs a committed claim's decisions, drops the decided tasks from the hot
+// afterCommit counts and logs a committed claim's decisions, drops the decided tasks from the hot
 // cache and cleans up each result's staged archive.
-func (s *Server) settle(decisions []lease.Decision, index map[*lease.Result]*item) {
+func (s *Server) afterCommit(decisions []lease.Decision, index map[*lease.Result]*item) {
 	for i := range decisions {
 		d := &decisions[i]
 		it := index[d.Result]
