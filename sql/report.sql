@@ -281,21 +281,21 @@ LIMIT @lim OFFSET @off;
 SELECT id, started_at, ended_at, note, owner, tasks, todo, no_problem, warning, error, fatal, invalid,
        blocked
 FROM runs
-WHERE corpus_id = @corpus_id AND service_id = @service_id
+WHERE corpus_id = @corpus_id::int AND service_id = @service_id::int
 ORDER BY id;
 
 -- name: RunLockOpen :one
 -- RunLockOpen takes the open run of a corpus and service.
 SELECT id
 FROM runs
-WHERE corpus_id = @corpus_id AND service_id = @service_id AND ended_at IS NULL
+WHERE corpus_id = @corpus_id::int AND service_id = @service_id::int AND ended_at IS NULL
 ORDER BY id DESC
 LIMIT 1
 FOR UPDATE;
 
 -- name: RunOpenReturning :one
 INSERT INTO runs (corpus_id, service_id, started_at, note)
-VALUES (@corpus_id, @service_id, @started_at::timestamptz, @note)
+VALUES (@corpus_id::int, @service_id::int, @started_at::timestamptz, @note)
 RETURNING id;
 
 -- name: RunClose :exec
@@ -414,7 +414,7 @@ JOIN services s ON s.id = g.service_id;
 -- name: SandboxDeleteRuns :exec
 -- SandboxDeleteRuns deletes the runs of a corpus and their statuses.
 WITH gone AS (
-    DELETE FROM runs WHERE corpus_id = @corpus_id RETURNING id
+    DELETE FROM runs WHERE corpus_id = @corpus_id::int RETURNING id
 )
 DELETE FROM run_statuses r USING gone WHERE r.run_id = gone.id;
 
@@ -455,7 +455,7 @@ ORDER BY d.from_status DESC NULLS FIRST, d.to_status DESC;
 -- name: DiffScopes :many
 -- DiffScopes lists the corpora and services with an open run after a closed one: the pairs
 -- diff_current keeps, with what it keeps now (gen 0: nothing) and whether a sweep is due.
-SELECT o.corpus_id, o.service_id, o.id AS to_run, p.id AS from_run,
+SELECT o.corpus_id::int AS corpus_id, o.service_id::int AS service_id, o.id AS to_run, p.id AS from_run,
        coalesce(s.from_run, 0)::bigint AS kept_from_run, coalesce(s.to_run, 0)::bigint AS kept_to_run,
        coalesce(s.gen, 0)::bigint AS gen, coalesce(s.next_sweep_at <= now(), true)::bool AS due
 FROM runs o
@@ -465,7 +465,7 @@ CROSS JOIN LATERAL (SELECT r.id FROM runs r
                     LIMIT 1) p
 JOIN runs pr ON pr.id = p.id AND pr.ended_at IS NOT NULL
 LEFT JOIN diff_current_state s ON s.corpus_id = o.corpus_id AND s.service_id = o.service_id
-WHERE o.ended_at IS NULL
+WHERE o.ended_at IS NULL AND o.corpus_id IS NOT NULL AND o.service_id IS NOT NULL
 ORDER BY o.corpus_id, o.service_id;
 
 -- name: DiffResetClear :exec

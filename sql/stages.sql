@@ -16,7 +16,8 @@ LIMIT @max_rows::int;
 
 -- name: StageRun :one
 -- StageRun reads a run's corpus, service and time span (ended_at NULL: the open run).
-SELECT corpus_id, service_id, started_at, ended_at
+-- A run whose corpus or service was deleted reads as corpus or service 0.
+SELECT coalesce(corpus_id, 0)::int AS corpus_id, coalesce(service_id, 0)::int AS service_id, started_at, ended_at
 FROM runs
 WHERE id = @id;
 

@@ -111,7 +111,7 @@ WHERE s.corpus_id = @corpus_id AND s.service_id = @service_id
 -- RunOpenOf returns the open run of a corpus and service, if any, without a lock (a rerun's preview).
 SELECT id
 FROM runs
-WHERE corpus_id = @corpus_id AND service_id = @service_id AND ended_at IS NULL
+WHERE corpus_id = @corpus_id::int AND service_id = @service_id::int AND ended_at IS NULL
 ORDER BY id DESC
 LIMIT 1;
 
@@ -131,4 +131,4 @@ WHERE corpus_id = @corpus_id AND service_id = @service_id;
 
 -- name: RunOpen :exec
 INSERT INTO runs (corpus_id, service_id, started_at, note)
-VALUES (@corpus_id, @service_id, @started_at::timestamptz, @note);
+VALUES (@corpus_id::int, @service_id::int, @started_at::timestamptz, @note);

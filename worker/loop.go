@@ -108,6 +108,9 @@ type endpoints struct {
 	// failures counts the exchanges with this ventilator failed in a row: the pause after each
 	// doubles from Backoff (backoffDoublings), and the first one that works again says so.
 	failures int
+	// restUntil is the end of that pause where the worker has other replicas to ask: requests go
+	// to them meanwhile (pick), and the worker pauses only when every replica rests.
+	restUntil time.Time
 }
 
 // pairEndpoints splits the configured endpoints into the pairs a loop uses. When the
@@ -452,6 +455,14 @@ func (l *loop) transportError(ctx context.Context, what string, err error) {
 	l.cfg.Stats.Rebuilds.Add(1)
 	l.p.failures++
 	backoff := l.cfg.Backoff << min(l.p.failures-1, backoffDoublings)
+	if len(l.pairs) > 1 {
+		// A replica stalled or unreachable costs this worker its timeout, not a pause too: the
+		// others are asked meanwhile, and this one again once the pause is over.
+		l.p.restUntil = time.Now().Add(backoff)
+		l.log.Warn("ventilator exchange failed; asking the other replicas, this one again after a pause", "stage", what, "err", err,
+			"ventilator", l.p.vent, "failures_in_a_row", l.p.failures, "backoff", backoff)
+		return
+	}
 	l.log.Warn("ventilator exchange failed; reconnecting after a pause", "stage", what, "err", err,
 		"ventilator", l.p.vent, "failures_in_a_row", l.p.failures, "backoff", backoff)
 	l.pause(ctx, backoff)
@@ -566,8 +577,12 @@ func (l *loop) receive(ctx context.Context, stopAfter time.Duration) (frame []by
 func (l *loop) request(ctx context.Context) error {
 	service := []byte(l.cfg.Service)
 	if len(l.pairs) > 1 {
+		now := time.Now()
 		for i := range l.pairs {
 			p := l.pairs[(l.next+i)%len(l.pairs)]
+			if now.Before(p.restUntil) {
+				continue // after a failed exchange (transportError)
+			}
 			if err := l.ensurePair(p); err != nil {
 				l.log.Debug("socket setup failed", "ventilator", p.vent, "err", err)
 				continue
@@ -580,14 +595,37 @@ func (l *loop) request(ctx context.Context) error {
 			}
 		}
 	}
-	l.p = l.pairs[l.next]
-	l.next = (l.next + 1) % len(l.pairs)
+	l.p = l.pick(ctx)
 	if err := l.ensurePair(l.p); err != nil {
 		return err
 	}
 	l.p.disconnected() // what went before this request
 	// Not sent yet (no replica connected): a stopping worker gives it up at once.
 	return l.send(ctx, l.p.dealer, service, 0, 0)
+}
+
+// pick chooses the pair a request waits on when none took it at once: the next in turn that is
+// not resting after a failed exchange; when every one rests, the first to be done, after
+// pausing until then.
+func (l *loop) pick(ctx context.Context) *endpoints {
+	var first *endpoints
+	for i := range l.pairs {
+		p := l.pairs[(l.next+i)%len(l.pairs)]
+		if first == nil || p.restUntil.Before(first.restUntil) {
+			first = p
+		}
+		if !time.Now().Before(p.restUntil) {
+			l.next = (l.next + i + 1) % len(l.pairs)
+			return p
+		}
+	}
+	l.pause(ctx, time.Until(first.restUntil))
+	for i, p := range l.pairs {
+		if p == first {
+			l.next = (i + 1) % len(l.pairs)
+		}
+	}
+	return first
 }
 
 // ensureSockets builds the sockets of every pair that lacks them.

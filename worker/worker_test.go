@@ -739,3 +739,27 @@ func TestUnpairedEndpointsStillDeliver(t *testing.T) {
 
 // mockReply returns the frames of a "no work" reply, ["0", ""].
 func mockReply() [][]byte { return [][]byte{[]byte(wire.MockTaskID), {}} }
+
+// A replica that takes requests and never answers (frozen, say) costs a worker with other
+// replicas one I/O timeout, not a pause too: the others are asked meanwhile, and the silent one
+// again only once its pause (here far longer than the test) is over.
+func TestASilentReplicaRestsWhileTheOthersAreAsked(t *testing.T) {
+	t.Parallel()
+	silent := newFakeVentilator(t, func(request) [][]byte { return nil })
+	live := newFakeVentilator(t, func(req request) [][]byte { return taskReply(int64(req.n), []byte("x")) })
+	k1, k2 := newFakeSink(t), newFakeSink(t)
+	cfg := config(t, silent, k1)
+	cfg.Ventilator = silent.endpoint + "," + live.endpoint
+	cfg.Sink = k1.endpoint + "," + k2.endpoint
+	cfg.IOTimeout = 300 * time.Millisecond
+	cfg.Backoff = time.Hour
+	const tasks = 20
+	cfg.Count = tasks
+
+	require.NoError(t, next(t, start(t, t.Context(), cfg, worker.Echo{})))
+	require.Eventually(t, func() bool { return len(k2.results) == tasks }, 10*time.Second, 10*time.Millisecond)
+	require.Empty(t, k1.results)
+	require.Equal(t, uint64(1), cfg.Stats.Rebuilds.Load(), "one timeout on the silent replica, then it rests")
+	require.Len(t, silent.requests, 1, "asked once, then left to rest")
+	require.Len(t, live.requests, tasks)
+}

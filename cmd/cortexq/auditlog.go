@@ -28,6 +28,8 @@ var auditedCommands = map[string]func(*cli.Context) bool{
 	"keys allow": always, "keys revoke": always,
 	"service add": always, "corpus set": always,
 	"token create": always, "token revoke": always,
+	"service delete": always, "corpus add": always, "corpus delete": always,
+	"activate": always, "extend": always, "deactivate": always,
 	"verify": func(c *cli.Context) bool { return c.Bool("requeue") },
 }
 

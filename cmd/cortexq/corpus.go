@@ -15,7 +15,7 @@ import (
 func corpusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "corpus",
-		Usage: "set and list the fair share of each corpus: its weight and priority for a service",
+		Usage: "add and delete corpora; set and list the fair share of each: its weight and priority for a service",
 		Description: "Replicas reserve a service's TODO tasks corpus by corpus: the corpora (and sandboxes) of the\n" +
 			"highest priority with TODO tasks first, and within one priority in proportion to their weights,\n" +
 			"each in task id order, so that a small corpus is not stuck behind another's backlog. A corpus\n" +
@@ -45,6 +45,8 @@ func corpusCommand() *cli.Command {
 				Flags:  append([]cli.Flag{serviceFlag("only this service")}, formatFlags("corpus")...),
 				Action: runCorpusList,
 			},
+			corpusAddCommand(),
+			corpusDeleteCommand(),
 		},
 	}
 }

@@ -76,8 +76,10 @@ func TestFaultKillLoopCrashFreeze(t *testing.T) {
 			switch {
 			case faults["crash"] && !crashed && p.terminal >= tasks/3:
 				crashed = true
+				down := time.Now()
 				cluster.Crash(t)
 				cluster.Start(t)
+				t.Logf("%s: PostgreSQL crashed and started again (crash recovery included) in %s", name, time.Since(down).Round(time.Millisecond))
 			case faults["freeze"] && frozen == nil && frozenAt == 0 && p.terminal >= 2*tasks/3:
 				frozen, frozenAt, thaw = rig.replicas[rand.IntN(len(rig.replicas))], p.terminal, now.Add(8*time.Second)
 				cmd, _ := frozen.current()
@@ -113,5 +115,5 @@ func TestFaultKillLoopCrashFreeze(t *testing.T) {
 		require.Positive(t, kills)
 	}
 	t.Logf("fault numbers: kill loop: %d tasks, 3 replicas, 12 workers; %.0f tasks/s without faults, %.0f with %d kills, "+
-		"a PostgreSQL crash and an 8 s freeze (%.2f of it)", tasks, calm, chaos, kills, chaos/calm)
+		"crash %v, 8 s freeze %v (%.2f of it)", tasks, calm, chaos, kills, faults["crash"], faults["freeze"], chaos/calm)
 }

@@ -99,6 +99,12 @@ func runImport(c *cli.Context) error {
 	if err := catalog.CheckCorpusName(corpus); err != nil {
 		return usagef(c, "--corpus: %v", err)
 	}
+	return importPaths(c, corpus, paths, list)
+}
+
+// importPaths imports the source archives under paths (or listed in list) into corpus, for
+// --service: cortexq import and cortexq corpus add.
+func importPaths(c *cli.Context, corpus string, paths []string, list string) error {
 	// Bad paths fail before anything touches the database.
 	sources, err := archive.OpenSources(paths, list)
 	if err != nil {

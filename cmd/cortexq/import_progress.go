@@ -13,9 +13,10 @@ import (
 // redrawn a few times a second (a bar when the count to come is known, as with --from-list),
 // elsewhere a line every --progress-every (5 s), so a log shows a long import is alive.
 type importProgress struct {
+	what     string // what is counted: "import", "activate", ...
 	out      io.Writer
 	terminal bool
-	total    int64 // -1: unknown (a walk)
+	total    atomic.Int64 // -1: unknown (a walk)
 	began    time.Time
 	n        atomic.Int64
 	done     chan struct{}
@@ -23,7 +24,13 @@ type importProgress struct {
 }
 
 func newImportProgress(out io.Writer, total int64, every time.Duration) *importProgress {
-	p := &importProgress{out: out, total: total, began: time.Now(), done: make(chan struct{})}
+	return newProgress(out, "import", total, every)
+}
+
+// newProgress is newImportProgress for any long operation, what naming it.
+func newProgress(out io.Writer, what string, total int64, every time.Duration) *importProgress {
+	p := &importProgress{what: what, out: out, done: make(chan struct{}), began: time.Now()}
+	p.total.Store(total)
 	if f, ok := out.(*os.File); ok && isTerminal(f) {
 		p.terminal, every = true, 250*time.Millisecond
 	}
@@ -52,13 +59,19 @@ func (p *importProgress) add(n int64) { p.n.Add(n) }
 
 func (p *importProgress) count() int64 { return p.n.Load() }
 
+// set is a catalog.ProgressFunc: done of total (-1: unknown).
+func (p *importProgress) set(done, total int64) {
+	p.n.Store(done)
+	p.total.Store(total)
+}
+
 func (p *importProgress) line() string {
-	n, took := p.n.Load(), time.Since(p.began)
+	n, total, took := p.n.Load(), p.total.Load(), time.Since(p.began)
 	rate := float64(n) / max(took.Seconds(), 1e-3)
-	if p.total >= 0 {
-		return fmt.Sprintf("import %s %s/%s entries, %.0f/s, %s", bar(n, p.total, 30), commas(n), commas(p.total), rate, took.Round(time.Second))
+	if total >= 0 {
+		return fmt.Sprintf("%s %s %s/%s entries, %.0f/s, %s", p.what, bar(n, total, 30), commas(n), commas(total), rate, took.Round(time.Second))
 	}
-	return fmt.Sprintf("import: %s entries found and added so far, %.0f/s, %s", commas(n), rate, took.Round(time.Second))
+	return fmt.Sprintf("%s: %s entries found and added so far, %.0f/s, %s", p.what, commas(n), rate, took.Round(time.Second))
 }
 
 func (p *importProgress) print() {

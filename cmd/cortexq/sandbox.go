@@ -72,7 +72,7 @@ func oneName(c *cli.Context) (string, error) {
 		return "", err
 	}
 	if len(args) != 1 || args[0] == "" {
-		return "", usagef(c, "want one argument, the sandbox's NAME")
+		return "", usagef(c, "want one argument, NAME")
 	}
 	return args[0], nil
 }

@@ -16,7 +16,7 @@ import (
 func serviceCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "service",
-		Usage: "add or list worker services",
+		Usage: "add, list or delete worker services",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "add",
@@ -38,6 +38,7 @@ func serviceCommand() *cli.Command {
 					EnvVars: envVars("SERVICE_LIST_JSON")}},
 				Action: serviceList,
 			},
+			serviceDeleteCommand(),
 		},
 	}
 }

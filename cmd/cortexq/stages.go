@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/base"
 	"github.com/cortexq/cortexq/queue/inspect"
 	"github.com/cortexq/cortexq/queue/reports"
@@ -26,13 +27,6 @@ func stageFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "run", Usage: "with --stages, the run's id (cortexq runs); 0: the current run of --corpus and --service",
 			EnvVars: envVars("RUNS_RUN")},
 	}
-}
-
-// stagesOutput is what runs --stages --json prints.
-type stagesOutput struct {
-	Run     int64                `json:"run,omitempty"`
-	Summary reports.StageSummary `json:"summary"`
-	Slowest []reports.TaskStages `json:"slowest,omitempty"`
 }
 
 func runStages(c *cli.Context) error {
@@ -55,7 +49,9 @@ func runStages(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	out := stagesOutput{Run: run, Summary: reports.SummarizeStages(tasks)}
+	// The API's answer (GET .../stages): one shape for the CLI's --json and the API.
+	out := api.Stages{Corpus: c.String(flagCorpus), Service: c.String(flagService), Run: run,
+		Summary: reports.SummarizeStages(tasks), Slowest: []reports.TaskStages{}}
 	out.Summary.Truncated = truncated
 	if n := c.Int("slowest"); n > 0 {
 		out.Slowest = reports.SlowestTasks(tasks, n)

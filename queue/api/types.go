@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/cortexq/cortexq/queue/reports"
+)
 
 // The answers of the API (and of the CLI's --json), one type per question. Their JSON names are
 // the spec's (openapi.yaml, components.schemas); a test validates every answer against it.
@@ -191,6 +195,16 @@ type ReportTask struct {
 	// Status is the task's status, in the all-tasks view.
 	Status string `json:"status,omitempty"`
 	Task   string `json:"task"`
+}
+
+// Stages is where the time of a run (or of a service over all its corpora) went: the stage
+// summary and the slowest tasks (docs/stages.md; cortexq runs --stages --json).
+type Stages struct {
+	Corpus  string               `json:"corpus,omitempty"`
+	Service string               `json:"service"`
+	Run     int64                `json:"run,omitempty"`
+	Summary reports.StageSummary `json:"summary"`
+	Slowest []reports.TaskStages `json:"slowest"`
 }
 
 // Runs is the run history of a corpus and service, oldest first.
@@ -543,4 +557,60 @@ type SandboxDeleted struct {
 	Name     string `json:"name"`
 	Tasks    int    `json:"tasks"`
 	Archives int    `json:"archives"`
+}
+
+// ServiceNew is the body of POST /api/v1/services (cortexq service add).
+type ServiceNew struct {
+	Name                string `json:"name"`
+	LeaseTimeoutSeconds int32  `json:"lease_timeout_seconds,omitempty"`
+}
+
+// CorpusNew is the body of POST /api/v1/corpora (cortexq corpus add): a corpus registered at
+// Path and imported for Service.
+type CorpusNew struct {
+	Name    string `json:"name"`
+	Path    string `json:"path"`
+	Service string `json:"service"`
+}
+
+// CorpusAdded is what adding a corpus did.
+type CorpusAdded struct {
+	Corpus    string `json:"corpus"`
+	Service   string `json:"service"`
+	Created   bool   `json:"created"`
+	Added     int    `json:"added"`
+	Existing  int    `json:"existing"`
+	Skipped   int    `json:"skipped"`
+	RunOpened bool   `json:"run_opened"`
+}
+
+// Activation is what activating a service on a corpus did (or, with dry_run, would read).
+type Activation struct {
+	Corpus    string `json:"corpus"`
+	Service   string `json:"service"`
+	DryRun    bool   `json:"dry_run"`
+	Entries   int64  `json:"entries"`
+	Added     int64  `json:"added"`
+	RunOpened bool   `json:"run_opened"`
+}
+
+// Extension is what extending a corpus did.
+type Extension struct {
+	Corpus   string   `json:"corpus"`
+	Services []string `json:"services"`
+	Entries  int64    `json:"entries"`
+	Added    int64    `json:"added"`
+	Skipped  int      `json:"skipped"`
+}
+
+// Removal is what a deletion (corpus, service, or a service's tasks of a corpus) removed, or
+// with dry_run would remove: rows per table; the runs stay with their tallies.
+type Removal struct {
+	Target       string           `json:"target"`
+	DryRun       bool             `json:"dry_run"`
+	Rows         int64            `json:"rows"`
+	Tables       map[string]int64 `json:"tables"`
+	RunsClosed   int64            `json:"runs_closed"`
+	RunsDetached int64            `json:"runs_detached"`
+	Files        int              `json:"files"`
 }

@@ -27,11 +27,19 @@ func mappedStatus(s string) string {
 	return "CASE WHEN " + s + " > 0 THEN 0 WHEN " + s + " < -5 THEN -6 ELSE " + s + " END"
 }
 
+// importMemory is what a corpus's transaction may use for each sort and hash (the messages of a
+// million tasks are sorted by task) and to build the indexes of its temp tables; SET LOCAL: the
+// transaction's own, its connection goes back to the pool as it was.
+const importMemory = `SET LOCAL work_mem = '256MB'; SET LOCAL maintenance_work_mem = '256MB'`
+
 // importCorpus brings one corpus's entries, tasks, messages and runs in one transaction on
 // cortexq's side.
 func (im *importer) importCorpus(ctx context.Context, c *corpus) (CorpusSummary, error) {
 	sum := CorpusSummary{Corpus: c.name}
 	err := im.inDst(ctx, func(dst pgx.Tx) error {
+		if _, err := dst.Exec(ctx, importMemory); err != nil {
+			return fmt.Errorf("corpus %s: %w", c.name, err)
+		}
 		if err := im.stageTasks(ctx, dst, c, &sum); err != nil {
 			return err
 		}
@@ -61,9 +69,10 @@ func (im *importer) stageTasks(ctx context.Context, dst pgx.Tx, c *corpus, sum *
 	runtime := "NULL::int"
 	from := "tasks t"
 	if im.shape.runtimes {
-		runtime, from = "r.runtime_ms", "tasks t LEFT JOIN task_runtimes r ON r.task_id = t.id"
+		runtime, from = "r.runtime_ms::int", "tasks t LEFT JOIN task_runtimes r ON r.task_id = t.id"
 	}
-	n, err := pipe(ctx, im.src, dst, "SELECT t.id, t.service_id, t.status, t.entry, "+runtime+" FROM "+from+
+	// Cast to stage_tasks' types: the rows go in binary.
+	n, err := pipeBinary(ctx, im.src, dst, "SELECT t.id::bigint, t.service_id::int, t.status::int, t.entry::text, "+runtime+" FROM "+from+
 		" WHERE t.corpus_id = "+strconv.Itoa(int(c.cortexID)), "stage_tasks")
 	if err != nil {
 		return fmt.Errorf("corpus %s: tasks: %w", c.name, err)
@@ -76,12 +85,13 @@ func (im *importer) stageTasks(ctx context.Context, dst pgx.Tx, c *corpus, sum *
 var writeTaskSteps = []struct{ what, sql string }{
 	{"entries", `INSERT INTO corpus_entries (corpus_id, entry)
 		SELECT $1::int, e FROM (SELECT btrim(entry, E' \t\r\n') AS e FROM stage_tasks WHERE service_id = $2::int) x
-		WHERE e <> '' ON CONFLICT DO NOTHING`},
+		WHERE e <> '' ORDER BY e ON CONFLICT DO NOTHING`}, // in the key's order: twice as fast as not
 	{"stage", `CREATE TEMP TABLE staged ON COMMIT DROP AS
 		SELECT s.cortex_id, m.service_id, btrim(s.entry, E' \t\r\n') AS entry, s.status AS cortex_status,
 		       (` + mappedStatus("s.status") + `)::smallint AS status, s.runtime_ms
 		FROM stage_tasks s JOIN svcmap m ON m.cortex_id = s.service_id
 		WHERE btrim(s.entry, E' \t\r\n') <> ''`},
+	{"analyze", `ANALYZE staged`},
 	{"fresh", `CREATE TEMP TABLE fresh (task_id bigint PRIMARY KEY, updated bool) ON COMMIT DROP`},
 	{"add", `WITH ins AS (
 			INSERT INTO tasks (service_id, corpus_id, entry, status)
@@ -94,6 +104,7 @@ var writeTaskSteps = []struct{ what, sql string }{
 		FROM staged s JOIN tasks t ON t.corpus_id = $1::int AND t.service_id = s.service_id AND t.entry = s.entry
 		ORDER BY t.id, s.cortex_id`},
 	{"index", `CREATE INDEX ON idmap (cortex_id)`},
+	{"analyze map", `ANALYZE idmap`},
 	{"record", `INSERT INTO cortex_tasks (task_id, cortex_id, cortex_status, runtime_ms)
 		SELECT i.task_id, i.cortex_id, i.cortex_status, i.runtime_ms FROM idmap i JOIN fresh f USING (task_id)`},
 	// A task imported before whose CorTeX status moved on, and which cortexq left as it was

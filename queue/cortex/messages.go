@@ -35,8 +35,10 @@ func messagesQuery(corpusID int32, ids []int64) string {
 	}
 	parts := make([]string, len(logTables))
 	for i, l := range logTables {
-		parts[i] = "SELECT m.task_id, " + strconv.Itoa(i) + ", m.id, left(coalesce(m.category, ''), 100), " +
-			"left(coalesce(m.what, ''), 200), coalesce(m.details, '') FROM " + l.table +
+		// Cast to stage_msgs' types: the rows go in binary, which takes each column's own type.
+		parts[i] = "SELECT m.task_id::bigint, " + strconv.Itoa(i) + "::smallint, m.id::bigint, " +
+			"left(coalesce(m.category, ''), 100)::text, left(coalesce(m.what, ''), 200)::text, " +
+			"coalesce(m.details, '')::text FROM " + l.table +
 			" m JOIN tasks t ON t.id = m.task_id" + where
 	}
 	return strings.Join(parts, " UNION ALL ")
@@ -74,28 +76,41 @@ func (im *importer) writeMessages(ctx context.Context, dst pgx.Tx, c *corpus, su
 		category text, what text, details text) ON COMMIT DROP`); err != nil {
 		return fmt.Errorf("corpus %s: messages: %w", c.name, err)
 	}
-	if sum.Messages, err = pipe(ctx, im.src, dst, messagesQuery(c.cortexID, ids), "stage_msgs"); err != nil {
+	if sum.Messages, err = pipeBinary(ctx, im.src, dst, messagesQuery(c.cortexID, ids), "stage_msgs"); err != nil {
 		return fmt.Errorf("corpus %s: messages: %w", c.name, err)
 	}
 	im.progress("corpus %s: read %d messages", c.name, sum.Messages)
-	sev := severityCase("m.sev")
-	if _, err := dst.Exec(ctx, `INSERT INTO message_kinds (severity, category, what)
-		SELECT DISTINCT `+sev+`, m.category, m.what FROM stage_msgs m
-		ON CONFLICT ON CONSTRAINT message_kinds_key DO NOTHING`); err != nil {
-		return fmt.Errorf("corpus %s: message kinds: %w", c.name, err)
-	}
-	if _, err := dst.Exec(ctx, `INSERT INTO task_message_logs (task_id, run, kinds, details)
-		SELECT t.id, t.run, array_agg(k.id ORDER BY m.sev, m.id),
-		       CASE WHEN bool_or(m.details <> '') THEN array_agg(m.details ORDER BY m.sev, m.id) END
-		FROM stage_msgs m
-		JOIN idmap i ON i.cortex_id = m.cortex_task
-		JOIN fresh f ON f.task_id = i.task_id
-		JOIN tasks t ON t.id = i.task_id AND t.status BETWEEN -5 AND -1
-		JOIN message_kinds k ON k.severity = `+sev+` AND k.category = m.category AND k.what = m.what
-		GROUP BY t.id, t.run
-		ON CONFLICT (task_id, run) DO NOTHING`); err != nil {
-		return fmt.Errorf("corpus %s: message logs: %w", c.name, err)
+	for _, step := range writeMessageSteps {
+		if _, err := dst.Exec(ctx, step.sql); err != nil {
+			return fmt.Errorf("corpus %s: messages (%s): %w", c.name, step.what, err)
+		}
 	}
 	im.progress("corpus %s: wrote the messages", c.name)
 	return nil
+}
+
+// The statements of writeMessages once stage_msgs holds the messages read. The kinds are looked
+// up once each (kmap), and the messages are gathered into one log a CorTeX task before that is
+// joined to the tasks: a join of a few rows a task, not of every message.
+var writeMessageSteps = []struct{ what, sql string }{
+	{"analyze", `ANALYZE stage_msgs`},
+	{"kinds", `CREATE TEMP TABLE kseen ON COMMIT DROP AS
+		SELECT DISTINCT sev, ` + severityCase("sev") + ` AS severity, category, what FROM stage_msgs`},
+	{"add kinds", `INSERT INTO message_kinds (severity, category, what)
+		SELECT severity, category, what FROM kseen
+		ON CONFLICT ON CONSTRAINT message_kinds_key DO NOTHING`},
+	{"map kinds", `CREATE TEMP TABLE kmap ON COMMIT DROP AS
+		SELECT k.id, s.sev, s.category, s.what FROM kseen s
+		JOIN message_kinds k ON k.severity = s.severity AND k.category = s.category AND k.what = s.what`},
+	{"analyze kinds", `ANALYZE kmap`},
+	{"logs", `INSERT INTO task_message_logs (task_id, run, kinds, details)
+		SELECT t.id, t.run, a.kinds, a.details
+		FROM (SELECT m.cortex_task, array_agg(k.id ORDER BY m.sev, m.id) AS kinds,
+		             CASE WHEN bool_or(m.details <> '') THEN array_agg(m.details ORDER BY m.sev, m.id) END AS details
+		      FROM stage_msgs m JOIN kmap k ON k.sev = m.sev AND k.category = m.category AND k.what = m.what
+		      GROUP BY m.cortex_task) a
+		JOIN idmap i ON i.cortex_id = a.cortex_task
+		JOIN fresh f ON f.task_id = i.task_id
+		JOIN tasks t ON t.id = i.task_id AND t.status BETWEEN -5 AND -1
+		ON CONFLICT (task_id, run) DO NOTHING`},
 }

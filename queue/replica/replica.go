@@ -11,9 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"github.com/cortexq/cortexq/queue/base"
@@ -88,7 +90,7 @@ func (r *Replica) Start(ctx context.Context) error {
 	// The worker-facing side before River: a replica restarted after a crash serves without
 	// waiting for River's start-up queries (a few round trips: docs/operations.md#one-process-a-name),
 	// and nothing it does needs the reaper. Stopped in reverse, River stops first.
-	return r.group.Start(ctx, append(services, r.workers, &riverService{client: r.river})...)
+	return r.group.Start(ctx, append(services, r.workers, &riverService{client: r.river, logger: r.cfg.Dispatch.Logger})...)
 }
 
 // Failed is closed when the worker-facing side stopped on its own (Err says why).
@@ -124,15 +126,51 @@ func (r *Replica) Run(ctx context.Context) error {
 // riverService starts and stops the River client of the reaper and the fold.
 type riverService struct {
 	client *river.Client[pgx.Tx]
+	logger *slog.Logger
 	cancel context.CancelFunc
+	// retrying is closed when the retries of a start that could not connect end (nil: none).
+	retrying chan struct{}
 }
 
+// riverRetryInterval is how often a River client that could not connect at the start tries again.
+const riverRetryInterval = time.Second
+
+// Start starts the client. One that cannot reach the database (it went away after the
+// replica's checks: a crash, a restart) is started again in the background each
+// riverRetryInterval, the replica serving meanwhile (the outage watch bounds how long); any
+// other error is the start's.
 func (s *riverService) Start(ctx context.Context) error {
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
 	ctx, s.cancel = context.WithCancel(ctx)
-	if err := s.client.Start(ctx); err != nil {
+	err := s.client.Start(ctx)
+	if err == nil {
+		return nil
+	}
+	var connect *pgconn.ConnectError
+	if !errors.As(err, &connect) {
 		s.cancel()
 		return fmt.Errorf("start the reaper: %w", err)
 	}
+	s.logger.Warn("the reaper's River client cannot reach the database; serving without it, starting it again each second", "error", err)
+	s.retrying = make(chan struct{})
+	go func() {
+		defer close(s.retrying)
+		t := time.NewTicker(riverRetryInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := s.client.Start(ctx); err == nil {
+				s.logger.Info("the reaper's River client started")
+				return
+			}
+		}
+	}()
 	return nil
 }
 
@@ -145,6 +183,10 @@ const riverStopTimeout = 10 * time.Second
 func (s *riverService) Stop() {
 	if s.cancel == nil {
 		return
+	}
+	if s.retrying != nil {
+		s.cancel()
+		<-s.retrying
 	}
 	defer s.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), riverStopTimeout)

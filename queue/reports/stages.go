@@ -294,6 +294,9 @@ func (st StageStat) MarshalJSON() ([]byte, error) {
 
 // MarshalJSON gives the summary with its wall clock in milliseconds.
 func (s StageSummary) MarshalJSON() ([]byte, error) {
+	if s.Stages == nil {
+		s.Stages = []StageStat{} // none recorded: an empty list, not null
+	}
 	return json.Marshal(map[string]any{"tasks": s.Tasks, "from": s.From, "to": s.To, "wall_ms": ms(s.Wall),
 		"papers_per_second": s.PapersPerSecond, "stages": s.Stages, "bottleneck": s.Bottleneck, "busiest": s.Busiest, "truncated": s.Truncated})
 }

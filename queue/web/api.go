@@ -53,6 +53,8 @@ func (s *Server) apiRouteTable() []apiRoute {
 		{"GET", scopePath + "/report/whats", read(s.apiReportNames)},
 		{"GET", scopePath + "/report/tasks", logs(s.apiReportTasks)},
 		{"GET", scopePath + "/runs", read(s.apiRuns)},
+		{"GET", scopePath + "/stages", read(s.apiStages)},
+		{"GET", "/api/v1/services/{service}/stages", read(s.apiStages)},
 		{"GET", scopePath + "/diff", read(s.apiDiff)},
 		{"GET", scopePath + "/diff/tasks", read(s.apiDiffTasks)},
 		{"GET", scopePath + "/why", read(s.apiWhy)},
@@ -70,6 +72,13 @@ func (s *Server) apiRouteTable() []apiRoute {
 		{"GET", "/api/v1/retries", read(s.apiRetries)},
 		{"GET", "/api/v1/replicas", read(s.apiReplicas)},
 		{"GET", "/api/v1/search", read(s.apiSearch)},
+		{"POST", "/api/v1/services", act(s.apiServiceAdd)},
+		{"DELETE", "/api/v1/services/{service}", act(s.apiServiceDelete)},
+		{"POST", "/api/v1/corpora", act(s.apiCorpusAdd)},
+		{"DELETE", "/api/v1/corpora/{corpus}", act(s.apiCorpusDelete)},
+		{"POST", "/api/v1/corpora/{corpus}/extend", act(s.apiExtend)},
+		{"POST", scopePath + "/activate", act(s.apiActivate)},
+		{"POST", scopePath + "/deactivate", act(s.apiDeactivate)},
 	}
 }
 

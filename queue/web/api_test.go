@@ -87,6 +87,10 @@ func TestAPIEveryEndpoint(t *testing.T) {
 	msgs := get(fmt.Sprintf("/api/v1/tasks/%d/messages?limit=10", f.bad))
 	require.Equal(t, "latex", msgs["messages"].([]any)[0].(map[string]any)["category"])
 
+	// Where the run's time went (no stages recorded in this fixture: the counts are zero).
+	require.EqualValues(t, 0, get(scope + "/stages")["summary"].(map[string]any)["tasks"])
+	get("/api/v1/services/tex_to_html/stages?slowest=5")
+
 	// The campaign: rerun the fatal slice, then diff the two runs.
 	rerun := c.api("POST", scope+"/rerun", `{"severity":"fatal"}`, "Authorization", bearer)
 	require.Equal(t, http.StatusOK, rerun.code, rerun.body)
@@ -102,6 +106,7 @@ func TestAPIEveryEndpoint(t *testing.T) {
 	sb := c.api("POST", scope+"/sandboxes", `{"name":"papers-ok","severity":"no_problem"}`, "Authorization", bearer)
 	require.Equal(t, http.StatusOK, sb.code, sb.body)
 	require.Equal(t, http.StatusOK, c.api("DELETE", "/api/v1/sandboxes/papers-ok", "", "Authorization", bearer).code)
+	t.Run("Lifecycle", testAPILifecycle)
 
 	ends, err := api.Endpoints()
 	require.NoError(t, err)

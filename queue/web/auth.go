@@ -146,26 +146,7 @@ func sameOrigin(r *http.Request) bool {
 // origin. The handler's message is shown on a result page.
 func (s *Server) action(fn func(*http.Request) (string, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.actionsAllowed() {
-			s.fail(w, r, forbidden("this dashboard is read-only: start it with --admin-token (and without --read-only) to act"))
-			return
-		}
-		sess, ok := s.session(r)
-		if !ok {
-			s.fail(w, r, forbidden("sign in with the admin token first (/login)"))
-			return
-		}
-		if err := parseForm(w, r); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		given := r.PostForm.Get("csrf")
-		if given == "" || !hmac.Equal([]byte(given), []byte(s.csrfToken(sess))) {
-			s.fail(w, r, forbidden("missing or wrong CSRF token: reload the page and try again"))
-			return
-		}
-		if !sameOrigin(r) {
-			s.fail(w, r, forbidden("cross-origin request refused"))
+		if !s.formAllowed(w, r) {
 			return
 		}
 		msg, err := fn(r)
@@ -180,6 +161,34 @@ func (s *Server) action(fn func(*http.Request) (string, error)) http.HandlerFunc
 		}
 		s.render(w, r, http.StatusOK, view{Page: "done", Title: "Done", Data: struct{ Msg, Back string }{msg, back}})
 	}
+}
+
+// formAllowed checks a form action's request: actions allowed, an admin session, its CSRF token
+// and the same origin; it answers the refusal itself.
+func (s *Server) formAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if !s.actionsAllowed() {
+		s.fail(w, r, forbidden("this dashboard is read-only: start it with --admin-token (and without --read-only) to act"))
+		return false
+	}
+	sess, ok := s.session(r)
+	if !ok {
+		s.fail(w, r, forbidden("sign in with the admin token first (/login)"))
+		return false
+	}
+	if err := parseForm(w, r); err != nil {
+		s.fail(w, r, err)
+		return false
+	}
+	given := r.PostForm.Get("csrf")
+	if given == "" || !hmac.Equal([]byte(given), []byte(s.csrfToken(sess))) {
+		s.fail(w, r, forbidden("missing or wrong CSRF token: reload the page and try again"))
+		return false
+	}
+	if !sameOrigin(r) {
+		s.fail(w, r, forbidden("cross-origin request refused"))
+		return false
+	}
+	return true
 }
 
 func (s *Server) loginPage(r *http.Request) (view, error) {

@@ -1,7 +1,7 @@
 package web
 
 // Where a run's time went (docs/stages.md): the "time" view of a run (/runs/time) and its JSON
-// (/runs/time.json), for a run of a corpus and service or a service over all its corpora.
+// (/runs/time.json, and the API's .../stages), for a run of a corpus and service or a service over all its corpora.
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/reports"
 )
 
@@ -27,15 +28,6 @@ type timePage struct {
 	SlowestHeader   []string
 	Slowest         []reports.TaskStages
 	SlowestRows     [][]string
-}
-
-// timeJSON is what /runs/time.json answers.
-type timeJSON struct {
-	Corpus  string               `json:"corpus,omitempty"`
-	Service string               `json:"service"`
-	Run     int64                `json:"run,omitempty"`
-	Summary reports.StageSummary `json:"summary"`
-	Slowest []reports.TaskStages `json:"slowest"`
 }
 
 // readTime reads the time view's figures: service (required), corpus and run (a run of the
@@ -123,7 +115,7 @@ func (s *Server) runTimeJSON(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	b, err := json.Marshal(timeJSON{Corpus: p.Corpus, Service: p.Service, Run: p.Run, Summary: p.Summary, Slowest: p.Slowest})
+	b, err := json.Marshal(p.answer())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -131,4 +123,28 @@ func (s *Server) runTimeJSON(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(b)
+}
+
+// answer is the time view's figures as the API answers them.
+func (p timePage) answer() api.Stages {
+	return api.Stages{Corpus: p.Corpus, Service: p.Service, Run: p.Run, Summary: p.Summary, Slowest: p.Slowest}
+}
+
+// apiStages is the time view for the API: a run of the path's corpus and service (?run=, the
+// current one by default), or, with no corpus in the path, the service over all its corpora;
+// ?slowest= as the view's.
+func (s *Server) apiStages(r *http.Request) (any, error) {
+	q := r.URL.Query()
+	q.Del("corpus")
+	q.Set("service", r.PathValue("service"))
+	if corpus := r.PathValue("corpus"); corpus != "" {
+		q.Set("corpus", corpus)
+	}
+	r = r.Clone(r.Context())
+	r.URL.RawQuery = q.Encode()
+	p, err := s.readTime(r)
+	if err != nil {
+		return nil, err
+	}
+	return p.answer(), nil
 }

@@ -65,6 +65,22 @@ func TestWebRunTime(t *testing.T) {
 
 	service := c.get("/runs/time.json?service=tex_to_html")
 	require.Equal(t, http.StatusOK, service.code, "the service over all corpora: %s", service.body)
+
+	// The API's twins answer the same figures, in the spec's shape (c.api validates them).
+	a := c.api("GET", "/api/v1/corpora/papers/services/tex_to_html/stages?slowest=1", "")
+	require.Equal(t, http.StatusOK, a.code, a.body)
+	require.JSONEq(t, r.body, a.body, "the API answers what the view's JSON does")
+	a = c.api("GET", "/api/v1/services/tex_to_html/stages", "")
+	require.Equal(t, http.StatusOK, a.code, a.body)
+	require.JSONEq(t, service.body, a.body)
+	for path, code := range map[string]int{
+		"/api/v1/services/nope/stages":                                  http.StatusNotFound,
+		"/api/v1/corpora/papers/services/tex_to_html/stages?run=999999": http.StatusNotFound,
+		"/api/v1/corpora/papers/services/tex_to_html/stages?slowest=-1": http.StatusUnprocessableEntity,
+		"/api/v1/corpora/nope/services/tex_to_html/stages":              http.StatusNotFound,
+	} {
+		require.Equal(t, code, c.api("GET", path, "").code, path)
+	}
 	for path, code := range map[string]int{
 		"/runs/time":              http.StatusBadRequest,
 		"/runs/time?service=nope": http.StatusNotFound,

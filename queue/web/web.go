@@ -256,6 +256,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /pause", s.action(s.pause))
 	m.HandleFunc("POST /resume", s.action(s.resume))
 	m.HandleFunc("POST /sandbox", s.action(s.sandbox))
+	m.HandleFunc("GET /lifecycle", s.page(s.lifecyclePage))
+	m.HandleFunc("POST /lifecycle", s.lifecycleForm)
 	s.apiRoutes()
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.FileServerFS(static)

@@ -366,8 +366,8 @@ type ReportRollup struct {
 // Run history per corpus and service: each rerun closes a row with the tallies it replaced.
 type Run struct {
 	ID        int64           `json:"id"`
-	CorpusID  int32           `json:"corpus_id"`
-	ServiceID int32           `json:"service_id"`
+	CorpusID  *int32          `json:"corpus_id"`
+	ServiceID *int32          `json:"service_id"`
 	StartedAt time.Time       `json:"started_at"`
 	EndedAt   *time.Time      `json:"ended_at"`
 	Scope     json.RawMessage `json:"scope"`
@@ -381,6 +381,10 @@ type Run struct {
 	Blocked   int64           `json:"blocked"`
 	Note      string          `json:"note"`
 	Owner     string          `json:"owner"`
+	// The corpus's name, kept when the corpus is deleted (corpus_id NULL then).
+	CorpusName *string `json:"corpus_name"`
+	// The service's name, kept when the service is deleted (service_id NULL then).
+	ServiceName *string `json:"service_name"`
 }
 
 // Status transition matrices of two closed runs (from_status NULL: not a task then), counted on first use.

@@ -636,7 +636,7 @@ func (q *Queries) DiffResetCount(ctx context.Context, fromRun int64, corpusID in
 }
 
 const diffScopes = `-- name: DiffScopes :many
-SELECT o.corpus_id, o.service_id, o.id AS to_run, p.id AS from_run,
+SELECT o.corpus_id::int AS corpus_id, o.service_id::int AS service_id, o.id AS to_run, p.id AS from_run,
        coalesce(s.from_run, 0)::bigint AS kept_from_run, coalesce(s.to_run, 0)::bigint AS kept_to_run,
        coalesce(s.gen, 0)::bigint AS gen, coalesce(s.next_sweep_at <= now(), true)::bool AS due
 FROM runs o
@@ -646,7 +646,7 @@ CROSS JOIN LATERAL (SELECT r.id FROM runs r
                     LIMIT 1) p
 JOIN runs pr ON pr.id = p.id AND pr.ended_at IS NOT NULL
 LEFT JOIN diff_current_state s ON s.corpus_id = o.corpus_id AND s.service_id = o.service_id
-WHERE o.ended_at IS NULL
+WHERE o.ended_at IS NULL AND o.corpus_id IS NOT NULL AND o.service_id IS NOT NULL
 ORDER BY o.corpus_id, o.service_id
 `
 
@@ -1773,7 +1773,7 @@ const runList = `-- name: RunList :many
 SELECT id, started_at, ended_at, note, owner, tasks, todo, no_problem, warning, error, fatal, invalid,
        blocked
 FROM runs
-WHERE corpus_id = $1 AND service_id = $2
+WHERE corpus_id = $1::int AND service_id = $2::int
 ORDER BY id
 `
 
@@ -1831,7 +1831,7 @@ func (q *Queries) RunList(ctx context.Context, corpusID int32, serviceID int32) 
 const runLockOpen = `-- name: RunLockOpen :one
 SELECT id
 FROM runs
-WHERE corpus_id = $1 AND service_id = $2 AND ended_at IS NULL
+WHERE corpus_id = $1::int AND service_id = $2::int AND ended_at IS NULL
 ORDER BY id DESC
 LIMIT 1
 FOR UPDATE
@@ -1847,7 +1847,7 @@ func (q *Queries) RunLockOpen(ctx context.Context, corpusID int32, serviceID int
 
 const runOpenReturning = `-- name: RunOpenReturning :one
 INSERT INTO runs (corpus_id, service_id, started_at, note)
-VALUES ($1, $2, $3::timestamptz, $4)
+VALUES ($1::int, $2::int, $3::timestamptz, $4)
 RETURNING id
 `
 
@@ -1958,7 +1958,7 @@ func (q *Queries) SandboxDeleteCorpus(ctx context.Context, id int32) error {
 
 const sandboxDeleteRuns = `-- name: SandboxDeleteRuns :exec
 WITH gone AS (
-    DELETE FROM runs WHERE corpus_id = $1 RETURNING id
+    DELETE FROM runs WHERE corpus_id = $1::int RETURNING id
 )
 DELETE FROM run_statuses r USING gone WHERE r.run_id = gone.id
 `

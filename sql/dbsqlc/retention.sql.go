@@ -58,7 +58,7 @@ func (q *Queries) RunDiffsDeleteOfRuns(ctx context.Context, runIds []int64) (int
 
 const runScopesWithHistory = `-- name: RunScopesWithHistory :many
 
-SELECT r.corpus_id, r.service_id, c.name AS corpus, s.name AS service
+SELECT r.corpus_id::int AS corpus_id, r.service_id::int AS service_id, c.name AS corpus, s.name AS service
 FROM (SELECT DISTINCT corpus_id, service_id FROM runs) r
 JOIN corpora c ON c.id = r.corpus_id
 JOIN services s ON s.id = r.service_id

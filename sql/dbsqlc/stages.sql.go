@@ -96,7 +96,7 @@ func (q *Queries) StageRows(ctx context.Context, arg StageRowsParams) ([]StageRo
 }
 
 const stageRun = `-- name: StageRun :one
-SELECT corpus_id, service_id, started_at, ended_at
+SELECT coalesce(corpus_id, 0)::int AS corpus_id, coalesce(service_id, 0)::int AS service_id, started_at, ended_at
 FROM runs
 WHERE id = $1
 `
@@ -109,6 +109,7 @@ type StageRunRow struct {
 }
 
 // StageRun reads a run's corpus, service and time span (ended_at NULL: the open run).
+// A run whose corpus or service was deleted reads as corpus or service 0.
 func (q *Queries) StageRun(ctx context.Context, id int64) (StageRunRow, error) {
 	row := q.db.QueryRow(ctx, stageRun, id)
 	var i StageRunRow

@@ -12,7 +12,7 @@ import (
 
 const runOpen = `-- name: RunOpen :exec
 INSERT INTO runs (corpus_id, service_id, started_at, note)
-VALUES ($1, $2, $3::timestamptz, $4)
+VALUES ($1::int, $2::int, $3::timestamptz, $4)
 `
 
 func (q *Queries) RunOpen(ctx context.Context, corpusID int32, serviceID int32, startedAt time.Time, note string) error {
@@ -28,7 +28,7 @@ func (q *Queries) RunOpen(ctx context.Context, corpusID int32, serviceID int32, 
 const runOpenOf = `-- name: RunOpenOf :one
 SELECT id
 FROM runs
-WHERE corpus_id = $1 AND service_id = $2 AND ended_at IS NULL
+WHERE corpus_id = $1::int AND service_id = $2::int AND ended_at IS NULL
 ORDER BY id DESC
 LIMIT 1
 `
