@@ -26,23 +26,16 @@ ORDER BY task_id, run
 FOR UPDATE;
 
 -- name: DispatchLockExpired :many
--- DispatchLockExpired takes in-flight rows past their deadline, skipping rows a result is being
--- written for (received_at after received_before) and rows another transaction holds.
+-- DispatchLockExpired takes in-flight rows past their deadline, skipping rows another transaction
+-- holds.
 SELECT sqlc.embed(d), t.run AS task_run
 FROM dispatch d
 JOIN tasks t ON t.id = d.task_id
 WHERE d.state = 'in_flight'
   AND d.deadline <= @now::timestamptz
-  AND (d.received_at IS NULL OR d.received_at < @received_before::timestamptz)
 ORDER BY d.deadline
 LIMIT @max_rows
 FOR UPDATE OF d, t SKIP LOCKED;
-
--- name: DispatchMarkReceived :execrows
--- DispatchMarkReceived holds the reaper off in-flight rows whose result is being written.
-UPDATE dispatch
-SET received_at = @now::timestamptz
-WHERE task_id = ANY(@task_ids::bigint[]) AND state = 'in_flight';
 
 -- name: DispatchForget :execrows
 -- DispatchForget deletes held rows whose late-result window has passed; a queued retry is

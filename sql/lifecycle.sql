@@ -99,7 +99,7 @@ DELETE FROM report_changes WHERE task_id = ANY (@ids::bigint[]);
 -- name: LifecycleDeleteScopeRows :one
 -- LifecycleDeleteScopeRows deletes the rows keyed by a scope's corpus and service once its tasks
 -- are gone, counting them per table; with @drop_corpus the corpus's known entries too, with
--- @drop_service the service's workers and demand. Runs stay (LifecycleDetachRuns).
+-- @drop_service the service's workers and demand. Runs stay (LifecycleDetachCorpusRuns and LifecycleDetachServiceRuns).
 WITH sh AS (DELETE FROM corpus_shares x WHERE (@corpus_id::int = 0 OR x.corpus_id = @corpus_id::int) AND (@service_id::int = 0 OR x.service_id = @service_id::int) RETURNING 1),
      tt AS (DELETE FROM task_totals x WHERE (@corpus_id::int = 0 OR x.corpus_id = @corpus_id::int) AND (@service_id::int = 0 OR x.service_id = @service_id::int) RETURNING 1),
      rr AS (DELETE FROM report_rollup x WHERE (@corpus_id::int = 0 OR x.corpus_id = @corpus_id::int) AND (@service_id::int = 0 OR x.service_id = @service_id::int) RETURNING 1),

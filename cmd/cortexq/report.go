@@ -142,7 +142,7 @@ func openBaseNoArgs(c *cli.Context) (*base.Base, func(), error) {
 	return openBase(c)
 }
 
-// openListStore checks the arguments of a list command taking formatFlags (none, and not both
+// openListBase checks the arguments of a list command taking formatFlags (none, and not both
 // --json and --csv) and opens the base.
 func openListBase(c *cli.Context) (*base.Base, func(), error) {
 	if err := noArgs(c); err != nil {

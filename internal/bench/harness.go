@@ -57,7 +57,7 @@ func StageCorpus(ctx context.Context, dir string, n, size int) ([]string, error)
 	return stageCorpusLogs(ctx, dir, n, size, 0)
 }
 
-// stageCorpusLogs is stageCorpus with logs of about messages messages (sampleArchive).
+// stageCorpusLogs is StageCorpus with logs of about messages messages (sampleArchive).
 func stageCorpusLogs(ctx context.Context, dir string, n, size, messages int) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("corpus directory: %w", err)

@@ -38,7 +38,7 @@ func relBeneath(base, path string) (string, error) {
 // symbolic link is followed only while it stays beneath base (os.Root), so a link planted in a
 // corpus that points out of it is an error, not a read or write outside.
 //
-// It opens with one openat2 resolved beneath base where the kernel has it (as readBeneath does),
+// It opens with one openat2 resolved beneath base where the kernel has it (openat2Beneath, as ReadSource does),
 // else through os.Root, whose walk costs a system call per path component.
 func openBeneath(base, path string, flag int, perm os.FileMode) (*os.File, error) {
 	rel, err := relBeneath(base, path)

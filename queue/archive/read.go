@@ -78,7 +78,7 @@ func ReadSource(base, path string, buf []byte) ([]byte, error) {
 // planted as an entry) is refused rather than read forever.
 const maxSourceReads = 1 << 16
 
-// readBeneathRoot is readBeneath through os.Root (openBeneath), for kernels without openat2.
+// readBeneathRoot is ReadSource through os.Root (openBeneath), for kernels without openat2.
 func readBeneathRoot(base, path string, buf []byte) ([]byte, error) {
 	f, err := openBeneath(base, path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {

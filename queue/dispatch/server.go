@@ -53,12 +53,12 @@ type Server struct {
 	// leasing counts the ventilator's reservation jobs (reserve, release, check) not yet
 	// delivered: Drain waits for them too; stocked counts the tasks in its stock, reserved and
 	// not handed out. attrib writes the hand-outs' workers (attribute.go).
-	leasing atomic.Int32
-	stocks  *stockIDs
-	attrib  *attributor
-	unknown *xsync.Map[string, time.Time] // service names recently not found
-	claimIn chan *item
-	held    *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
+	leasing   atomic.Int32
+	stocks    *stockIDs
+	attrib    *attributor
+	unknown   *xsync.Map[string, time.Time] // service names recently not found
+	claimIn   chan *item
+	unwritten *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
 	// coldReqs carries the writers' lookups of tasks not mirrored to the batcher, and slow
 	// holds the results of peers past their bogus budget (guard.go).
 	coldReqs chan lookup
@@ -135,7 +135,7 @@ func New(deps Deps, cfg Config) (*Server, error) {
 		health:     newHealth(cfg.OutageBudget, cfg.Logger.With("component", "dispatch"), cfg.Registerer),
 		outage:     newOutageHeld(cfg.OutageHeldResults, cfg.OutageHeldBytes, cfg.Registerer),
 		connConfig: deps.ConnConfig,
-		held:       semaphore.NewWeighted(resultsHeldMax),
+		unwritten:  semaphore.NewWeighted(resultsHeldMax),
 		// One resync asked for is enough for every request that asks meanwhile.
 		resyncNow: make(chan struct{}, 1),
 		parsed:    semaphore.NewWeighted(cfg.MaxParsedBytes),

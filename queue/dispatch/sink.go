@@ -52,7 +52,7 @@ type item struct {
 }
 
 // receiver owns the PULL socket: it parses result messages and hands them to the writers.
-// What it has handed over and the writers have not yet written is bounded by s.held.
+// What it has handed over and the writers have not yet written is bounded by s.unwritten.
 func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- inbound) error {
 	defer close(inbox)
 	limiter := wire.NewRateLimiter(5 * time.Second)
@@ -99,7 +99,7 @@ func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- in
 		// its claim decides (the cap bounds unanswered leases, ventilator.go).
 		s.hot.Answered(res.TaskID, msg.from.worker(res.Identity))
 		weight := min(heldWeight(res.Data), resultsHeldMax)
-		if err := s.held.Acquire(ctx, weight); err != nil {
+		if err := s.unwritten.Acquire(ctx, weight); err != nil {
 			return nil
 		}
 		select {
@@ -151,7 +151,7 @@ func (s *Server) writer(ctx context.Context, inbox <-chan inbound, out chan<- *i
 // database is away, or whose lookups fail, is held until it is back (outage.go).
 func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 	if s.health.isDown() {
-		s.held.Release(in.weight)
+		s.unwritten.Release(in.weight)
 		s.holdResult(in)
 		return
 	}
@@ -168,7 +168,7 @@ func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 		}
 		reason = "slow_lane_full"
 	}
-	s.held.Release(in.weight)
+	s.unwritten.Release(in.weight)
 	if reason == "db_error" && ctx.Err() == nil {
 		s.holdResult(in)
 		return
@@ -402,7 +402,7 @@ func (s *Server) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
 		}
 		return lease.TaskInfo{Task: t.Task, SandboxID: sandbox}, nil
 	}
-	return s.coldTask(ctx, id) // bounded for bogus ids: guard.go
+	return s.coldTask(ctx, id) // bounded for bogus ids: coldlookup.go
 }
 
 // claimer decides batches of items in claim transactions. poke wakes the ventilator's loop:
@@ -499,8 +499,7 @@ func (s *Server) claimWait(last time.Duration) time.Duration {
 
 // claimBatchWeight bounds the messages one claim transaction writes (in parsedWeight, past its
 // first result): results with many long messages are claimed a few at a time, so that no claim
-// runs long while the results behind it wait. Measured: 1,000 messages of 2 KB (2 MiB) add
-// 70-100 ms to a claim on an idle test cluster.
+// runs long while the results behind it wait (docs/performance.md#claim-batch-weight).
 const claimBatchWeight = 2 << 20
 
 // claimRetries is how often a claim that fails while the database answers is tried again.
@@ -509,8 +508,8 @@ const claimRetries = 20
 // relayAfter is the first round trip of a claim from which it hands on to the next claimer
 // before its commit (Server.claimer): the database is far enough that overlapping the next
 // claim's round trips with this one's commit pays. On a nearer link the next claim gathers
-// until this one is over, as with one claimer, and its batch is not halved: on loopback the
-// relay at every claim cost 10-15% of the tasks/s in PostgreSQL CPU (docs/performance.md#the-claim-relay).
+// until this one is over, as with one claimer, and its batch is not halved: on loopback a relay
+// at every claim costs PostgreSQL CPU for nothing (docs/performance.md#the-claim-relay).
 const relayAfter = 5 * time.Millisecond
 
 // claim runs one claim transaction for batch, retrying it while the database is away (within
@@ -575,12 +574,12 @@ func (s *Server) claim(ctx context.Context, batch []*item, writing func(reads ti
 		}
 		return
 	}
-	s.settle(decisions, index)
+	s.afterCommit(decisions, index)
 }
 
-// settle counts and logs a committed claim's decisions, drops the decided tasks from the hot
+// afterCommit counts and logs a committed claim's decisions, drops the decided tasks from the hot
 // cache and cleans up each result's staged archive.
-func (s *Server) settle(decisions []lease.Decision, index map[*lease.Result]*item) {
+func (s *Server) afterCommit(decisions []lease.Decision, index map[*lease.Result]*item) {
 	for i := range decisions {
 		d := &decisions[i]
 		it := index[d.Result]

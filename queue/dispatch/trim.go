@@ -8,15 +8,15 @@ import "C"
 import "time"
 
 // trimAfter is how many worker connections (file descriptors) must have closed since the most
-// the replica had open before it hands the memory they held back to the system (mallocTrim).
+// the replica had open before it hands the memory they held back to the system (trimMemory).
 const trimAfter = 256
 
 // trimMemory returns the C heap's free memory to the system once trimAfter connections or
 // more closed since the last peak of open file descriptors, and reports whether it did and how
-// long it took. libzmq allocates about 27 KB per connection, on its I/O threads' malloc
-// arenas; glibc's free keeps most of it when the connection goes (a bare libzmq ROUTER stayed
-// at 179 MB after 6,000 peers left; malloc_trim took it back to 18 MB), so a fleet that
-// churned kept the RSS of its largest size. See docs/operations.md#fleet-size.
+// long it took. libzmq allocates its connections' memory on its I/O threads' malloc arenas, and
+// glibc's free keeps most of it when a connection goes, so a fleet that churned would keep the
+// RSS of its largest size (measured in docs/performance.md#ten-thousand-identities-a-million-distinct;
+// see docs/operations.md#fleet-size).
 func (s *Server) trimMemory(open int) (bool, time.Duration) {
 	s.trimMu.Lock()
 	defer s.trimMu.Unlock()

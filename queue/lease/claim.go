@@ -24,7 +24,7 @@ const (
 	// KindReport is a result with a verdict: its status and messages.
 	KindReport Kind = iota
 	// KindRetryable is a retryable cause (a timeout, an out-of-memory shed, a crash): the task's
-	// retry budget decides what happens (Defer).
+	// retry budget decides what happens (decideRetryable).
 	KindRetryable
 	// KindUnusable is a reply that could not be used (empty or unreadable archive): the task
 	// stays in flight for the reaper, marked answered.
@@ -244,15 +244,6 @@ func (c *claim) decide(now time.Time, got lockedTasks, _ *dbsqlc.Queries) (*writ
 	step := &claimStep{now: now, w: w, hooks: c.hooks}
 	for i := range c.results {
 		c.s.decideResult(step, byTask[c.results[i].TaskID], &c.results[i], &c.decisions[i])
-	}
-	// Each decided reply ends its task's receipt (Receive), whatever was decided.
-	for _, ct := range byTask {
-		for _, row := range ct.rows {
-			if row.State == StateInFlight && row.ReceivedAt != nil {
-				row.ReceivedAt = nil
-				w.put(row)
-			}
-		}
 	}
 	if c.hooks.BeforeCommit != nil {
 		if err := c.hooks.BeforeCommit(); err != nil {

@@ -14,8 +14,8 @@ import (
 )
 
 // Entry points only tests call: Lease runs the production steps back to back (Reserve, hand-out,
-// Attribute, Release); Claim is ClaimWithHooks with a publish step; Return and Receive do what no
-// production path does today (undo an attributed lease; mark a result being written). Tests of
+// Attribute, Release); Claim is ClaimWithHooks with a publish step; Return does what no
+// production path does today (undo an attributed lease). Tests of
 // other packages use queue/queuetest/leasetest.
 
 // LeaseRequest asks for one task for each of Workers, all of one service.
@@ -141,23 +141,6 @@ func (s *Store) Return(ctx context.Context, leases []Lease) (int, error) {
 // Claim is ClaimWithHooks with a publish step only.
 func (s *Store) Claim(ctx context.Context, results []Result, publish PublishFunc) ([]Decision, error) {
 	return s.ClaimWithHooks(ctx, results, ClaimHooks{Publish: publish})
-}
-
-// Receive marks in-flight tasks whose result is being written: the reaper leaves them alone for
-// the receipt grace, so a result that arrives at the deadline is not raced by a re-lease. A
-// claim, an unusable reply or a retryable cause ends the receipt. It reports how many rows were
-// marked.
-func (s *Store) Receive(ctx context.Context, taskIDs []int64) (int, error) {
-	ids := slices.Clone(taskIDs)
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	var n int64
-	err := s.inTx(ctx, "receive", true, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
-		var err error
-		n, err = q.DispatchMarkReceived(ctx, now, ids)
-		return err
-	})
-	return int(n), err
 }
 
 // Pool returns the store's pool, for this package's benchmarks.

@@ -187,7 +187,6 @@ var walkOps = []struct {
 	{"forget", 4, (*walk).forget},
 	{"rerun", 3, (*walk).rerun},
 	{"return", 5, (*walk).giveBack},
-	{"receive", 5, (*walk).receive},
 	{"advance", 15, (*walk).advance},
 	{"reserve", 10, (*walk).reserve},
 	{"hand_out", 10, (*walk).handOut},
@@ -480,17 +479,6 @@ func (w *walk) giveBack() {
 	if n > len(distinct) {
 		w.fail("%d leases returned of %d distinct ones", n, len(distinct))
 	}
-}
-
-func (w *walk) receive() {
-	var ids []int64
-	for range 1 + w.rng.Intn(3) {
-		id, _ := w.target()
-		ids = append(ids, id)
-	}
-	n, err := w.f.store.Receive(w.f.ctx, ids)
-	w.must(err)
-	w.note("%v → marked %d", ids, n)
 }
 
 func (w *walk) advance() {

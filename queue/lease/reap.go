@@ -40,7 +40,7 @@ func (s *Store) Reap(ctx context.Context, max int) (ReapSummary, error) {
 	var sum ReapSummary
 	err := s.inTx(ctx, "reap", true, func(q *dbsqlc.Queries, tx pgx.Tx, now time.Time) error {
 		sum = ReapSummary{}
-		rows, err := q.DispatchLockExpired(ctx, now, now.Add(-s.cfg.ReceiptGrace), int32(max))
+		rows, err := q.DispatchLockExpired(ctx, now, int32(max))
 		if err != nil {
 			return fmt.Errorf("lock expired rows: %w", err)
 		}

@@ -23,8 +23,6 @@ type Config struct {
 	// LateResultWindow is how long a task out of flight is held for a late result;
 	// LateResultWindowNone (negative): not at all.
 	LateResultWindow time.Duration
-	// ReceiptGrace is how long a result marked received (Receive) holds the reaper off.
-	ReceiptGrace time.Duration
 	// ReservationTTL is how long a reservation holds a task for this replica before the reaper
 	// may take it back (Reserve).
 	ReservationTTL time.Duration
@@ -40,7 +38,6 @@ const (
 	ReplicaDefault          = "replica"
 	LeaseTimeoutDefault     = 240 * time.Second
 	LateResultWindowDefault = time.Hour
-	ReceiptGraceDefault     = 2 * time.Minute
 )
 
 // LateResultWindowNone, as Config.LateResultWindow, holds no task for late results.
@@ -58,7 +55,6 @@ func (c Config) WithDefaults() Config {
 	c.Replica = cmp.Or(c.Replica, ReplicaDefault)
 	c.LeaseTimeout = orDefault(c.LeaseTimeout, LeaseTimeoutDefault)
 	c.LateResultWindow = cmp.Or(c.LateResultWindow, LateResultWindowDefault)
-	c.ReceiptGrace = orDefault(c.ReceiptGrace, ReceiptGraceDefault)
 	c.ReservationTTL = orDefault(c.ReservationTTL, ReservationTTLDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

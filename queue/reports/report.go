@@ -597,11 +597,11 @@ func (s *Store) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted,
 //
 //   - plan_cache_mode force_custom_plan. pgx prepares each statement; after five runs PostgreSQL
 //     may keep a generic plan made without the status, severity or runs' values, and the report's
-//     rows are skewed (a status of 1% or 35% of the tasks, a what in 12 or 120,000 messages): the
-//     diff of two closed runs took 1.9 s on a generic plan, 0.2 s on its own.
+//     rows are skewed (a status of 1% or 35% of the tasks, a what in 12 or 120,000 messages),
+//     and a generic plan can be ten times slower (docs/performance.md#report-queries-plans).
 //   - work_mem 64MB, so that the count of distinct tasks of a small severity sorts in memory.
-//   - jit off: compiling the category level's expressions cost 1.3 s of its 10 s on a
-//     million-task corpus, and saves less than that.
+//   - jit off: compiling the category level's expressions costs more than it saves
+//     (docs/performance.md#report-queries-plans).
 func TuneReportPool(cfg *pgxpool.Config) {
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}

@@ -157,7 +157,7 @@ func agoLabel(minutes int) string {
 }
 
 // liveEvery is how often a browser refreshes the overview's live figures at the quickest;
-// static/live.js slows down to liveSlowest while they do not change.
+// static/live.js slows down to its slowest pace (4 s) while they do not change.
 const liveEvery = 1500 * time.Millisecond
 
 // liveJSON serves the overview's changing figures for static/live.js. They are computed at

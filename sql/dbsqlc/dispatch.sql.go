@@ -72,9 +72,8 @@ FROM dispatch d
 JOIN tasks t ON t.id = d.task_id
 WHERE d.state = 'in_flight'
   AND d.deadline <= $1::timestamptz
-  AND (d.received_at IS NULL OR d.received_at < $2::timestamptz)
 ORDER BY d.deadline
-LIMIT $3
+LIMIT $2
 FOR UPDATE OF d, t SKIP LOCKED
 `
 
@@ -83,10 +82,10 @@ type DispatchLockExpiredRow struct {
 	TaskRun  int32    `json:"task_run"`
 }
 
-// DispatchLockExpired takes in-flight rows past their deadline, skipping rows a result is being
-// written for (received_at after received_before) and rows another transaction holds.
-func (q *Queries) DispatchLockExpired(ctx context.Context, now time.Time, receivedBefore time.Time, maxRows int32) ([]DispatchLockExpiredRow, error) {
-	rows, err := q.db.Query(ctx, dispatchLockExpired, now, receivedBefore, maxRows)
+// DispatchLockExpired takes in-flight rows past their deadline, skipping rows another transaction
+// holds.
+func (q *Queries) DispatchLockExpired(ctx context.Context, now time.Time, maxRows int32) ([]DispatchLockExpiredRow, error) {
+	rows, err := q.db.Query(ctx, dispatchLockExpired, now, maxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -230,21 +229,6 @@ func (q *Queries) DispatchLockQueued(ctx context.Context, serviceID int32, maxRo
 		return nil, err
 	}
 	return items, nil
-}
-
-const dispatchMarkReceived = `-- name: DispatchMarkReceived :execrows
-UPDATE dispatch
-SET received_at = $1::timestamptz
-WHERE task_id = ANY($2::bigint[]) AND state = 'in_flight'
-`
-
-// DispatchMarkReceived holds the reaper off in-flight rows whose result is being written.
-func (q *Queries) DispatchMarkReceived(ctx context.Context, now time.Time, taskIds []int64) (int64, error) {
-	result, err := q.db.Exec(ctx, dispatchMarkReceived, now, taskIds)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const dispatchSettleEarlierRuns = `-- name: DispatchSettleEarlierRuns :execrows

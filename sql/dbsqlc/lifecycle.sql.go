@@ -326,7 +326,7 @@ type LifecycleDeleteScopeRowsRow struct {
 
 // LifecycleDeleteScopeRows deletes the rows keyed by a scope's corpus and service once its tasks
 // are gone, counting them per table; with @drop_corpus the corpus's known entries too, with
-// @drop_service the service's workers and demand. Runs stay (LifecycleDetachRuns).
+// @drop_service the service's workers and demand. Runs stay (LifecycleDetachCorpusRuns and LifecycleDetachServiceRuns).
 func (q *Queries) LifecycleDeleteScopeRows(ctx context.Context, corpusID int32, serviceID int32, dropCorpus bool, dropService bool) (LifecycleDeleteScopeRowsRow, error) {
 	row := q.db.QueryRow(ctx, lifecycleDeleteScopeRows,
 		corpusID,
