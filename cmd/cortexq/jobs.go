@@ -76,7 +76,7 @@ func jobRunner(c *cli.Context, root *base.Base, name string, logger *slog.Logger
 		return nil, usagef(c, "--job-beat: want a positive duration")
 	}
 	r, err := jobs.NewRunner(jobs.Env{Base: root}, jobops.Registry(version.Release()),
-		jobs.Config{Workers: n, Beat: c.Duration("job-beat"), Name: name, Logger: logger.With("component", "jobs")})
+		jobs.Config{Workers: n, Beat: c.Duration("job-beat"), Name: name, Logger: newQuietLogger(logger).With("component", "jobs")})
 	if err != nil {
 		return nil, err
 	}

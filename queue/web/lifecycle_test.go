@@ -65,5 +65,6 @@ func TestLifecycleForms(t *testing.T) {
 		audit = append(audit, s)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"service add ok", "corpus add ok", "corpus delete dry_run", "corpus delete ok"}, audit)
+	require.Equal(t, []string{"sign-in ok", "service add ok", "corpus add ok", "corpus delete dry_run", "corpus delete ok"}, audit,
+		"the sign-in, then each step of the lifecycle form (its action named by the step)")
 }
