@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -393,40 +394,69 @@ func (l *loop) convertInMemory(ctx context.Context, log *slog.Logger, mh MemoryH
 	l.answer(ctx, log, idFrame, bytes.NewReader(out), err, int64(size), start)
 }
 
-// pushResult sends [identity, service, taskid, chunk…] to the sink.
+// pushResult sends [identity, service, taskid, chunk…] to the sink: that of the replica that
+// handed the task out, or another's when that one has no replica connected (startSink).
 func (l *loop) pushResult(ctx context.Context, idFrame []byte, r io.Reader) error {
-	if l.p.push == nil {
-		if err := l.buildPush(l.p); err != nil {
-			return err
-		}
-	}
-	err := l.sendHeader(ctx, idFrame)
+	p, err := l.startSink(ctx)
 	if err == nil {
-		err = l.chunker.WriteChunks(r, func(frame []byte, more bool) error {
-			flags := zmq.Flag(0)
-			if more {
-				flags = zmq.SNDMORE
-			}
-			return l.send(ctx, l.p.push, frame, flags, noStop)
-		})
+		err = l.sendRest(ctx, p.push, idFrame, r)
 	}
 	if err != nil {
 		// The socket may hold half a message: drop it with its queue (libzmq discards an
 		// unfinished message) and start afresh.
-		l.closeSocket(&l.p.push, 0)
+		l.closeSocket(&p.push, 0)
 		return err
 	}
 	l.cfg.Stats.Pushed.Add(1)
 	return nil
 }
 
-func (l *loop) sendHeader(ctx context.Context, idFrame []byte) error {
-	for _, f := range [][]byte{[]byte(l.identity), []byte(l.cfg.Service), idFrame} {
-		if err := l.send(ctx, l.p.push, f, zmq.SNDMORE, noStop); err != nil {
+// startSink sends a result's first frame and returns the pair whose sink took it. The sockets
+// queue only to connected replicas, so a sink that does not take it at once has no replica
+// connected (killed and starting again, say): with other replicas, the first of their sinks
+// that takes it at once gets the result, since any replica accepts any result
+// (docs/semantics.md#claim), rather than the worker waiting for its own to come back. When
+// none takes it, it waits on the task's own sink, as send does.
+func (l *loop) startSink(ctx context.Context) (*endpoints, error) {
+	first := []byte(l.identity)
+	if len(l.pairs) > 1 {
+		at := slices.Index(l.pairs, l.p)
+		for i := range l.pairs {
+			p := l.pairs[(at+i)%len(l.pairs)]
+			if p.push == nil && l.buildPush(p) != nil {
+				continue
+			}
+			if _, err := p.push.SendBytes(first, zmq.SNDMORE|zmq.DONTWAIT); err == nil {
+				if p != l.p {
+					l.cfg.Stats.Redirected.Add(1)
+					l.log.Debug("result sent to another replica's sink: its own has no replica connected", "sink", p.sink, "own", l.p.sink)
+				}
+				return p, nil
+			}
+		}
+	}
+	if l.p.push == nil {
+		if err := l.buildPush(l.p); err != nil {
+			return l.p, err
+		}
+	}
+	return l.p, l.send(ctx, l.p.push, first, zmq.SNDMORE, noStop)
+}
+
+// sendRest sends a result's frames after the first: the service, the task id and the chunks.
+func (l *loop) sendRest(ctx context.Context, push *zmq.Socket, idFrame []byte, r io.Reader) error {
+	for _, f := range [][]byte{[]byte(l.cfg.Service), idFrame} {
+		if err := l.send(ctx, push, f, zmq.SNDMORE, noStop); err != nil {
 			return err
 		}
 	}
-	return nil
+	return l.chunker.WriteChunks(r, func(frame []byte, more bool) error {
+		flags := zmq.Flag(0)
+		if more {
+			flags = zmq.SNDMORE
+		}
+		return l.send(ctx, push, frame, flags, noStop)
+	})
 }
 
 // pushEmpty answers a task with an empty result, which the dispatcher treats as unusable.

@@ -115,6 +115,9 @@ type Stats struct {
 	Rebuilds atomic.Uint64
 	// Lost counts requests whose replica disconnected before it answered (asked again at once).
 	Lost atomic.Uint64
+	// Redirected counts results sent to another replica's sink because the sink of the replica
+	// that handed the task out had no replica connected.
+	Redirected atomic.Uint64
 }
 
 // Run works tasks for cfg.Service until ctx is cancelled or cfg.Count real tasks are done, and

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -762,4 +763,37 @@ func TestASilentReplicaRestsWhileTheOthersAreAsked(t *testing.T) {
 	require.Equal(t, uint64(1), cfg.Stats.Rebuilds.Load(), "one timeout on the silent replica, then it rests")
 	require.Len(t, silent.requests, 1, "asked once, then left to rest")
 	require.Len(t, live.requests, tasks)
+}
+
+// A task's result goes to another replica's sink when the sink of the replica that handed it out
+// has no replica connected (killed, and not yet back): at once, not after IOTimeout (here an
+// hour), since any replica accepts any result.
+func TestAResultGoesToAnotherSinkWhenItsOwnIsDown(t *testing.T) {
+	t.Parallel()
+	handing := newFakeVentilator(t, func(req request) [][]byte { return taskReply(int64(req.n), []byte("a")) })
+	other := newFakeVentilator(t, func(req request) [][]byte { return taskReply(int64(1000+req.n), []byte("b")) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := "tcp://" + ln.Addr().String() // a sink whose replica is gone: nothing listens there
+	require.NoError(t, ln.Close())
+	k := newFakeSink(t)
+	cfg := config(t, handing, k)
+	cfg.Ventilator = handing.endpoint + "," + other.endpoint
+	cfg.Sink = down + "," + k.endpoint
+	cfg.IOTimeout = time.Hour
+	const tasks = 10
+	cfg.Count = tasks
+
+	require.NoError(t, next(t, start(t, t.Context(), cfg, worker.Echo{})))
+	require.Eventually(t, func() bool { return len(k.results) == tasks }, 10*time.Second, 10*time.Millisecond)
+	fromHanding := 0
+	for range tasks {
+		msg := <-k.results
+		if id, err := strconv.Atoi(string(msg[2])); err == nil && id < 1000 {
+			fromHanding++
+			require.Equal(t, "a", string(bytes.Join(msg[3:], nil)))
+		}
+	}
+	require.Positive(t, fromHanding, "the handing replica's tasks were worked")
+	require.Equal(t, uint64(fromHanding), cfg.Stats.Redirected.Load())
 }
