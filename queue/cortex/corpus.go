@@ -145,6 +145,7 @@ func (im *importer) writeTasks(ctx context.Context, dst pgx.Tx, c *corpus, sum *
 		if _, err := dst.Exec(ctx, step.sql, args...); err != nil {
 			return fmt.Errorf("corpus %s: tasks (%s): %w", c.name, step.what, err)
 		}
+		im.step("corpus %s: tasks (%s)", c.name, step.what)
 	}
 	if err := dst.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM stage_tasks WHERE service_id = $1::int),

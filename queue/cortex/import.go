@@ -42,6 +42,7 @@ type importer struct {
 	reg   *registry
 	out   io.Writer
 	began time.Time
+	last  time.Duration // since began, at the last progress line
 }
 
 // Import reads the CorTeX database behind src (a connection it may only read) and brings what
@@ -84,7 +85,15 @@ func (im *importer) inDst(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, im.dst, fn)
 }
 
+// step says that one statement of a phase ended, and how long it took; the progress line of the
+// phase follows.
+func (im *importer) step(format string, args ...any) {
+	now := time.Since(im.began)
+	im.progress(format+": %s", append(args, (now-im.last).Round(time.Millisecond))...)
+}
+
 func (im *importer) progress(format string, args ...any) {
+	im.last = time.Since(im.began)
 	if im.out != nil {
 		fmt.Fprintf(im.out, "import from CorTeX: "+format+" (%s)\n", append(args, time.Since(im.began).Round(time.Millisecond))...)
 	}

@@ -84,6 +84,7 @@ func (im *importer) writeMessages(ctx context.Context, dst pgx.Tx, c *corpus, su
 		if _, err := dst.Exec(ctx, step.sql); err != nil {
 			return fmt.Errorf("corpus %s: messages (%s): %w", c.name, step.what, err)
 		}
+		im.step("corpus %s: messages (%s)", c.name, step.what)
 	}
 	im.progress("corpus %s: wrote the messages", c.name)
 	return nil
