@@ -35,6 +35,9 @@ type TableCount struct {
 	Rows  int64
 }
 
+// sourceMemory is what the import's reads on CorTeX's side may use for each sort and hash.
+const sourceMemory = `SET LOCAL work_mem = '256MB'`
+
 type importer struct {
 	src   pgx.Tx // CorTeX, read only
 	dst   *pgxpool.Pool
@@ -53,6 +56,12 @@ func Import(ctx context.Context, src *pgx.Conn, dst *pgxpool.Pool, cfg Config) (
 		return Summary{}, fmt.Errorf("begin a read-only transaction on CorTeX: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only: nothing to undo
+	// The joins of the reads (tasks with their runtimes, messages with their tasks) hash a
+	// corpus's tasks: in PostgreSQL's default 4 MB a million of them spill to disk in batches,
+	// every message with them. SET LOCAL changes nothing on CorTeX's side but this transaction.
+	if _, err := tx.Exec(ctx, sourceMemory); err != nil {
+		return Summary{}, fmt.Errorf("set the memory of the reads on CorTeX: %w", err)
+	}
 	im := &importer{src: tx, dst: dst, out: cfg.Progress, began: time.Now()}
 	if im.shape, err = checkShape(ctx, tx); err != nil {
 		return Summary{}, err

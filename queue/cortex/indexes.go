@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,20 +40,17 @@ func deferIndexes(ctx context.Context, dst pgx.Tx) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	type index struct{ name, def string }
-	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[index])
-	if err != nil || len(found) == 0 {
+	var names, defs []string
+	var name, def string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &def}, func() error {
+		names, defs = append(names, name), append(defs, def)
+		return nil
+	}); err != nil || len(names) == 0 {
 		return nil, err
 	}
-	defs := make([]string, 0, len(found))
 	err = pgx.BeginFunc(ctx, dst, func(sp pgx.Tx) error { // a savepoint
-		for _, ix := range found {
-			if _, err := sp.Exec(ctx, "DROP INDEX "+ix.name); err != nil {
-				return err
-			}
-			defs = append(defs, ix.def)
-		}
-		return nil
+		_, err := sp.Exec(ctx, "DROP INDEX "+strings.Join(names, ", "))
+		return err
 	})
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
 		return nil, nil
