@@ -18,6 +18,8 @@ type Config struct {
 	DryRun bool
 	// Progress receives a line per step (nil: none).
 	Progress io.Writer
+
+	chunking chunking // zero but in tests (export_test.go)
 }
 
 // Summary is what an import did.
@@ -46,6 +48,7 @@ type importer struct {
 	out   io.Writer
 	began time.Time
 	last  time.Duration // since began, at the last progress line
+	chunking
 }
 
 // Import reads the CorTeX database behind src (a connection it may only read) and brings what
@@ -62,7 +65,7 @@ func Import(ctx context.Context, src *pgx.Conn, dst *pgxpool.Pool, cfg Config) (
 	if _, err := tx.Exec(ctx, sourceMemory); err != nil {
 		return Summary{}, fmt.Errorf("set the memory of the reads on CorTeX: %w", err)
 	}
-	im := &importer{src: tx, dst: dst, out: cfg.Progress, began: time.Now()}
+	im := &importer{src: tx, dst: dst, out: cfg.Progress, began: time.Now(), chunking: cfg.chunking}
 	if im.shape, err = checkShape(ctx, tx); err != nil {
 		return Summary{}, err
 	}

@@ -26,6 +26,10 @@ const idListMax = 20000
 // stays in work_mem, whatever the corpus's size.
 const messageChunk = 25000
 
+// chunking is an idListMax and messageChunk of another size (zero: those), for a test's
+// corpora of a few tasks to be read in several ranges.
+type chunking struct{ listMax, chunk int }
+
 // msgScope is the tasks of one read of messages: those of ids, or else those whose CorTeX id is
 // at least lo and below hi (0: no bound).
 type msgScope struct {
@@ -77,7 +81,7 @@ func severityCase(c string) string {
 // logs (task_message_logs, one row a task, kinds in message_kinds), in logTables order then
 // CorTeX's order, a scope (messageScopes) at a time.
 func (im *importer) writeMessages(ctx context.Context, dst pgx.Tx, c *corpus, sum *CorpusSummary) error {
-	scopes, err := messageScopes(ctx, dst)
+	scopes, err := messageScopes(ctx, dst, im.chunking)
 	if err != nil || len(scopes) == 0 {
 		return wrapMessages(c, "", err)
 	}
@@ -118,9 +122,13 @@ func wrapMessages(c *corpus, step string, err error) error {
 // messageScopes splits the finished tasks being imported (fresh and finished in idmap) into the
 // scopes of messagesQuery: one list of ids for up to idListMax of them, else ranges of CorTeX
 // ids of messageChunk of them each.
-func messageScopes(ctx context.Context, dst pgx.Tx) ([]msgScope, error) {
+func messageScopes(ctx context.Context, dst pgx.Tx, sizes chunking) ([]msgScope, error) {
+	listMax, chunk := sizes.listMax, sizes.chunk
+	if listMax == 0 {
+		listMax, chunk = idListMax, messageChunk
+	}
 	rows, err := dst.Query(ctx, `SELECT i.cortex_id FROM fresh f JOIN idmap i USING (task_id)
-		WHERE i.status BETWEEN -5 AND -1 ORDER BY 1 LIMIT $1`, idListMax+1)
+		WHERE i.status BETWEEN -5 AND -1 ORDER BY 1 LIMIT $1`, listMax+1)
 	if err != nil {
 		return nil, err
 	}
@@ -128,13 +136,13 @@ func messageScopes(ctx context.Context, dst pgx.Tx) ([]msgScope, error) {
 	switch {
 	case err != nil || len(ids) == 0:
 		return nil, err
-	case len(ids) <= idListMax:
+	case len(ids) <= listMax:
 		return []msgScope{{ids: ids}}, nil
 	}
 	rows, err = dst.Query(ctx, `SELECT cortex_id FROM (
 			SELECT i.cortex_id, row_number() OVER (ORDER BY i.cortex_id) AS n
 			FROM fresh f JOIN idmap i USING (task_id) WHERE i.status BETWEEN -5 AND -1) x
-		WHERE n % $1 = 1 ORDER BY 1`, messageChunk)
+		WHERE n % $1 = 1 ORDER BY 1`, chunk)
 	if err != nil {
 		return nil, err
 	}
