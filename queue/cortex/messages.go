@@ -49,13 +49,15 @@ func messagesQuery(corpusID int32, scope msgScope) string {
 			}
 			b.WriteString(strconv.FormatInt(id, 10))
 		}
-		where += " AND m.task_id = ANY('{" + b.String() + "}'::bigint[])"
+		where += " AND m.task_id = ANY('{" + b.String() + "}'::bigint[]) AND t.id = ANY('{" + b.String() + "}'::bigint[])"
 	}
+	// The range on both sides of the join: PostgreSQL carries an equality across a join, not
+	// a range, and without it each range would scan and hash every task of the corpus.
 	if scope.lo != 0 {
-		where += " AND m.task_id >= " + strconv.FormatInt(scope.lo, 10)
+		where += " AND m.task_id >= " + strconv.FormatInt(scope.lo, 10) + " AND t.id >= " + strconv.FormatInt(scope.lo, 10)
 	}
 	if scope.hi != 0 {
-		where += " AND m.task_id < " + strconv.FormatInt(scope.hi, 10)
+		where += " AND m.task_id < " + strconv.FormatInt(scope.hi, 10) + " AND t.id < " + strconv.FormatInt(scope.hi, 10)
 	}
 	parts := make([]string, len(logTables))
 	for i, l := range logTables {
