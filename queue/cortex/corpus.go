@@ -95,7 +95,7 @@ var writeTaskSteps = []struct{ what, sql string }{
 	{"fresh", `CREATE TEMP TABLE fresh (task_id bigint PRIMARY KEY, updated bool) ON COMMIT DROP`},
 	{"add", `WITH ins AS (
 			INSERT INTO tasks (service_id, corpus_id, entry, status)
-			SELECT service_id, $1::int, entry, status FROM staged ORDER BY cortex_id
+			SELECT service_id, $1::int, entry, status FROM staged ORDER BY service_id, entry, cortex_id
 			ON CONFLICT (corpus_id, service_id, entry) DO NOTHING
 			RETURNING id)
 		INSERT INTO fresh (task_id, updated) SELECT id, false FROM ins`},
@@ -134,6 +134,7 @@ var writeTaskSteps = []struct{ what, sql string }{
 // writeTasks adds the corpus's entries and tasks, records the CorTeX ids, and updates the tasks
 // imported before whose CorTeX status moved on (writeTaskSteps).
 func (im *importer) writeTasks(ctx context.Context, dst pgx.Tx, c *corpus, sum *CorpusSummary) error {
+	var deferred []string // indexes built after the tasks are added (deferIndexes)
 	for _, step := range writeTaskSteps {
 		args := []any{c.id, im.reg.importID}
 		if !strings.Contains(step.sql, "$2") {
@@ -142,8 +143,21 @@ func (im *importer) writeTasks(ctx context.Context, dst pgx.Tx, c *corpus, sum *
 		if !strings.Contains(step.sql, "$1") {
 			args = nil
 		}
+		var err error
+		if step.what == "add" {
+			if deferred, err = deferIndexes(ctx, dst); err != nil {
+				return fmt.Errorf("corpus %s: %w", c.name, err)
+			}
+		}
 		if _, err := dst.Exec(ctx, step.sql, args...); err != nil {
 			return fmt.Errorf("corpus %s: tasks (%s): %w", c.name, step.what, err)
+		}
+		im.step("corpus %s: tasks (%s)", c.name, step.what)
+		if step.what == "add" && len(deferred) > 0 {
+			if err := rebuildIndexes(ctx, dst, deferred); err != nil {
+				return fmt.Errorf("corpus %s: %w", c.name, err)
+			}
+			im.step("corpus %s: tasks (%d indexes built after them)", c.name, len(deferred))
 		}
 	}
 	if err := dst.QueryRow(ctx, `SELECT

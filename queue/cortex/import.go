@@ -18,6 +18,8 @@ type Config struct {
 	DryRun bool
 	// Progress receives a line per step (nil: none).
 	Progress io.Writer
+
+	chunking chunking // zero but in tests (export_test.go)
 }
 
 // Summary is what an import did.
@@ -35,6 +37,9 @@ type TableCount struct {
 	Rows  int64
 }
 
+// sourceMemory is what the import's reads on CorTeX's side may use for each sort and hash.
+const sourceMemory = `SET LOCAL work_mem = '256MB'`
+
 type importer struct {
 	src   pgx.Tx // CorTeX, read only
 	dst   *pgxpool.Pool
@@ -42,6 +47,8 @@ type importer struct {
 	reg   *registry
 	out   io.Writer
 	began time.Time
+	last  time.Duration // since began, at the last progress line
+	chunking
 }
 
 // Import reads the CorTeX database behind src (a connection it may only read) and brings what
@@ -52,7 +59,13 @@ func Import(ctx context.Context, src *pgx.Conn, dst *pgxpool.Pool, cfg Config) (
 		return Summary{}, fmt.Errorf("begin a read-only transaction on CorTeX: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only: nothing to undo
-	im := &importer{src: tx, dst: dst, out: cfg.Progress, began: time.Now()}
+	// The joins of the reads (tasks with their runtimes, messages with their tasks) hash a
+	// corpus's tasks: in PostgreSQL's default 4 MB a million of them spill to disk in batches,
+	// every message with them. SET LOCAL changes nothing on CorTeX's side but this transaction.
+	if _, err := tx.Exec(ctx, sourceMemory); err != nil {
+		return Summary{}, fmt.Errorf("set the memory of the reads on CorTeX: %w", err)
+	}
+	im := &importer{src: tx, dst: dst, out: cfg.Progress, began: time.Now(), chunking: cfg.chunking}
 	if im.shape, err = checkShape(ctx, tx); err != nil {
 		return Summary{}, err
 	}
@@ -84,7 +97,15 @@ func (im *importer) inDst(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, im.dst, fn)
 }
 
+// step says that one statement of a phase ended, and how long it took; the progress line of the
+// phase follows.
+func (im *importer) step(format string, args ...any) {
+	now := time.Since(im.began)
+	im.progress(format+": %s", append(args, (now-im.last).Round(time.Millisecond))...)
+}
+
 func (im *importer) progress(format string, args ...any) {
+	im.last = time.Since(im.began)
 	if im.out != nil {
 		fmt.Fprintf(im.out, "import from CorTeX: "+format+" (%s)\n", append(args, time.Since(im.began).Round(time.Millisecond))...)
 	}

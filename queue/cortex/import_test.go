@@ -176,3 +176,45 @@ func TestImportSomeCorporaAndDryRun(t *testing.T) {
 	}
 	require.Equal(t, []string{"arXiv", "arXiv-errors"}, names)
 }
+
+// Read a range of tasks at a time (as the messages of more than idListMax tasks are), the
+// messages end as read at once. A first import builds the search's trigram index after its
+// tasks (the first corpus, into an empty database) and adds the next corpora's tasks to it: the
+// index is there after both, and a search finds the entries through it.
+func TestImportInRanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	site := cortexsite.New(t, "/srv/corpora")
+	whole := queuetest.NewPool(t)
+	var progress strings.Builder
+	_, err := runImport(ctx, t, site, whole, cortex.Config{Progress: &progress})
+	require.NoError(t, err)
+	require.Contains(t, progress.String(), "corpus arXiv: tasks (1 indexes built after them)")
+	require.NotContains(t, progress.String(), "corpus zbMATH: tasks (1 indexes built after them)", "tasks there: no rebuild")
+
+	ranges := queuetest.NewPool(t)
+	progress.Reset()
+	_, err = runImport(ctx, t, site, ranges, cortex.InRanges(cortex.Config{Progress: &progress}))
+	require.NoError(t, err)
+	require.Contains(t, progress.String(), "corpus arXiv: messages, part 2 of ")
+	require.Equal(t, dumpOf(t, whole), dumpOf(t, ranges), "in ranges = at once")
+
+	for _, pool := range []*pgxpool.Pool{whole, ranges} {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SET LOCAL enable_seqscan = off`)
+		require.NoError(t, err)
+		rows, err := tx.Query(ctx, `EXPLAIN (COSTS off) SELECT count(*) FROM task_entries WHERE entry LIKE '%arxiv/d7/%'`)
+		require.NoError(t, err)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		plan := strings.Join(lines, "\n")
+		var found, tasks int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM task_entries WHERE entry LIKE '%arxiv/d7/%'`).Scan(&found))
+		require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE entry LIKE '%arxiv/d7/%'`).Scan(&tasks))
+		require.NoError(t, tx.Rollback(ctx))
+		require.Contains(t, plan, "task_entries_trgm")
+		require.Positive(t, found)
+		require.Equal(t, tasks, found)
+	}
+}

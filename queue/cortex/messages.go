@@ -15,23 +15,49 @@ var logTables = []struct{ table, severity string }{
 	{"log_invalids", "invalid"}, {"log_infos", "info"},
 }
 
-// idListMax is the most tasks whose messages are asked for by id; for more, the messages of the
-// corpus's finished tasks are read and those of other tasks dropped on cortexq's side.
+// idListMax is the most tasks whose messages are asked for by id; for more, the messages of
+// the corpus's finished tasks are read a range of CorTeX task ids at a time (messageChunk), and
+// those of tasks not being imported are dropped on cortexq's side.
 const idListMax = 20000
 
-// messagesQuery reads the messages of a corpus's finished tasks (of those tasks only, when ids
-// is not empty): task, severity's position in logTables, id, category, what, details.
-func messagesQuery(corpusID int32, ids []int64) string {
+// messageChunk is the finished tasks being imported whose messages a range holds: the messages
+// of one range are read, gathered into logs and written before the next range is read, so the
+// temp table holds a range's (about 500,000 messages at CorTeX's usual 20 a task) and its sort
+// stays in work_mem, whatever the corpus's size.
+const messageChunk = 25000
+
+// chunking is an idListMax and messageChunk of another size (zero: those), for a test's
+// corpora of a few tasks to be read in several ranges.
+type chunking struct{ listMax, chunk int }
+
+// msgScope is the tasks of one read of messages: those of ids, or else those whose CorTeX id is
+// at least lo and below hi (0: no bound).
+type msgScope struct {
+	ids    []int64
+	lo, hi int64
+}
+
+// messagesQuery reads the messages of a corpus's finished tasks in scope: task, severity's
+// position in logTables, id, category, what, details.
+func messagesQuery(corpusID int32, scope msgScope) string {
 	where := " WHERE t.corpus_id = " + strconv.Itoa(int(corpusID)) + " AND t.status BETWEEN -5 AND -1"
-	if len(ids) > 0 {
+	if len(scope.ids) > 0 {
 		var b strings.Builder
-		for i, id := range ids {
+		for i, id := range scope.ids {
 			if i > 0 {
 				b.WriteByte(',')
 			}
 			b.WriteString(strconv.FormatInt(id, 10))
 		}
-		where += " AND m.task_id = ANY('{" + b.String() + "}'::bigint[])"
+		where += " AND m.task_id = ANY('{" + b.String() + "}'::bigint[]) AND t.id = ANY('{" + b.String() + "}'::bigint[])"
+	}
+	// The range on both sides of the join: PostgreSQL carries an equality across a join, not
+	// a range, and without it each range would scan and hash every task of the corpus.
+	if scope.lo != 0 {
+		where += " AND m.task_id >= " + strconv.FormatInt(scope.lo, 10) + " AND t.id >= " + strconv.FormatInt(scope.lo, 10)
+	}
+	if scope.hi != 0 {
+		where += " AND m.task_id < " + strconv.FormatInt(scope.hi, 10) + " AND t.id < " + strconv.FormatInt(scope.hi, 10)
 	}
 	parts := make([]string, len(logTables))
 	for i, l := range logTables {
@@ -55,38 +81,85 @@ func severityCase(c string) string {
 
 // writeMessages brings the messages of the corpus's added and updated finished tasks into their
 // logs (task_message_logs, one row a task, kinds in message_kinds), in logTables order then
-// CorTeX's order.
+// CorTeX's order, a scope (messageScopes) at a time.
 func (im *importer) writeMessages(ctx context.Context, dst pgx.Tx, c *corpus, sum *CorpusSummary) error {
-	rows, err := dst.Query(ctx, `SELECT i.cortex_id FROM fresh f JOIN idmap i USING (task_id)
-		WHERE i.status BETWEEN -5 AND -1 ORDER BY 1 LIMIT $1`, idListMax+1)
-	if err != nil {
-		return fmt.Errorf("corpus %s: messages: %w", c.name, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return fmt.Errorf("corpus %s: messages: %w", c.name, err)
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	if len(ids) > idListMax {
-		ids = nil
+	scopes, err := messageScopes(ctx, dst, im.chunking)
+	if err != nil || len(scopes) == 0 {
+		return wrapMessages(c, "", err)
 	}
 	if _, err := dst.Exec(ctx, `CREATE TEMP TABLE stage_msgs (cortex_task bigint, sev smallint, id bigint,
 		category text, what text, details text) ON COMMIT DROP`); err != nil {
-		return fmt.Errorf("corpus %s: messages: %w", c.name, err)
+		return wrapMessages(c, "", err)
 	}
-	if sum.Messages, err = pipeBinary(ctx, im.src, dst, messagesQuery(c.cortexID, ids), "stage_msgs"); err != nil {
-		return fmt.Errorf("corpus %s: messages: %w", c.name, err)
+	for i, scope := range scopes {
+		if _, err := dst.Exec(ctx, `TRUNCATE stage_msgs`); err != nil {
+			return wrapMessages(c, "", err)
+		}
+		n, err := pipeBinary(ctx, im.src, dst, messagesQuery(c.cortexID, scope), "stage_msgs")
+		if err != nil {
+			return wrapMessages(c, "", err)
+		}
+		sum.Messages += n
+		for _, step := range writeMessageSteps {
+			if _, err := dst.Exec(ctx, step.sql); err != nil {
+				return wrapMessages(c, step.what, err)
+			}
+		}
+		im.step("corpus %s: messages, part %d of %d: %d read and written", c.name, i+1, len(scopes), n)
 	}
-	im.progress("corpus %s: read %d messages", c.name, sum.Messages)
-	for _, step := range writeMessageSteps {
-		if _, err := dst.Exec(ctx, step.sql); err != nil {
-			return fmt.Errorf("corpus %s: messages (%s): %w", c.name, step.what, err)
+	im.progress("corpus %s: read and wrote %d messages", c.name, sum.Messages)
+	return nil
+}
+
+func wrapMessages(c *corpus, step string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case step != "":
+		return fmt.Errorf("corpus %s: messages (%s): %w", c.name, step, err)
+	}
+	return fmt.Errorf("corpus %s: messages: %w", c.name, err)
+}
+
+// messageScopes splits the finished tasks being imported (fresh and finished in idmap) into the
+// scopes of messagesQuery: one list of ids for up to idListMax of them, else ranges of CorTeX
+// ids of messageChunk of them each.
+func messageScopes(ctx context.Context, dst pgx.Tx, sizes chunking) ([]msgScope, error) {
+	listMax, chunk := sizes.listMax, sizes.chunk
+	if listMax == 0 {
+		listMax, chunk = idListMax, messageChunk
+	}
+	rows, err := dst.Query(ctx, `SELECT i.cortex_id FROM fresh f JOIN idmap i USING (task_id)
+		WHERE i.status BETWEEN -5 AND -1 ORDER BY 1 LIMIT $1`, listMax+1)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	switch {
+	case err != nil || len(ids) == 0:
+		return nil, err
+	case len(ids) <= listMax:
+		return []msgScope{{ids: ids}}, nil
+	}
+	rows, err = dst.Query(ctx, `SELECT cortex_id FROM (
+			SELECT i.cortex_id, row_number() OVER (ORDER BY i.cortex_id) AS n
+			FROM fresh f JOIN idmap i USING (task_id) WHERE i.status BETWEEN -5 AND -1) x
+		WHERE n % $1 = 1 ORDER BY 1`, chunk)
+	if err != nil {
+		return nil, err
+	}
+	lows, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	scopes := make([]msgScope, len(lows))
+	for i, lo := range lows {
+		scopes[i].lo = lo
+		if i+1 < len(lows) {
+			scopes[i].hi = lows[i+1]
 		}
 	}
-	im.progress("corpus %s: wrote the messages", c.name)
-	return nil
+	return scopes, nil
 }
 
 // The statements of writeMessages once stage_msgs holds the messages read. The kinds are looked
@@ -94,7 +167,8 @@ func (im *importer) writeMessages(ctx context.Context, dst pgx.Tx, c *corpus, su
 // joined to the tasks: a join of a few rows a task, not of every message.
 var writeMessageSteps = []struct{ what, sql string }{
 	{"analyze", `ANALYZE stage_msgs`},
-	{"kinds", `CREATE TEMP TABLE kseen ON COMMIT DROP AS
+	{"kinds", `DROP TABLE IF EXISTS kseen, kmap;
+		CREATE TEMP TABLE kseen ON COMMIT DROP AS
 		SELECT DISTINCT sev, ` + severityCase("sev") + ` AS severity, category, what FROM stage_msgs`},
 	{"add kinds", `INSERT INTO message_kinds (severity, category, what)
 		SELECT severity, category, what FROM kseen
