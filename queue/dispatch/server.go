@@ -170,32 +170,50 @@ func (s *Server) Drain(ctx context.Context, timeout time.Duration) int {
 	return 0
 }
 
+// part is a service of the worker-facing side's group, named for the drain order's test.
+type part struct {
+	name string
+	startstop.Service
+}
+
+// parts are the services of one run in their order: each starts after those it relies on and
+// stops before them. fail ends the run with a loop's error; failed reports whether it did.
+func (s *Server) parts(fail context.CancelCauseFunc, failed func() bool) []part {
+	return []part{
+		{"zmq", s.zmq}, // the ZeroMQ context: terminated last, once every socket is closed
+		{"ventilator sockets", s.vent.sockets(s.zmq)},    // the ROUTER and its wake socket
+		{"sink socket", s.sink.socket(s.zmq)},            // the PULL socket
+		{"curve", s.auth.service(s.zmq, s.vent, s.sink)}, // CURVE on both, before they are bound
+		{"bind", s.bound.service(s.vent, s.sink)},        // bound, published (Endpoints)
+		// The worker counters, flushed once more after the last claim.
+		{"worker counters", startstop.Background(func(ctx context.Context) { s.store.RunWorkerFlusher(ctx, time.Second) })},
+		{"outage watch", s.dbWatch.service(fail)},               // the outage budget
+		{"upkeep", s.upkeep},                                    // the hot mirror's resyncs, the file descriptors
+		{"claimers", s.claims.service(s.zmq, fail)},             // stop once every result is handed to them
+		{"writers", s.sink.writers(failed)},                     // the writers, the cold lookups, the slow lane, the held results
+		{"receiver", s.sink.receiver(fail)},                     // stops taking results once nothing is handed out
+		{"attributor", startstop.Background(s.vent.attrib.run)}, // the hand-outs' workers, written last at the stop
+		{"ventilator", s.vent.service(s.zmq, fail)},             // the leasers and the loop: stop first, giving the stock back
+	}
+}
+
 // Run binds the sockets and serves workers until ctx is done. It returns an error when a socket
 // cannot be bound or the database stays away longer than the outage budget.
 //
 // The worker-facing side is one group of services (queue/internal/startstop), started in the
-// order below and stopped in reverse: that order is the drain order. A service whose loop fails
+// order of parts and stopped in reverse: that order is the drain order. A service whose loop fails
 // ends the run with its error (fail), and the whole group stops in the same order.
 func (s *Server) Run(ctx context.Context) error {
 	s.logFDLimit()
 	run, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	failed := func() bool { return !errors.Is(context.Cause(run), context.Canceled) }
-	err := s.group.Start(ctx,
-		s.zmq,                                 // the ZeroMQ context: terminated last, once every socket is closed
-		s.vent.sockets(s.zmq),                 // the ROUTER and its wake socket
-		s.sink.socket(s.zmq),                  // the PULL socket
-		s.auth.service(s.zmq, s.vent, s.sink), // CURVE on both, before they are bound
-		s.bound.service(s.vent, s.sink),       // bound, published (Endpoints)
-		startstop.Background(func(ctx context.Context) { s.store.RunWorkerFlusher(ctx, time.Second) }), // worker counters, flushed once more after the last claim
-		s.dbWatch.service(fail),                 // the outage watch and budget
-		s.upkeep,                                // the hot mirror's resyncs, the file descriptors
-		s.claims.service(s.zmq, fail),           // the claimers: stop once every result is handed to them
-		s.sink.writers(failed),                  // the writers, the cold lookups, the slow lane, the held results
-		s.sink.receiver(fail),                   // the receiver: stops taking results once nothing is handed out
-		startstop.Background(s.vent.attrib.run), // the hand-outs' attributions, written last at the stop
-		s.vent.service(s.zmq, fail),             // the leasers and the ventilator's loop: stop first, giving back the stock
-	)
+	parts := s.parts(fail, failed)
+	services := make([]startstop.Service, len(parts))
+	for i, p := range parts {
+		services[i] = p.Service
+	}
+	err := s.group.Start(ctx, services...)
 	if err != nil {
 		return err
 	}

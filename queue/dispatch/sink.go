@@ -35,6 +35,9 @@ type sink struct {
 	coldReqs chan lookup
 	slow     slowLane
 	outage   *outageHeld // results held while the database is away (outage.go)
+	// stopping is closed when the writers' stop begins (the receiver has stopped): the held
+	// results' last pass.
+	stopping chan struct{}
 }
 
 func newSink(c *core, claims *claimers) *sink {
@@ -43,6 +46,7 @@ func newSink(c *core, claims *claimers) *sink {
 		unwritten: semaphore.NewWeighted(resultsHeldMax),
 		coldReqs:  make(chan lookup, c.cfg.Writers),
 		outage:    newOutageHeld(c.cfg.OutageHeldResults, c.cfg.OutageHeldBytes, c.cfg.Registerer),
+		stopping:  make(chan struct{}),
 	}
 }
 
@@ -106,7 +110,6 @@ type writersService struct {
 	s                *sink
 	failed           func() bool
 	cancel           context.CancelFunc
-	stopping         chan struct{} // closed at the stop: the replay's last pass
 	slowStop         chan struct{} // closed once no writer parks any more: the slow lane's last pass
 	writers, lookups sync.WaitGroup
 }
@@ -119,13 +122,13 @@ func (s *sink) writers(failed func() bool) startstop.Service {
 func (w *writersService) Start(ctx context.Context) error {
 	s := w.s
 	ctx, w.cancel = context.WithCancel(ctx)
-	w.stopping, w.slowStop = make(chan struct{}), make(chan struct{})
+	w.slowStop = make(chan struct{})
 	w.lookups.Go(func() { s.lookupBatches(ctx, s.coldReqs) })
 	w.lookups.Go(func() { s.runSlowLane(ctx, w.slowStop) })
 	for range s.cfg.Writers {
 		w.writers.Go(func() { s.writer(ctx, s.inbox) })
 	}
-	w.writers.Go(func() { s.replayHeld(ctx, w.stopping) })
+	w.writers.Go(func() { s.replayHeld(ctx, s.stopping) })
 	return nil
 }
 
@@ -140,7 +143,7 @@ func (w *writersService) Stop() {
 		grace := time.AfterFunc(writersGrace, w.cancel)
 		defer grace.Stop()
 	}
-	close(w.stopping)
+	close(w.s.stopping)
 	w.writers.Wait()
 	close(w.s.coldReqs)
 	close(w.slowStop)
