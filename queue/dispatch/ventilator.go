@@ -351,7 +351,7 @@ func (v *ventilator) answerOverdue(now time.Time) {
 // serviceLookupWait bounds a service lookup of the ventilator's loop, which answers everyone.
 const serviceLookupWait = time.Second
 
-// lookupService is Server.service for the ventilator's loop, which must not wait on the
+// lookupService is core.service for the ventilator's loop, which must not wait on the
 // database: a lookup takes at most serviceLookupWait, and for a second after one failed, names
 // not cached are answered with its error, not looked up again.
 func (v *ventilator) lookupService(ctx context.Context, from peer, name string) (catalog.Service, error) {
