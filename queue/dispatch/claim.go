@@ -180,7 +180,7 @@ const (
 
 // claimWait is how long a claim batch waits for more results after its first was queued. One
 // replica alone waits ClaimFlush; the results that came during its last claim are in the batch
-// too. Where this replica has 1/share of its services' demand (claimShare), a batch waits
+// too. Where this replica has 1/share of its services' demand (claimers.share), a batch waits
 // as long as it takes to gather what one replica serving the whole demand would: share times
 // ClaimFlush and the last claim's time together, less the last claim's time (already waited),
 // at most claimWaitMax more than ClaimFlush (docs/performance.md#replicas-sharing-one-database).
