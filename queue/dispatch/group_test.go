@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestDrainOrderIsTheGroupsReverse(t *testing.T) {
 	s, err := New(Deps{Store: lease.New(nil, lease.Config{Replica: "r1"})}, Config{})
 	require.NoError(t, err)
 	var stops []string
-	parts := s.parts(func(error) {}, func() bool { return false })
+	parts := s.parts(context.Background(), func(error) {}, func() bool { return false })
 	for i := len(parts) - 1; i >= 0; i-- {
 		stops = append(stops, parts[i].name)
 	}

@@ -177,14 +177,15 @@ type part struct {
 }
 
 // parts are the services of one run in their order: each starts after those it relies on and
-// stops before them. fail ends the run with a loop's error; failed reports whether it did.
-func (s *Server) parts(fail context.CancelCauseFunc, failed func() bool) []part {
+// stops before them. run ends with the run; fail ends it with a loop's error; failed reports
+// whether it did.
+func (s *Server) parts(run context.Context, fail context.CancelCauseFunc, failed func() bool) []part {
 	return []part{
 		{"zmq", s.zmq}, // the ZeroMQ context: terminated last, once every socket is closed
 		{"ventilator sockets", s.vent.sockets(s.zmq)},    // the ROUTER and its wake socket
 		{"sink socket", s.sink.socket(s.zmq)},            // the PULL socket
 		{"curve", s.auth.service(s.zmq, s.vent, s.sink)}, // CURVE on both, before they are bound
-		{"bind", s.bound.service(s.vent, s.sink)},        // bound, published (Endpoints)
+		{"bind", s.bound.service(run, s.vent, s.sink)},   // bound, published (Endpoints)
 		// The worker counters, flushed once more after the last claim.
 		{"worker counters", startstop.Background(func(ctx context.Context) { s.store.RunWorkerFlusher(ctx, time.Second) })},
 		{"outage watch", s.dbWatch.service(fail)},               // the outage budget
@@ -208,7 +209,7 @@ func (s *Server) Run(ctx context.Context) error {
 	run, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	failed := func() bool { return !errors.Is(context.Cause(run), context.Canceled) }
-	parts := s.parts(fail, failed)
+	parts := s.parts(run, fail, failed)
 	services := make([]startstop.Service, len(parts))
 	for i, p := range parts {
 		services[i] = p.Service

@@ -63,10 +63,11 @@ func (e *endpoints) wait(ctx context.Context) (ventilator, sink string, err erro
 	return e.eps[0], e.eps[1], nil
 }
 
-// service binds the ventilator's and the sink's sockets and publishes their endpoints. Its stop
-// does nothing: the sockets' services close them.
-func (e *endpoints) service(v *ventilator, k *sink) startstop.Service {
-	return startstop.Funcs(func(ctx context.Context) (func(), error) {
+// service binds the ventilator's and the sink's sockets and publishes their endpoints, retrying
+// a busy address until run ends. Its stop does nothing: the sockets' services close them.
+func (e *endpoints) service(run context.Context, v *ventilator, k *sink) startstop.Service {
+	return startstop.Funcs(func(context.Context) (func(), error) {
+		ctx := run
 		if err := bindRetry(ctx, v.router, v.s.cfg.VentilatorAddr, v.s.cfg.BindRetry); err != nil {
 			return nil, fmt.Errorf("ventilator: %w", err)
 		}
