@@ -67,6 +67,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "claim-batch", Usage: "most results one claim transaction records", Value: dispatch.ClaimBatchDefault, EnvVars: envVars("CLAIM_BATCH")},
 			&cli.DurationFlag{Name: "claim-flush", Usage: "how long a claim batch waits for more results, counted from when its first was queued for a claim (latency against transactions per result); where this replica has a part of its services' demand, longer in proportion (up to 40 ms more), so that its batches are as large as one replica's", Value: dispatch.ClaimFlushDefault, EnvVars: envVars("CLAIM_FLUSH")},
 			&cli.BoolFlag{Name: "sweep-at-start", Usage: "at start-up, sweep the corpora for leftover temp and kept-aside archives in the background (false: leave it to `cortexq sweep`)", Value: true, EnvVars: envVars("SWEEP_AT_START")},
+			&cli.IntFlag{Name: "sweep-pace", Usage: "the start-up sweep's pace, in directory entries a second, so that a replica restarted again and again does not spend each start walking the corpora (0: as fast as the disk goes)", Value: sweepPaceDefault, EnvVars: envVars("SWEEP_PACE")},
 			&cli.DurationFlag{Name: "sweep-orphan-age", Usage: "at start-up, besides this replica's earlier processes' leftover temp and kept-aside archives, remove any replica's older than this, in the background (0: only this replica's)", Value: archive.SweepOrphanAgeDefault, EnvVars: envVars("SWEEP_ORPHAN_AGE")},
 			&cli.IntFlag{Name: "db-pool-size", Usage: "database connections of this replica (at least 4)", Value: 16, EnvVars: envVars("DB_POOL_SIZE")},
 			curveSecretKeyFileFlag(),
@@ -82,6 +83,10 @@ func serveCommand() *cli.Command {
 // and written in one claim transaction.
 const maxMessagesLimit = 100_000
 
+// sweepPaceDefault is --sweep-pace's default: a corpus of a million entries (three directory
+// entries each) is swept in 25 minutes, at a few percent of a core.
+const sweepPaceDefault = 2000
+
 // checkServeFlags refuses values that make no sense, rather than quietly taking defaults for
 // them: a flag given is a flag meant.
 func checkServeFlags(c *cli.Context) error {
@@ -91,6 +96,7 @@ func checkServeFlags(c *cli.Context) error {
 	}{
 		{"max-in-flight", 1}, {"io-threads", 1}, {"max-in-flight-per-worker", 1}, {"max-in-flight-per-key", 0},
 		{"message-size", 1}, {"reserve-batch", 1}, {"outage-held-results", 1}, {"leasers", 1}, {"claimers", 1}, {"claim-batch", 1},
+		{"sweep-pace", 0},
 		// Leases, claims, the hot mirror's resync, River's leader election and the reaper's pass.
 		{"db-pool-size", 4},
 	} {
@@ -249,7 +255,7 @@ func replicaConfig(c *cli.Context, root *base.Base, reg *prometheus.Registry, lo
 	if c.Bool("sweep-at-start") {
 		cfg.Sweep = func(ctx context.Context, srv *dispatch.Server) {
 			sc := archive.SweepConfig{Replica: c.String("replica"), Incarnation: srv.Incarnation(),
-				OrphanAge: c.Duration("sweep-orphan-age")}
+				OrphanAge: c.Duration("sweep-orphan-age"), Pace: c.Int("sweep-pace")}
 			if err := sweepCorpora(ctx, root.Catalog, sc, logger, nil); err != nil && ctx.Err() == nil {
 				logger.Warn("start-up sweep", "error", err)
 			}

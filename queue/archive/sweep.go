@@ -44,6 +44,11 @@ type SweepConfig struct {
 	OrphanAge time.Duration
 	// MaxEntries bounds the directory entries one Sweep visits (SweepMaxEntriesDefault if 0).
 	MaxEntries int
+	// Pace bounds the entries visited a second (0: as fast as the disk goes). A replica's
+	// start-up sweep is paced: a walk of a large corpus costs seconds of CPU and disk, which a
+	// replica restarted again and again would otherwise spend on every start, and leftovers
+	// are only garbage (docs/operations-compose.md#leftover-temp-files-after-a-crash).
+	Pace int
 	// DryRun: count and report, remove nothing.
 	DryRun bool
 	// NowFunc is the clock (time.Now if nil).
@@ -62,6 +67,29 @@ type SweepStats struct {
 	Visited int      // directory entries looked at
 	Removed []string // paths, relative to the corpus, of the files removed (or, DryRun, to remove)
 	Failed  int      // files that could not be removed
+}
+
+// sweepStep is how many entries a Sweep visits between looks at its context and its pace.
+const sweepStep = 256
+
+// pace returns once visited entries since began keep within perSecond (at once when 0), or
+// with ctx's error.
+func pace(ctx context.Context, began time.Time, visited, perSecond int) error {
+	if perSecond <= 0 {
+		return ctx.Err()
+	}
+	wait := time.Until(began.Add(time.Duration(visited) * time.Second / time.Duration(perSecond)))
+	if wait <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // errSweepBound is a Sweep that stopped at SweepConfig.MaxEntries.
@@ -87,6 +115,7 @@ func Sweep(ctx context.Context, base string, cfg SweepConfig) (SweepStats, error
 	}
 	defer root.Close()
 	cutoff := now().Add(-cfg.OrphanAge)
+	began := time.Now()
 	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == "." {
@@ -98,8 +127,10 @@ func Sweep(ctx context.Context, base string, cfg SweepConfig) (SweepStats, error
 		if st.Visited > cfg.MaxEntries {
 			return errSweepBound
 		}
-		if st.Visited%1024 == 0 && ctx.Err() != nil {
-			return ctx.Err()
+		if st.Visited%sweepStep == 0 {
+			if err := pace(ctx, began, st.Visited, cfg.Pace); err != nil {
+				return err
+			}
 		}
 		if !d.Type().IsRegular() {
 			return nil

@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -147,4 +148,26 @@ func TestFileTagNames(t *testing.T) {
 		_, ok := parseLeftover(n)
 		require.False(t, ok, n)
 	}
+}
+
+// A paced sweep visits no more entries than its pace allows: cancelled after a fifth of a
+// second at 1,000 entries a second, it has visited at most the first step of a corpus of
+// 2,001 entries, and stops with the context's error (a slower machine visits fewer still).
+func TestSweepKeepsItsPace(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	for i := range 1000 {
+		dir := filepath.Join(base, fmt.Sprintf("%04d", i))
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "paper.zip"), nil, 0o644))
+	}
+	st, err := Sweep(context.Background(), base, SweepConfig{Replica: "r1", Incarnation: "a"})
+	require.NoError(t, err)
+	require.Equal(t, 2001, st.Visited, "unpaced: every directory and file, and the corpus itself")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	st, err = Sweep(ctx, base, SweepConfig{Replica: "r1", Incarnation: "a", Pace: 1000})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.LessOrEqual(t, st.Visited, 2*sweepStep, "0.2 s at 1,000 a second: the first step, and the look that waited")
 }
