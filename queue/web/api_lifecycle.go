@@ -94,7 +94,9 @@ func (s *Server) apiServiceAdd(r *http.Request, p principal) (v any, err error) 
 func (s *Server) apiCorpusAdd(r *http.Request, p principal) (v any, err error) {
 	var body api.CorpusNew
 	target := ""
-	defer func() { s.audit(r, p, "corpus add", "corpus "+body.Name+", service "+body.Service+target, nil, false, err) }()
+	defer func() {
+		s.audit(r, p, "corpus add", "corpus "+body.Name+", service "+body.Service+target, nil, false, err)
+	}()
 	if err := readBody(r, &body, "name, path, service"); err != nil {
 		return nil, err
 	}
