@@ -78,8 +78,8 @@ func runImport(ctx context.Context, env jobs.Env, a ImportArgs, p *jobs.Progress
 	if err := sources.Scan(names); err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	// Statistics once at the end (AnalyzeTasks), not after each batch: 50 ANALYZEs of a growing
-	// table doubled a million entries' import (docs/performance.md#import-as-a-job).
+	// Statistics once at the end (AnalyzeTasks), not after each batch: a million entries would
+	// analyze a growing table 50 times (docs/performance.md#import-as-a-job).
 	req := catalog.ImportRequest{Corpus: a.Corpus, CorpusPath: sources.Dir, ServiceID: serviceID, BatchSize: a.Batch, NoAnalyze: true}
 	first, err := env.Base.Catalog.Import(ctx, req) // the corpus and the run, no entry yet
 	if err != nil {
