@@ -403,11 +403,11 @@ FOR UPDATE;
 
 -- name: SandboxDeleteTasks :many
 -- SandboxDeleteTasks deletes a sandbox's tasks (their dispatch rows, attempts and messages go
--- with them, trigger tasks_deleted), returning each one's entry and service name.
+-- with them, trigger tasks_deleted), returning each one's id, entry and service name.
 WITH gone AS (
-    DELETE FROM tasks WHERE corpus_id = @corpus_id RETURNING entry, service_id
+    DELETE FROM tasks WHERE corpus_id = @corpus_id RETURNING id, entry, service_id
 )
-SELECT g.entry, s.name AS service
+SELECT g.id, g.entry, s.name AS service
 FROM gone g
 JOIN services s ON s.id = g.service_id;
 

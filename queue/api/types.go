@@ -575,17 +575,6 @@ type CorpusNew struct {
 	Service string `json:"service"`
 }
 
-// CorpusAdded is what adding a corpus did.
-type CorpusAdded struct {
-	Corpus    string `json:"corpus"`
-	Service   string `json:"service"`
-	Created   bool   `json:"created"`
-	Added     int    `json:"added"`
-	Existing  int    `json:"existing"`
-	Skipped   int    `json:"skipped"`
-	RunOpened bool   `json:"run_opened"`
-}
-
 // Activation is what activating a service on a corpus did (or, with dry_run, would read).
 type Activation struct {
 	Corpus    string `json:"corpus"`

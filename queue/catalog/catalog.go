@@ -212,6 +212,9 @@ type ImportRequest struct {
 	Each func(corpusPath string, add func(entry string) error) error
 	// BatchSize is how many entries go into one statement (ImportBatchDefault when <= 0).
 	BatchSize int
+	// NoAnalyze leaves the statistics of tasks alone: a caller importing a batch an Import
+	// calls AnalyzeTasks once at its end rather than after each batch.
+	NoAnalyze bool
 }
 
 // ImportBatchDefault is how many entries one insert statement of Import carries.
@@ -300,13 +303,21 @@ func (c *Catalog) Import(ctx context.Context, req ImportRequest) (ImportSummary,
 		sum.RunOpened = opened > 0
 		return nil
 	})
-	if err == nil && sum.Added >= 10000 {
-		// Fresh statistics keep the lease path on the tasks_todo index from the first lease on.
-		if aerr := dbsqlc.New(c.pool).TasksAnalyze(ctx); aerr != nil {
-			c.logger.Warn("analyze tasks after import", "error", aerr)
-		}
+	if err == nil && !req.NoAnalyze && sum.Added >= AnalyzeAfter {
+		c.AnalyzeTasks(ctx)
 	}
 	return sum, err
+}
+
+// AnalyzeAfter is how many tasks an import adds before it refreshes the statistics of tasks.
+const AnalyzeAfter = 10000
+
+// AnalyzeTasks refreshes the planner's statistics of tasks after an import: fresh statistics
+// keep the lease path on the tasks_todo index from the first lease on. A failure is logged only.
+func (c *Catalog) AnalyzeTasks(ctx context.Context) {
+	if err := dbsqlc.New(c.pool).TasksAnalyze(ctx); err != nil {
+		c.logger.Warn("analyze tasks after import", "error", err)
+	}
 }
 
 // sourceStats is the size and modification time of each source archive, what `cortexq verify`

@@ -579,50 +579,6 @@ func (c *Catalog) serviceNames(ctx context.Context) (map[string]bool, error) {
 	return names, nil
 }
 
-// CorpusAdded reports what AddCorpus did.
-type CorpusAdded struct {
-	ImportSummary
-	Skipped int // files under the path that are no source archive
-}
-
-// AddCorpus registers corpus name at path (created if missing) and imports the source archives
-// under path for service, as cortexq import does; progress hears the entries added so far.
-func (c *Catalog) AddCorpus(ctx context.Context, name, path, service string, progress ProgressFunc) (CorpusAdded, error) {
-	if err := CheckCorpusName(name); err != nil {
-		return CorpusAdded{}, fmt.Errorf("corpus name: %w", err)
-	}
-	svc, err := c.Service(ctx, service)
-	if err != nil {
-		return CorpusAdded{}, err
-	}
-	names, err := c.serviceNames(ctx)
-	if err != nil {
-		return CorpusAdded{}, err
-	}
-	sources, err := archive.OpenSources([]string{path}, "")
-	if err != nil {
-		return CorpusAdded{}, fmt.Errorf("corpus add: %w", err)
-	}
-	defer sources.Close()
-	if err := sources.Scan(names); err != nil {
-		return CorpusAdded{}, fmt.Errorf("corpus add: %w", err)
-	}
-	var n int64
-	sum, err := c.Import(ctx, ImportRequest{Corpus: name, CorpusPath: sources.Dir, ServiceID: svc.ID,
-		Each: func(corpusPath string, add func(string) error) error {
-			return sources.Each(name, corpusPath, func(p string) error {
-				if err := add(p); err != nil {
-					return err
-				}
-				if n++; progress != nil {
-					progress(n, sources.Total)
-				}
-				return nil
-			})
-		}})
-	return CorpusAdded{ImportSummary: sum, Skipped: sources.Skipped}, err
-}
-
 // AuditRow is a row of the audit log (migrations/00035_audit_log.sql) that an action of the
 // dashboard or the API appends.
 type AuditRow = dbsqlc.AuditLogAppendParams

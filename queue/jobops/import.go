@@ -78,7 +78,9 @@ func runImport(ctx context.Context, env jobs.Env, a ImportArgs, p *jobs.Progress
 	if err := sources.Scan(names); err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	req := catalog.ImportRequest{Corpus: a.Corpus, CorpusPath: sources.Dir, ServiceID: serviceID, BatchSize: a.Batch}
+	// Statistics once at the end (AnalyzeTasks), not after each batch: a million entries would
+	// analyze a growing table 50 times (docs/performance.md#import-as-a-job).
+	req := catalog.ImportRequest{Corpus: a.Corpus, CorpusPath: sources.Dir, ServiceID: serviceID, BatchSize: a.Batch, NoAnalyze: true}
 	first, err := env.Base.Catalog.Import(ctx, req) // the corpus and the run, no entry yet
 	if err != nil {
 		return nil, err
@@ -132,6 +134,9 @@ func runImport(ctx context.Context, env jobs.Env, a ImportArgs, p *jobs.Progress
 	}
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
+	}
+	if cur.Added >= catalog.AnalyzeAfter {
+		env.Base.Catalog.AnalyzeTasks(ctx)
 	}
 	return ImportResult{Corpus: a.Corpus, Service: a.Service, Entries: seen, Added: cur.Added, Existing: cur.Existing, Skipped: sources.Skipped}, nil
 }

@@ -537,7 +537,8 @@ type SandboxDeleted struct {
 }
 
 // DeleteSandbox deletes a sandbox corpus: its tasks (with their dispatch rows, attempts and
-// messages), its runs, and, once that has committed, its result archives
+// messages), its runs, every row keyed by its id (no orphan: task_totals, shares, report and
+// diff rows), and, once that has committed, its result archives
 // (<service>.sandbox-<id>.zip beside each task's source). Nothing of the parent is touched: a
 // corpus that is no sandbox is queue.ErrNotFound.
 func (s *Store) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted, error) {
@@ -555,7 +556,9 @@ func (s *Store) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted,
 		}
 		sum.Tasks = len(gone)
 		seen := make(map[string]bool, len(gone))
-		for _, g := range gone {
+		ids := make([]int64, len(gone))
+		for i, g := range gone {
+			ids[i] = g.ID
 			dir := filepath.Dir(g.Entry)
 			if g.Entry == "" || dir == "." || dir == "/" {
 				continue
@@ -571,6 +574,15 @@ func (s *Store) DeleteSandbox(ctx context.Context, name string) (SandboxDeleted,
 		}
 		if err := q.DiffDeleteCorpus(ctx, sb.ID); err != nil {
 			return fmt.Errorf("delete diff matrices: %w", err)
+		}
+		// The rows keyed by the sandbox's id or its tasks', as a corpus deletion removes them:
+		// the report fold's notes of the deleted tasks, its task_totals ledger (the deletion's
+		// trigger wrote a negative row for each positive one), its shares, its folded report.
+		if err := q.LifecycleForgetChanges(ctx, ids); err != nil {
+			return fmt.Errorf("forget the report's changes: %w", err)
+		}
+		if _, err := q.LifecycleDeleteScopeRows(ctx, sb.ID, 0, true, false); err != nil {
+			return fmt.Errorf("delete the sandbox's keyed rows: %w", err)
 		}
 		return q.SandboxDeleteCorpus(ctx, sb.ID)
 	})

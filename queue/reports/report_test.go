@@ -12,6 +12,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/lease"
+	"github.com/cortexq/cortexq/queue/queuetest"
 	"github.com/cortexq/cortexq/queue/queuetest/leasetest"
 	"github.com/cortexq/cortexq/sql/dbsqlc"
 )
@@ -139,4 +140,48 @@ func TestSandboxStartsAtAHigherPriority(t *testing.T) {
 		by[l.CorpusID]++
 	}
 	require.Equal(t, len(workers), by[sb.ID], "the sandbox's tasks go before its parent's")
+}
+
+// TestSandboxDeleteLeavesNoOrphan: deleting a sandbox leaves no row keyed by its id (its
+// task_totals ledger had a negative row for each positive one: queuetest.Orphans reads every
+// keyed table), and its parent's totals are untouched.
+func TestSandboxDeleteLeavesNoOrphan(t *testing.T) {
+	f := newFixture(t)
+	parent, err := dbsqlc.New(f.pool).CorpusCreate(f.ctx, "parent", "/parent", nil)
+	require.NoError(t, err)
+	_, err = f.pool.Exec(f.ctx, `INSERT INTO tasks (service_id, corpus_id, entry, status)
+		SELECT $1, $2, '/parent/' || g || '.zip', -1 - g % 3 FROM generate_series(1, 30) g`, f.svc, parent.ID)
+	require.NoError(t, err)
+	totals := func(corpus int32) (rows, tasks int64) {
+		t.Helper()
+		require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*), coalesce(sum(tasks), 0) FROM task_totals WHERE corpus_id = $1`,
+			corpus).Scan(&rows, &tasks))
+		return rows, tasks
+	}
+	_, before := totals(parent.ID)
+	require.EqualValues(t, 30, before)
+	sb, err := f.rep.CreateSandbox(f.ctx, "box", lease.RerunScope{CorpusID: parent.ID, ServiceID: f.svc}, catalog.SandboxPriority)
+	require.NoError(t, err)
+	require.EqualValues(t, 30, sb.Tasks)
+	_, err = f.rep.FoldAll(f.ctx, 0)
+	require.NoError(t, err)
+	gone, err := f.rep.DeleteSandbox(f.ctx, "box")
+	require.NoError(t, err)
+	require.Equal(t, 30, gone.Tasks)
+	rows, _ := totals(sb.ID)
+	require.Zero(t, rows, "no task_totals row of the deleted sandbox (none negative)")
+	var negative int
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT count(*) FROM (SELECT corpus_id, service_id, status FROM task_totals
+		GROUP BY 1, 2, 3 HAVING sum(tasks) < 0) n`).Scan(&negative))
+	require.Zero(t, negative)
+	orphans, err := queuetest.Orphans(f.ctx, f.pool)
+	require.NoError(t, err)
+	require.Empty(t, orphans)
+	_, after := totals(parent.ID)
+	require.Equal(t, before, after, "the parent's totals")
+	_, err = f.rep.FoldAll(f.ctx, 0)
+	require.NoError(t, err, "a fold after the deletion")
+	orphans, err = queuetest.Orphans(f.ctx, f.pool)
+	require.NoError(t, err)
+	require.Empty(t, orphans)
 }

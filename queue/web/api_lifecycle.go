@@ -9,8 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"time"
 	"unicode/utf8"
@@ -18,6 +20,7 @@ import (
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/api"
 	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/jobops"
 	"github.com/cortexq/cortexq/queue/text"
 )
 
@@ -85,34 +88,51 @@ func (s *Server) apiServiceAdd(r *http.Request, p principal) (v any, err error) 
 	return api.NewServices([]catalog.Service{svc}).Services[0], nil
 }
 
+// apiCorpusAdd enqueues the import of a corpus (jobops.KindImport of its path) and answers at
+// once: 202 with the job's handle, whose progress GET /api/v1/jobs/{id} tells. The import works
+// a batch a transaction (no long transaction) in a job runner, which must see path.
 func (s *Server) apiCorpusAdd(r *http.Request, p principal) (v any, err error) {
 	var body api.CorpusNew
-	var matched *int64
+	target := ""
 	defer func() {
-		s.audit(r, p, "corpus add", "corpus "+body.Name+", service "+body.Service, matched, false, err)
+		s.audit(r, p, "corpus add", "corpus "+body.Name+", service "+body.Service+target, nil, false, err)
 	}()
 	if err := readBody(r, &body, "name, path, service"); err != nil {
 		return nil, err
 	}
-	for name, v := range map[string]string{"path": body.Path, "service": body.Service} {
-		if err := text.CheckInput(name, v); err != nil || v == "" {
-			return nil, api.Paramf("%s: want a non-empty text", name)
-		}
-	}
-	if err := catalog.CheckCorpusName(body.Name); err != nil {
-		return nil, api.Paramf("corpus name: %v", err)
-	}
-	sum, err := s.catalog.AddCorpus(r.Context(), body.Name, body.Path, body.Service, nil)
+	id, err := s.enqueueCorpusAdd(r, p, body.Name, body.Path, body.Service)
 	if err != nil {
-		if errors.Is(err, queue.ErrNotFound) {
-			return nil, api.Paramf("%v", err)
-		}
-		return nil, httpError{code: http.StatusBadRequest, msg: err.Error()}
+		return nil, err
 	}
-	n := int64(sum.Added)
-	matched = &n
-	return api.CorpusAdded{Corpus: body.Name, Service: body.Service, Created: sum.CorpusCreated, Added: sum.Added,
-		Existing: sum.Existing, Skipped: sum.Skipped, RunOpened: sum.RunOpened}, nil
+	target = fmt.Sprintf(" (job %d)", id)
+	return jobAccepted(id, jobops.KindImport), nil
+}
+
+// enqueueCorpusAdd checks a corpus add (name, absolute path, known service) and enqueues its
+// import job; a refusal is a 422, and enqueues nothing.
+func (s *Server) enqueueCorpusAdd(r *http.Request, p principal, name, path, service string) (int64, error) {
+	for field, v := range map[string]string{"path": path, "service": service} {
+		if err := text.CheckInput(field, v); err != nil || v == "" {
+			return 0, api.Paramf("%s: want a non-empty text", field)
+		}
+	}
+	if err := catalog.CheckCorpusName(name); err != nil {
+		return 0, api.Paramf("corpus name: %v", err)
+	}
+	if !filepath.IsAbs(path) {
+		return 0, api.Paramf("path %q: want an absolute path (the import runs as a job, in another process)", path)
+	}
+	if _, err := s.catalog.Service(r.Context(), service); err != nil {
+		if errors.Is(err, queue.ErrNotFound) {
+			return 0, api.Paramf("%v", err)
+		}
+		return 0, err
+	}
+	args, err := json.Marshal(jobops.ImportArgs{Corpus: name, Service: service, Paths: []string{path}})
+	if err != nil {
+		return 0, err
+	}
+	return s.enqueueJob(r, p, jobRequest{Kind: jobops.KindImport, Args: args})
 }
 
 func (s *Server) apiActivate(r *http.Request, p principal) (v any, err error) {

@@ -1,28 +1,38 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/jobops"
+	"github.com/cortexq/cortexq/queue/jobs"
 	"github.com/cortexq/cortexq/queue/queuetest"
 	"github.com/cortexq/cortexq/queue/reports"
 	"github.com/cortexq/cortexq/queue/web"
 )
 
 // testAPILifecycle (TestAPIEveryEndpoint/Lifecycle) walks a corpus's life through the API, each answer validated against the
-// spec: register two services, add a corpus (an import), activate the second service, extend
+// spec: register two services, add a corpus (an import job, answered at once with its handle,
+// polled until done, worked by a job runner), activate the second service, extend
 // with a new file, deactivate the first, delete the corpus, delete the service. Each deletion
 // previews (dry_run) the rows it then removes, leaves no row pointing at a corpus, service, task
 // or run that is gone (queuetest.Orphans reads every keyed table from information_schema), and
 // keeps the runs' tallies; every step appends an audit row; the fixture's own corpus is
 // untouched.
 func testAPILifecycle(t *testing.T) {
-	f := newFixture(t, web.Config{AdminToken: token})
+	reg := jobops.Registry("test")
+	f := newFixture(t, web.Config{AdminToken: token, Jobs: reg})
 	c := f.client()
+	runner, err := jobs.NewRunner(jobs.Env{Base: f.base}, reg, jobs.Config{Beat: 100 * time.Millisecond, Name: "test"})
+	require.NoError(t, err)
+	require.NoError(t, runner.Start(context.Background()))
+	defer runner.Stop()
 	act := func(method, path, body string, want int) apiResponse {
 		t.Helper()
 		r := c.api(method, path, body, "Authorization", bearer)
@@ -54,9 +64,17 @@ func testAPILifecycle(t *testing.T) {
 	}
 	source("one")
 	source("two")
-	added := act("POST", "/api/v1/corpora", `{"name":"life","path":"`+dir+`","service":"svc_a"}`, http.StatusOK)
-	require.EqualValues(t, 2, added.json["added"])
-	require.Equal(t, true, added.json["created"])
+	act("POST", "/api/v1/corpora", `{"name":"life","path":"relative/dir","service":"svc_a"}`, http.StatusUnprocessableEntity)
+	act("POST", "/api/v1/corpora", `{"name":"life","path":"`+dir+`","service":"nope"}`, http.StatusUnprocessableEntity)
+	require.Zero(t, count(`SELECT count(*) FROM jobs`), "a refused corpus add enqueues nothing")
+	accepted := act("POST", "/api/v1/corpora", `{"name":"life","path":"`+dir+`","service":"svc_a"}`, http.StatusAccepted)
+	require.Equal(t, "import", accepted.json["kind"])
+	job := waitJob(t, c, int64(accepted.json["id"].(float64)))
+	require.Equal(t, "completed", job["state"], job["error"])
+	require.EqualValues(t, 2, job["done"], "the job's progress: done of total")
+	require.EqualValues(t, 2, job["total"])
+	require.EqualValues(t, 2, job["result"].(map[string]any)["added"])
+	require.EqualValues(t, 2, count(`SELECT count(*) FROM tasks t JOIN corpora c ON c.id = t.corpus_id WHERE c.name = 'life'`))
 
 	scope := "/api/v1/corpora/life/services/"
 	pre := act("POST", scope+"svc_b/activate?dry_run=true", "", http.StatusOK)
@@ -79,7 +97,7 @@ func testAPILifecycle(t *testing.T) {
 	f.exec(`INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, answered_at, outcome, status)
 		SELECT t.id, 1, 0, 'w', 'r1', now(), now(), 'accepted', -2 FROM tasks t JOIN services s ON s.id = t.service_id WHERE s.name = 'svc_a'`)
 	f.exec(`INSERT INTO report_changes (task_id) SELECT id FROM tasks`)
-	_, err := reports.New(f.pool, nil, nil).FoldAll(f.ctx, 0)
+	_, err = reports.New(f.pool, nil, nil).FoldAll(f.ctx, 0)
 	require.NoError(t, err)
 
 	dry := act("POST", scope+"svc_a/deactivate?dry_run=true", "", http.StatusOK)
@@ -129,7 +147,8 @@ func testAPILifecycle(t *testing.T) {
 		audit = append(audit, s)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"service add ok", "service add ok", "service add refused", "corpus add ok",
+	require.Equal(t, []string{"service add ok", "service add ok", "service add refused",
+		"corpus add refused", "corpus add refused", "corpus add ok",
 		"activate dry_run", "activate ok", "extend ok", "deactivate dry_run", "deactivate ok", "deactivate ok",
 		"corpus delete dry_run", "corpus delete ok", "corpus delete refused", "service delete dry_run", "service delete ok"}, audit)
 }

@@ -120,7 +120,12 @@ func (s *Server) apiJobEnqueue(r *http.Request, p principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return accepted{api.JobAccepted{ID: id, Kind: req.Kind, State: "queued", Href: fmt.Sprintf("/api/v1/jobs/%d", id)}}, nil
+	return jobAccepted(id, req.Kind), nil
+}
+
+// jobAccepted is the answer of an action that enqueued job id: 202 with its handle.
+func jobAccepted(id int64, kind string) accepted {
+	return accepted{api.JobAccepted{ID: id, Kind: kind, State: "queued", Href: fmt.Sprintf("/api/v1/jobs/%d", id)}}
 }
 
 // enqueueJob enqueues req for p; a bad kind or bad arguments are a 422.

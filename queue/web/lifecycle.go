@@ -55,7 +55,7 @@ func (s *Server) lifecycleForm(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusOK, view{Page: "lifecycle_confirm", Title: "Confirm", Data: step})
 		return
 	}
-	msg, err := s.lifecycleAct(r, op, corpus, service)
+	msg, err := s.lifecycleAct(r, p, op, corpus, service)
 	if err != nil {
 		s.fail(w, r, lifecycleErr(err))
 		return
@@ -113,8 +113,8 @@ func (s *Server) lifecyclePreview(r *http.Request, op, corpus, service string) (
 	return step, nil
 }
 
-// lifecycleAct carries op out and says what it did.
-func (s *Server) lifecycleAct(r *http.Request, op, corpus, service string) (string, error) {
+// lifecycleAct carries op out and says what it did (corpus add: enqueues its import job).
+func (s *Server) lifecycleAct(r *http.Request, p principal, op, corpus, service string) (string, error) {
 	ctx, f := r.Context(), r.PostForm
 	opts := catalog.DeleteOptions{Files: f.Get("files") == "1"}
 	removed := func(target string, rm catalog.Removal, err error) (string, error) {
@@ -132,9 +132,12 @@ func (s *Server) lifecycleAct(r *http.Request, op, corpus, service string) (stri
 		svc, err := s.catalog.AddService(ctx, service, 0)
 		return fmt.Sprintf("added service %s (id %d)", svc.Name, svc.ID), err
 	case "corpus add":
-		sum, err := s.catalog.AddCorpus(ctx, corpus, f.Get("path"), service, nil)
-		return fmt.Sprintf("corpus %s, service %s: %s tasks added, %s already present", corpus, service,
-			commas(int64(sum.Added)), commas(int64(sum.Existing))), err
+		id, err := s.enqueueCorpusAdd(r, p, corpus, f.Get("path"), service)
+		if err != nil {
+			return "", err
+		}
+		noteOf(r).Target += fmt.Sprintf(" (job %d)", id)
+		return fmt.Sprintf("corpus %s, service %s: import job %d enqueued; its progress is on /jobs", corpus, service, id), nil
 	case "activate":
 		a, err := s.catalog.Activate(ctx, corpus, service, 0, nil)
 		return fmt.Sprintf("corpus %s, service %s: %s tasks added", corpus, service, commas(a.Added)), err

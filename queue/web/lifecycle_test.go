@@ -1,14 +1,18 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/jobops"
+	"github.com/cortexq/cortexq/queue/jobs"
 	"github.com/cortexq/cortexq/queue/queuetest"
 	"github.com/cortexq/cortexq/queue/web"
 )
@@ -18,7 +22,8 @@ import (
 // is confirmed; nothing orphaned after; each step audited (surface web).
 func TestLifecycleForms(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, web.Config{AdminToken: token})
+	reg := jobops.Registry("test")
+	f := newFixture(t, web.Config{AdminToken: token, Jobs: reg})
 	c := f.client()
 	require.Equal(t, http.StatusSeeOther, c.login(token).code)
 	csrf := c.csrf()
@@ -37,7 +42,15 @@ func TestLifecycleForms(t *testing.T) {
 	p := filepath.Join(dir, "one", "source.zip")
 	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 	require.NoError(t, os.WriteFile(p, zipOf(t, map[string]string{"main.tex": "one"}), 0o644))
-	require.Contains(t, form(url.Values{"op": {"corpus add"}, "corpus": {"web_life"}, "path": {dir}, "service": {"svc_w"}}).body, "1 tasks added")
+	require.Contains(t, form(url.Values{"op": {"corpus add"}, "corpus": {"web_life"}, "path": {dir}, "service": {"svc_w"}}).body, "import job")
+	var id int64
+	require.NoError(t, f.pool.QueryRow(f.ctx, `SELECT id FROM jobs WHERE kind = 'import'`).Scan(&id))
+	require.Contains(t, c.get("/jobs").body, "import", "the /jobs page lists the corpus's import")
+	runner, err := jobs.NewRunner(jobs.Env{Base: f.base}, reg, jobs.Config{Beat: 100 * time.Millisecond, Name: "test"})
+	require.NoError(t, err)
+	require.NoError(t, runner.Start(context.Background()))
+	defer runner.Stop()
+	require.Equal(t, "completed", waitJob(t, c, id)["state"])
 
 	tasks := func() int64 {
 		var n int64

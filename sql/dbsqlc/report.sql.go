@@ -1971,20 +1971,21 @@ func (q *Queries) SandboxDeleteRuns(ctx context.Context, corpusID int32) error {
 
 const sandboxDeleteTasks = `-- name: SandboxDeleteTasks :many
 WITH gone AS (
-    DELETE FROM tasks WHERE corpus_id = $1 RETURNING entry, service_id
+    DELETE FROM tasks WHERE corpus_id = $1 RETURNING id, entry, service_id
 )
-SELECT g.entry, s.name AS service
+SELECT g.id, g.entry, s.name AS service
 FROM gone g
 JOIN services s ON s.id = g.service_id
 `
 
 type SandboxDeleteTasksRow struct {
+	ID      int64  `json:"id"`
 	Entry   string `json:"entry"`
 	Service string `json:"service"`
 }
 
 // SandboxDeleteTasks deletes a sandbox's tasks (their dispatch rows, attempts and messages go
-// with them, trigger tasks_deleted), returning each one's entry and service name.
+// with them, trigger tasks_deleted), returning each one's id, entry and service name.
 func (q *Queries) SandboxDeleteTasks(ctx context.Context, corpusID int32) ([]SandboxDeleteTasksRow, error) {
 	rows, err := q.db.Query(ctx, sandboxDeleteTasks, corpusID)
 	if err != nil {
@@ -1994,7 +1995,7 @@ func (q *Queries) SandboxDeleteTasks(ctx context.Context, corpusID int32) ([]San
 	var items []SandboxDeleteTasksRow
 	for rows.Next() {
 		var i SandboxDeleteTasksRow
-		if err := rows.Scan(&i.Entry, &i.Service); err != nil {
+		if err := rows.Scan(&i.ID, &i.Entry, &i.Service); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
