@@ -1,4 +1,4 @@
-package startstop
+package replica
 
 import (
 	"context"
