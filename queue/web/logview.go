@@ -144,11 +144,7 @@ func logMember(zr *zip.Reader) *zip.File {
 // taskLog is the log page: a bounded view of the result's cortex.log (readLog), with a link to
 // the whole of it (rawLog).
 func (s *Server) taskLog(r *http.Request) (view, error) {
-	h, err := s.history(r, -1)
-	if err != nil {
-		return view{}, err
-	}
-	a, err := s.archivesOf(r, h)
+	h, a, err := s.taskArchives(r)
 	if err != nil {
 		return view{}, err
 	}
@@ -176,12 +172,7 @@ func (s *Server) taskLog(r *http.Request) (view, error) {
 // rawLog serves the result's cortex.log whole, as a text attachment: the log page's link to
 // what it does not show.
 func (s *Server) rawLog(w http.ResponseWriter, r *http.Request) {
-	h, err := s.history(r, -1)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	a, err := s.archivesOf(r, h)
+	h, a, err := s.taskArchives(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -40,6 +40,16 @@ type archives struct {
 	base, source, result string
 }
 
+// taskArchives reads the request's task and where its archives lie.
+func (s *Server) taskArchives(r *http.Request) (inspect.TaskHistory, archives, error) {
+	h, err := s.history(r, -1)
+	if err != nil {
+		return h, archives{}, err
+	}
+	a, err := s.archivesOf(r, h)
+	return h, a, err
+}
+
 func (s *Server) archivesOf(r *http.Request, h inspect.TaskHistory) (archives, error) {
 	base, err := s.catalog.CorpusPath(r.Context(), h.CorpusID)
 	if err != nil {

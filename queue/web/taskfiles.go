@@ -21,12 +21,7 @@ import (
 // download serves a task's source (result false) or result archive as an attachment.
 func (s *Server) download(result bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		h, err := s.history(r, -1)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		a, err := s.archivesOf(r, h)
+		h, a, err := s.taskArchives(r)
 		if err != nil {
 			s.fail(w, r, err)
 			return
