@@ -413,34 +413,55 @@ func (l *loop) pushResult(ctx context.Context, idFrame []byte, r io.Reader) erro
 
 // startSink sends a result's first frame and returns the pair whose sink took it. The sockets
 // queue only to connected replicas, so a sink that does not take it at once has no replica
-// connected (killed and starting again, say): with other replicas, the first of their sinks
-// that takes it at once gets the result, since any replica accepts any result
-// (docs/semantics.md#claim), rather than the worker waiting for its own to come back. When
-// none takes it, it waits on the task's own sink, as send does.
+// connected (killed and starting again, say). Any replica accepts any result
+// (docs/semantics.md#claim), so while the task's own sink does not take it, every other sink
+// is offered it too on each turn of the wait, and the first that takes it gets it: a sink
+// socket built a moment ago takes it as soon as its connection is up, and the worker does not
+// wait for its own replica to come back.
 func (l *loop) startSink(ctx context.Context) (*endpoints, error) {
 	first := []byte(l.identity)
-	if len(l.pairs) > 1 {
-		at := slices.Index(l.pairs, l.p)
+	if l.p.push == nil {
+		if err := l.buildPush(l.p); err != nil && len(l.pairs) == 1 {
+			return l.p, err
+		}
+	}
+	if len(l.pairs) == 1 {
+		return l.p, l.send(ctx, l.p.push, first, zmq.SNDMORE, noStop)
+	}
+	at := slices.Index(l.pairs, l.p)
+	w := l.newWait("send", noStop)
+	for {
 		for i := range l.pairs {
 			p := l.pairs[(at+i)%len(l.pairs)]
 			if p.push == nil && l.buildPush(p) != nil {
 				continue
 			}
-			if _, err := p.push.SendBytes(first, zmq.SNDMORE|zmq.DONTWAIT); err == nil {
+			flags := zmq.SNDMORE | zmq.DONTWAIT
+			if i == 0 {
+				flags = zmq.SNDMORE // the own sink: wait up to one poll interval
+			}
+			_, err := p.push.SendBytes(first, flags)
+			if err == nil {
 				if p != l.p {
 					l.cfg.Stats.Redirected.Add(1)
 					l.log.Debug("result sent to another replica's sink: its own has no replica connected", "sink", p.sink, "own", l.p.sink)
 				}
 				return p, nil
 			}
+			if zmq.AsErrno(err) != zmq.Errno(syscall.EAGAIN) {
+				l.closeSocket(&p.push, 0)
+			}
 		}
-	}
-	if l.p.push == nil {
-		if err := l.buildPush(l.p); err != nil {
+		if err := w.over(ctx); err != nil {
 			return l.p, err
 		}
+		if l.p.push == nil { // no socket waited this turn: pause as a wait would
+			select {
+			case <-ctx.Done():
+			case <-time.After(pollInterval):
+			}
+		}
 	}
-	return l.p, l.send(ctx, l.p.push, first, zmq.SNDMORE, noStop)
 }
 
 // sendRest sends a result's frames after the first: the service, the task id and the chunks.
