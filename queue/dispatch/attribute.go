@@ -23,7 +23,7 @@ const attributeDelay = 100 * time.Millisecond
 // came back first; so a hand-out is attributed within about attributeDelay and one statement's
 // time of being sent, and the statements grow with the load rather than their number.
 type attributor struct {
-	s    *Server
+	s    *core
 	mu   sync.Mutex
 	todo []handOut // in hand-out order
 	wake chan struct{}
@@ -40,7 +40,7 @@ type handOut struct {
 // claim: a claim that failed leaves the task mirrored, and its attribution is then written.
 const attributePutOffs = 3
 
-func newAttributor(s *Server) *attributor {
+func newAttributor(s *core) *attributor {
 	return &attributor{s: s, wake: make(chan struct{}, 1)}
 }
 

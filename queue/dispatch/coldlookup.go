@@ -26,7 +26,7 @@ type answers struct {
 
 // lookupBatches serves the writers' lookups until reqs is closed, one query at a time, each
 // for every id asked for since the last one began (up to lookupBatchMax).
-func (s *Server) lookupBatches(ctx context.Context, reqs <-chan lookup) {
+func (s *sink) lookupBatches(ctx context.Context, reqs <-chan lookup) {
 	batch := make([]lookup, 0, lookupBatchMax)
 	for first := range reqs {
 		batch = append(batch[:0], first)
@@ -54,7 +54,7 @@ func (s *Server) lookupBatches(ctx context.Context, reqs <-chan lookup) {
 }
 
 // taskInfos runs one cold lookup query.
-func (s *Server) taskInfos(ctx context.Context, ids []int64) answers {
+func (s *sink) taskInfos(ctx context.Context, ids []int64) answers {
 	qctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
 	defer cancel()
 	s.sec.lookups.Inc()
@@ -66,7 +66,7 @@ func (s *Server) taskInfos(ctx context.Context, ids []int64) answers {
 // coldTask finds, in the database, a result's task that the hot mirror does not hold (see
 // above). The sender is the peer of ctx (withPeer). A sender past its budget gets errParked,
 // unless ctx carries the slow lane's answers (answersCtxKey, set by serveSlowLane).
-func (s *Server) coldTask(ctx context.Context, id int64) (lease.TaskInfo, error) {
+func (s *sink) coldTask(ctx context.Context, id int64) (lease.TaskInfo, error) {
 	sec := s.sec
 	now := time.Now()
 	if at, ok := sec.missing.Load(id); ok && now.Sub(at) < sec.cfg.MissingTTL {

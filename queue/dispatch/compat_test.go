@@ -112,7 +112,7 @@ func TestCompat(t *testing.T) {
 		id, _ = p.lease("echo")
 		require.Zero(t, id, "no work while the lease stalls")
 		require.Equal(t, 1.0, counterValue(e.server.metrics.mocks.WithLabelValues("lease_slow")))
-		require.EqualValues(t, 1, e.server.leasing.Load(), "the lease transaction is still under way")
+		require.EqualValues(t, 1, e.server.vent.leasing.Load(), "the lease transaction is still under way")
 
 		// Draining: a request gets its answer at once, and a stalled one within requestWait.
 		e.server.StopLeasing()
@@ -125,7 +125,7 @@ func TestCompat(t *testing.T) {
 		// The lock goes: the stalled reservation commits, and since the replica drains, its
 		// three tasks are given back at once, no attempt counted.
 		release()
-		require.Eventually(t, func() bool { return e.server.leasing.Load() == 0 }, 20*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool { return e.server.vent.leasing.Load() == 0 }, 20*time.Second, 20*time.Millisecond)
 		require.Eventually(t, func() bool { return counterValue(e.server.metrics.returns) == 3 }, 10*time.Second, 20*time.Millisecond)
 		require.Equal(t, 3, e.counts()[queue.StatusTODO])
 		var attempts int

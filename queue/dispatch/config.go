@@ -59,7 +59,7 @@ type Config struct {
 	ClaimFlush time.Duration
 	// Claimers is how many claim transactions may run at once, in a relay: where the database
 	// is far (relayAfter), one gathers and reads its batch while the others only write and
-	// commit theirs (Server.claimer), so that a claim's round trips overlap the commit of the
+	// commit theirs (claimers.claimer), so that a claim's round trips overlap the commit of the
 	// one before it. Writers is how many
 	// goroutines write result archives.
 	Claimers int

@@ -172,7 +172,7 @@ func nullHandshake(t *testing.T, addr, socketType string) net.Conn {
 func TestFileDescriptorsRunningLowAreWarnedAbout(t *testing.T) {
 	var logs logBuffer
 	e := newEnv(t, withLogs(&logs))
-	e.server.watchFDs()
+	e.server.upkeep.watchFDs()
 	require.NotContains(t, logs.String(), "file descriptors running low")
 	open, limit, err := openFDs()
 	require.NoError(t, err)
@@ -183,7 +183,7 @@ func TestFileDescriptorsRunningLowAreWarnedAbout(t *testing.T) {
 	low := rl
 	low.Cur = uint64(open + 5)
 	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &low))
-	e.server.watchFDs()
+	e.server.upkeep.watchFDs()
 	lowLimit, lowOpen := gaugeValue(e.server.metrics.fdsLimit), gaugeValue(e.server.metrics.fdsOpen)
 	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &rl))
 

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/puzpuzpuz/xsync/v4"
 
+	"github.com/cortexq/cortexq/queue/allowlist"
+	"github.com/cortexq/cortexq/queue/internal/startstop"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
 )
@@ -179,7 +181,7 @@ func (p peer) stamp(r *lease.Result) {
 // a plain socket is bound beyond loopback. The returned func stops the poller; the ZAP
 // handler lives until the context is terminated, after the sockets are closed, because libzmq
 // lets any CURVE client in while no handler is bound.
-func (s *Server) secure(ctx context.Context, zctx *zmq.Context, socks ...*zmq.Socket) (stop func(), err error) {
+func (s *auth) secure(ctx context.Context, zctx *zmq.Context, socks ...*zmq.Socket) (stop func(), err error) {
 	for _, sock := range socks {
 		if err := sock.SetHandshakeIvl(s.sec.cfg.HandshakeTimeout); err != nil {
 			return nil, fmt.Errorf("handshake timeout: %w", err)
@@ -240,8 +242,26 @@ func (s *Server) secure(ctx context.Context, zctx *zmq.Context, socks ...*zmq.So
 	return stopAll, nil
 }
 
+// auth is the service of CURVE on the worker sockets (secure): its ZAP handler and the
+// allow-list's poller.
+type auth struct {
+	*core
+	keys *allowlist.List
+}
+
+// service secures the ventilator's and the sink's sockets before they are bound; its stop
+// stops the poller and the ZAP handler.
+func (s *auth) service(z *zmqContext, v *ventilator, k *sink) startstop.Service {
+	return startstop.Funcs(func(ctx context.Context) (func(), error) {
+		return s.secure(ctx, z.Context, v.router, k.pull)
+	})
+}
+
 // ReloadKeys reads the allow-list now rather than at the next poll.
-func (s *Server) ReloadKeys(ctx context.Context) error {
+func (s *Server) ReloadKeys(ctx context.Context) error { return s.auth.reload(ctx) }
+
+// reload reads the allow-list.
+func (s *auth) reload(ctx context.Context) error {
 	keys, err := s.keys.Allowed(ctx)
 	if err != nil {
 		return err
@@ -250,9 +270,9 @@ func (s *Server) ReloadKeys(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) reloadKeys(ctx context.Context) {
+func (s *auth) reloadKeys(ctx context.Context) {
 	before := len(*s.sec.keys.Load())
-	if err := s.ReloadKeys(ctx); err != nil {
+	if err := s.reload(ctx); err != nil {
 		if ctx.Err() == nil {
 			s.logger.Warn("allow-list not read; the last one read stands", "error", err)
 		}
@@ -272,7 +292,7 @@ func (sec *security) allowed(publicKey string) (string, bool) {
 // serveZAP answers libzmq's ZAP requests (RFC 27) until ctx ends (checked at each receive
 // timeout) or the ZeroMQ context is terminated: a CURVE client is let in when its public key is
 // on the allow-list, with the key as its User-Id. It owns the socket and closes it.
-func (s *Server) serveZAP(ctx context.Context, zap *zmq.Socket) {
+func (s *auth) serveZAP(ctx context.Context, zap *zmq.Socket) {
 	defer zap.Close()
 	for ctx.Err() == nil {
 		req, err := zap.RecvMessageBytes(0)

@@ -251,7 +251,7 @@ func TestCurve(t *testing.T) {
 		}
 		eventually(t, "every bomb is dropped as not_holder", func() bool { return e.discarded("sink", "not_holder") == 15 })
 		require.Zero(t, e.claims(lease.OutcomeNotHolder), "none reached a claim")
-		require.Zero(t, e.server.parsedBytes.Load())
+		require.Zero(t, e.server.claims.parsedBytes.Load())
 		mallorys := e.server.sec.peerBucket(peer{key: "mallory"}, time.Now())
 		mallorys.mu.Lock()
 		require.Less(t, mallorys.tokens, float64(PeerBogusBurstDefault-10), "mallory's bogus budget was charged")
@@ -348,12 +348,12 @@ func TestCurveHandOutTimeReachesTheClaim(t *testing.T) {
 	e.server.hot.Put(h)
 
 	res := wire.Result{Identity: "w1", Service: "echo", TaskID: id, Data: [][]byte{payload}, Size: int64(len(payload))}
-	it, reason, err := e.server.prepare(withPeer(e.ctx, peer{key: "alice"}), res)
+	it, reason, err := e.server.sink.prepare(withPeer(e.ctx, peer{key: "alice"}), res)
 	require.NoError(t, err, reason)
 	require.True(t, it.result.HandedOut.Equal(h.HandedOut), "the claim gets the hand-out's time, got %v", it.result.HandedOut)
 
 	// A plain peer writing the same identity is not the holder the mirror names.
-	it, reason, err = e.server.prepare(e.ctx, res)
+	it, reason, err = e.server.sink.prepare(e.ctx, res)
 	require.NoError(t, err, reason)
 	require.True(t, it.result.HandedOut.IsZero())
 }

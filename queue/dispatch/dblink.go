@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cortexq/cortexq/queue"
+	"github.com/cortexq/cortexq/queue/internal/startstop"
 	"github.com/cortexq/cortexq/queue/wire"
 )
 
@@ -251,7 +252,7 @@ func (p *prober) close() {
 }
 
 // probe pings the database, within probeTimeoutMax, and records the outcome.
-func (s *Server) probe(ctx context.Context, p *prober) {
+func (s *dbWatch) probe(ctx context.Context, p *prober) {
 	pctx, cancel := context.WithTimeout(ctx, min(s.cfg.DBTimeout, probeTimeoutMax))
 	defer cancel()
 	err := p.ping(pctx)
@@ -265,10 +266,21 @@ func (s *Server) probe(ctx context.Context, p *prober) {
 	s.health.record("probe", nil)
 }
 
+// dbWatch is the service of the outage watch (watchDB): it probes the database while no call
+// succeeds and ends the run once the outage budget is spent.
+type dbWatch struct {
+	*core
+	connConfig *pgx.ConnConfig // the pool's, for the probe's connection of its own
+}
+
+func (s *dbWatch) service(fail context.CancelCauseFunc) startstop.Service {
+	return &loops{n: 1, fail: fail, run: func(ctx context.Context) error { return s.watchDB(ctx, fail) }}
+}
+
 // watchDB watches the database link every 250 ms (health.watch), probing it while no call
 // succeeds, and stops the server when the database has been away longer than the outage budget.
 // It runs apart from the calls it watches, so a call that hangs delays nothing here.
-func (s *Server) watchDB(ctx context.Context, stop context.CancelCauseFunc) error {
+func (s *dbWatch) watchDB(ctx context.Context, stop context.CancelCauseFunc) error {
 	check := time.NewTicker(250 * time.Millisecond)
 	defer check.Stop()
 	var probing atomic.Bool

@@ -314,7 +314,7 @@ func TestDrainWaitsForReservationUnderWay(t *testing.T) {
 
 	_, stop := e.workers(1)
 	defer stop()
-	require.Eventually(t, func() bool { return e.server.leasing.Load() == 1 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return e.server.vent.leasing.Load() == 1 }, 10*time.Second, 5*time.Millisecond,
 		"a reservation under way")
 
 	drained := make(chan int, 1)
@@ -425,7 +425,7 @@ func TestUnpublishUndoesLatestFirst(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	s := &Server{logger: testLogger(t)}
+	s := &claimers{core: &core{logger: testLogger(t)}}
 	rolledBack := &pgconn.PgError{Code: "40P01"}
 
 	a, b := mk("A"), mk("B")

@@ -35,7 +35,7 @@ func openFDs() (open, limit int, err error) {
 }
 
 // watchFDs sets the file descriptor gauges and warns, rate-limited, when few are left.
-func (s *Server) watchFDs() {
+func (s *upkeep) watchFDs() {
 	open, limit, err := openFDs()
 	if err != nil {
 		return // not Linux, or no /proc: nothing to watch
@@ -74,7 +74,7 @@ func raiseFDLimit() (soft, hard uint64, err error) {
 }
 
 // logFDLimit raises the file descriptor limit and logs what the replica has.
-func (s *Server) logFDLimit() {
+func (s *core) logFDLimit() {
 	soft, hard, err := raiseFDLimit()
 	if err != nil {
 		s.logger.Warn("file descriptor limit not raised", "soft", soft, "hard", hard, "error", err)

@@ -109,7 +109,7 @@ func (sec *security) charge(p peer, now time.Time) {
 }
 
 // chargeOutcome charges p for a result the claim found bogus.
-func (s *Server) chargeOutcome(p peer, o lease.Outcome) {
+func (s *claimers) chargeOutcome(p peer, o lease.Outcome) {
 	if o == lease.OutcomeUnknown || o == lease.OutcomeNotHolder {
 		s.sec.charge(p, time.Now())
 	}
@@ -144,15 +144,15 @@ func (l *slowLane) take() []inbound {
 // runSlowLane looks up the parked results every slowLaneEvery, in one query, and places them
 // as a writer would. Once stop is closed (no writer parks any more) it serves what is left and
 // returns.
-func (s *Server) runSlowLane(ctx context.Context, out chan<- *item, stop <-chan struct{}) {
+func (s *sink) runSlowLane(ctx context.Context, stop <-chan struct{}) {
 	tick := time.NewTicker(slowLaneEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-tick.C:
-			s.serveSlowLane(ctx, out)
+			s.serveSlowLane(ctx)
 		case <-stop:
-			for s.serveSlowLane(ctx, out) {
+			for s.serveSlowLane(ctx) {
 			}
 			return
 		}
@@ -160,7 +160,7 @@ func (s *Server) runSlowLane(ctx context.Context, out chan<- *item, stop <-chan 
 }
 
 // serveSlowLane looks up and places the parked results; it reports whether there were any.
-func (s *Server) serveSlowLane(ctx context.Context, out chan<- *item) bool {
+func (s *sink) serveSlowLane(ctx context.Context) bool {
 	parked := s.slow.take()
 	if len(parked) == 0 {
 		return false
@@ -172,7 +172,7 @@ func (s *Server) serveSlowLane(ctx context.Context, out chan<- *item) bool {
 	s.sec.slowLookups.Add(1)
 	actx := context.WithValue(ctx, answersCtxKey{}, s.taskInfos(ctx, ids))
 	for _, in := range parked {
-		s.place(actx, in, out)
+		s.place(actx, in)
 	}
 	return true
 }

@@ -657,9 +657,9 @@ func TestHostile(t *testing.T) {
 		for _, id := range ids {
 			p.result("echo", id, bomb)
 		}
-		eventually(t, "a report holds the whole budget", func() bool { return e.server.parsedBytes.Load() == 1<<20 })
+		eventually(t, "a report holds the whole budget", func() bool { return e.server.claims.parsedBytes.Load() == 1<<20 })
 		time.Sleep(300 * time.Millisecond)
-		require.Equal(t, int64(1<<20), e.server.parsedBytes.Load(), "no more reports than the budget holds")
+		require.Equal(t, int64(1<<20), e.server.claims.parsedBytes.Load(), "no more reports than the budget holds")
 		release()
 
 		for _, id := range ids {
@@ -675,7 +675,7 @@ func TestHostile(t *testing.T) {
 			require.Equal(t, 1, errs, "a severity under the cap is whole")
 			require.Equal(t, "3000 warning messages in all; the first 1000 were kept", total)
 		}
-		eventually(t, "the budget is back", func() bool { return e.server.parsedBytes.Load() == 0 })
+		eventually(t, "the budget is back", func() bool { return e.server.claims.parsedBytes.Load() == 0 })
 		require.Zero(t, e.discarded("sink", "unknown_task"))
 	})
 }

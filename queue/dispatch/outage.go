@@ -109,7 +109,7 @@ const replayEvery = time.Second
 // replayHeld places the held results again whenever the database is reachable, once a
 // replayEvery or when woken; it ends once stop is closed, after one last pass within ctx (the
 // writers' grace).
-func (s *Server) replayHeld(ctx context.Context, stop <-chan struct{}, out chan<- *item) {
+func (s *sink) replayHeld(ctx context.Context, stop <-chan struct{}) {
 	tick := time.NewTicker(replayEvery)
 	defer tick.Stop()
 	last := false
@@ -127,7 +127,7 @@ func (s *Server) replayHeld(ctx context.Context, stop <-chan struct{}, out chan<
 		if !s.health.isDown() && ctx.Err() == nil {
 			n, _, _ := s.outage.counts()
 			for _, in := range s.outage.take(n) {
-				s.placeHeld(ctx, in, out)
+				s.placeHeld(ctx, in)
 			}
 		}
 	}

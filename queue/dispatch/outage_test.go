@@ -83,10 +83,10 @@ func TestOutageHoldsResultsAndClaimsThemOnceBack(t *testing.T) {
 		p.result(e.svcName, id, payloads[id])
 	}
 	require.Eventually(t, func() bool {
-		n, held, refused := e.server.outage.counts()
+		n, held, refused := e.server.sink.outage.counts()
 		return n == 1 && held == 1 && refused == 1
 	}, 10*time.Second, 20*time.Millisecond, "one result held, one refused")
-	held := e.server.outage.heldTasks()
+	held := e.server.sink.outage.heldTasks()
 	require.Len(t, held, 1)
 	kept, refused := held[0], leased[0]
 	if refused == kept {
@@ -108,7 +108,7 @@ func TestOutageHoldsResultsAndClaimsThemOnceBack(t *testing.T) {
 		kept).Scan(&accepted))
 	require.Equal(t, 1, accepted, "the held result recorded once")
 	require.Equal(t, queue.StatusDispatched, e.status(refused), "the refused result's task waits for its lease to expire")
-	n, _, _ := e.server.outage.counts()
+	n, _, _ := e.server.sink.outage.counts()
 	require.Zero(t, n, "nothing left held")
 }
 

@@ -45,7 +45,7 @@ type message struct {
 // key's connection open; messages from keys no longer allowed (or with no authenticated key at
 // all) are dropped and counted. The budget of dropped messages per call is bounded; then it
 // reports EAGAIN like an empty socket.
-func (s *Server) recvFrom(sock *zmq.Socket, flags zmq.Flag, socket string, lim frameLimits) (message, error) {
+func (s *core) recvFrom(sock *zmq.Socket, flags zmq.Flag, socket string, lim frameLimits) (message, error) {
 	for range 1024 {
 		// The sender's address names its budget for bogus messages (guard.go); under CURVE,
 		// its key.

@@ -11,20 +11,151 @@ import (
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/cortexlog"
 	"github.com/cortexq/cortexq/queue/hot"
+	"github.com/cortexq/cortexq/queue/internal/startstop"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
 )
+
+// sink is the services that take results from the workers: the receiver, which owns the PULL
+// socket, and the writers, which place each result and hand it to the claimers (claim.go).
+type sink struct {
+	*core
+	claims    *claimers
+	pull      *zmq.Socket
+	inbox     chan inbound        // the receiver's results, for the writers; closed by the receiver
+	unwritten *semaphore.Weighted // bytes of received results not yet written (resultsHeldMax)
+	// coldReqs carries the writers' lookups of tasks not mirrored to the batcher (coldlookup.go),
+	// and slow holds the results of peers past their bogus budget (guard.go).
+	coldReqs chan lookup
+	slow     slowLane
+	outage   *outageHeld // results held while the database is away (outage.go)
+	// stopping is closed when the writers' stop begins (the receiver has stopped): the held
+	// results' last pass.
+	stopping chan struct{}
+}
+
+func newSink(c *core, claims *claimers) *sink {
+	return &sink{core: c, claims: claims,
+		inbox:     make(chan inbound, 256),
+		unwritten: semaphore.NewWeighted(resultsHeldMax),
+		coldReqs:  make(chan lookup, c.cfg.Writers),
+		outage:    newOutageHeld(c.cfg.OutageHeldResults, c.cfg.OutageHeldBytes, c.cfg.Registerer),
+		stopping:  make(chan struct{}),
+	}
+}
+
+// socket is the service of the sink's PULL socket: made at the start, closed at the stop.
+func (s *sink) socket(z *zmqContext) startstop.Service {
+	return startstop.Funcs(func(context.Context) (func(), error) {
+		pull, err := s.openSocket(z.Context)
+		if err != nil {
+			return nil, err
+		}
+		s.pull = pull
+		return func() { _ = pull.Close() }, nil
+	})
+}
+
+// openSocket makes the sink's PULL socket.
+func (s *sink) openSocket(zctx *zmq.Context) (*zmq.Socket, error) {
+	pull, err := zctx.NewSocket(zmq.PULL)
+	if err != nil {
+		return nil, fmt.Errorf("sink socket: %w", err)
+	}
+	maxMsg := sinkFrameMax(s.cfg.MaxResultBytes)
+	for _, set := range []func() error{
+		func() error { return pull.SetLinger(0) },
+		func() error { return pull.SetBacklog(listenBacklog) },
+		func() error { return pull.SetRcvtimeo(pollInterval) },
+		func() error { return pull.SetMaxmsgsize(maxMsg) },
+		func() error { return setKeepalive(pull, s.cfg.TCPKeepaliveIdle) },
+		func() error { return setHeartbeat(pull, s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout) },
+	} {
+		if err := set(); err != nil {
+			pull.Close()
+			return nil, fmt.Errorf("sink socket options: %w", err)
+		}
+	}
+	return pull, nil
+}
+
+// sinkFrameMax is the sink's ZMQ_MAXMSGSIZE: a frame larger than this cuts its sender's
+// connection. It lets a single frame of a result of up to twice the cap through, so that such a
+// result is recorded Invalid (cortex/result_too_large) rather than lost with the connection;
+// and it never exceeds math.MaxInt32, since a larger frame would reach us silently cut to that
+// length (libzmq's and pebbe's receive report sizes as a C int).
+func sinkFrameMax(maxResult int64) int64 {
+	return min(satAdd(maxResult, maxResult), math.MaxInt32)
+}
+
+// receiver is the service of the receiver's loop (receive): its stop ends the loop, which
+// closes the writers' inbox.
+func (s *sink) receiver(fail context.CancelCauseFunc) startstop.Service {
+	return &loops{n: 1, fail: fail, run: func(ctx context.Context) error { return s.receive(ctx, s.pull, s.inbox) }}
+}
+
+// writers is the service of the writers, the cold lookups' batcher, the slow lane and the
+// replay of the results held through an outage. Its stop comes once the receiver has closed
+// the inbox: the writers place what is in it; on a stop their lookups still reach the
+// database for writersGrace (the results of tasks this replica does not mirror need one); on
+// a failure (failed), such as an outage, they drop the rest at once, for the reaper. Every
+// result they place is with the claimers when the stop returns.
+type writersService struct {
+	s                *sink
+	failed           func() bool
+	cancel           context.CancelFunc
+	slowStop         chan struct{} // closed once no writer parks any more: the slow lane's last pass
+	writers, lookups sync.WaitGroup
+}
+
+func (s *sink) writers(failed func() bool) startstop.Service {
+	return &writersService{s: s, failed: failed}
+}
+
+// Start starts the writers and their helpers.
+func (w *writersService) Start(ctx context.Context) error {
+	s := w.s
+	ctx, w.cancel = context.WithCancel(ctx)
+	w.slowStop = make(chan struct{})
+	w.lookups.Go(func() { s.lookupBatches(ctx, s.coldReqs) })
+	w.lookups.Go(func() { s.runSlowLane(ctx, w.slowStop) })
+	for range s.cfg.Writers {
+		w.writers.Go(func() { s.writer(ctx, s.inbox) })
+	}
+	w.writers.Go(func() { s.replayHeld(ctx, s.stopping) })
+	return nil
+}
+
+// Stop waits for the writers to place what the receiver took, then for the lookups.
+func (w *writersService) Stop() {
+	if w.cancel == nil {
+		return
+	}
+	if w.failed() {
+		w.cancel()
+	} else {
+		grace := time.AfterFunc(writersGrace, w.cancel)
+		defer grace.Stop()
+	}
+	close(w.s.stopping)
+	w.writers.Wait()
+	close(w.s.coldReqs)
+	close(w.slowStop)
+	w.lookups.Wait()
+	w.cancel()
+}
 
 // inbound is a parsed result message.
 type inbound struct {
 	res    wire.Result
 	from   peer
-	weight int64 // held against Server.held until the writer is done with res.Data
+	weight int64 // held against sink.unwritten until the writer is done with res.Data
 	// wasHeld: the result has been held for the database's return (outage.go) at least once.
 	wasHeld bool
 	// received is when the result came in whole (monotonic clock): the end of its worker stage.
@@ -38,7 +169,7 @@ type item struct {
 	file   archive.Pending // the result's archive, on its way into place
 	size   int64
 	from   peer
-	weight int64 // held against Server.parsed until the item's claim is over
+	weight int64 // held against claimers.parsed until the item's claim is over
 	// service is the name of the task's service (cortexq_results_total's label).
 	service string
 	// queued is when the item was handed to the claimers (zero: now); the claim batch it
@@ -51,9 +182,10 @@ type item struct {
 	workerStages *queue.Stages
 }
 
-// receiver owns the PULL socket: it parses result messages and hands them to the writers.
-// What it has handed over and the writers have not yet written is bounded by s.unwritten.
-func (s *Server) receiver(ctx context.Context, pull *zmq.Socket, inbox chan<- inbound) error {
+// receive is the receiver's loop; it owns the PULL socket: it parses result messages and hands
+// them to the writers. What it has handed over and the writers have not yet written is bounded
+// by s.unwritten.
+func (s *sink) receive(ctx context.Context, pull *zmq.Socket, inbox chan<- inbound) error {
 	defer close(inbox)
 	limiter := wire.NewRateLimiter(5 * time.Second)
 	// A result over the size cap is recorded by its size alone: its data past the cap (and
@@ -140,16 +272,16 @@ func satAdd(a, b int64) int64 {
 
 // writer places results: it finds each one's task and target path, writes the archive to a
 // temp file beside the target and reads its report.
-func (s *Server) writer(ctx context.Context, inbox <-chan inbound, out chan<- *item) {
+func (s *sink) writer(ctx context.Context, inbox <-chan inbound) {
 	for in := range inbox {
-		s.place(ctx, in, out)
+		s.place(ctx, in)
 	}
 }
 
 // place is a writer's work on one result. A result whose sender is past its bogus budget is
 // parked in the slow lane (guard.go), which places it later; one that arrives while the
 // database is away, or whose lookups fail, is held until it is back (outage.go).
-func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
+func (s *sink) place(ctx context.Context, in inbound) {
 	if s.health.isDown() {
 		s.unwritten.Release(in.weight)
 		s.holdResult(in)
@@ -174,7 +306,7 @@ func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 		return
 	}
 	if it != nil {
-		s.queueItem(ctx, in, it, out)
+		s.queueItem(ctx, in, it)
 		return
 	}
 	if reason == "write_failed" {
@@ -194,7 +326,7 @@ func (s *Server) place(ctx context.Context, in inbound, out chan<- *item) {
 // noteStages gives a prepared result the stages measured so far (docs/stages.md): those of this
 // replica's hand-out, if it handed the task to the sender, the result's write and parse, and the
 // worker's own. A result held through an outage counts the outage in its write stage.
-func (s *Server) noteStages(it *item, in inbound) {
+func (s *sink) noteStages(it *item, in inbound) {
 	st := queue.NoStages()
 	if it.workerStages != nil {
 		st = *it.workerStages
@@ -222,30 +354,23 @@ func (s *Server) noteStages(it *item, in inbound) {
 }
 
 // placeHeld places a result held through an outage: its receive weight is already released.
-func (s *Server) placeHeld(ctx context.Context, in inbound, out chan<- *item) {
+func (s *sink) placeHeld(ctx context.Context, in inbound) {
 	in.weight = 0
-	s.place(ctx, in, out)
+	s.place(ctx, in)
 }
 
 // queueItem hands a prepared result to the claimers, within the budget of parsed reports.
-func (s *Server) queueItem(ctx context.Context, in inbound, it *item, out chan<- *item) {
+func (s *sink) queueItem(ctx context.Context, in inbound, it *item) {
 	in.from.stamp(&it.result)
 	it.from = in.from
-	// The claimer releases the weight and never waits for it, so this wait ends.
-	it.weight = min(parsedWeight(it.result.Messages), s.cfg.MaxParsedBytes)
-	if err := s.parsed.Acquire(ctx, it.weight); err != nil {
+	if !s.claims.admit(ctx, it) {
 		it.file.Cleanup() // stopped: the task stays in flight for the reaper
-		return
 	}
-	s.parsedBytes.Add(it.weight)
-	it.queued = time.Now()
-	it.result.Queued = it.queued
-	out <- it
 }
 
 // holdResult holds a result until the database is back, or refuses it past the bounds: its
 // task then runs again once its lease expires.
-func (s *Server) holdResult(in inbound) {
+func (s *sink) holdResult(in inbound) {
 	if s.outage.hold(in) {
 		return
 	}
@@ -270,7 +395,7 @@ func parsedWeight(msgs []queue.Message) int64 {
 }
 
 // prepare turns a result message into an item, or says why it is dropped.
-func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, error) {
+func (s *sink) prepare(ctx context.Context, res wire.Result) (*item, string, error) {
 	svc, err := s.service(ctx, res.Service)
 	if err != nil {
 		switch {
@@ -352,7 +477,7 @@ func (s *Server) prepare(ctx context.Context, res wire.Result) (*item, string, e
 
 // handOutOf is the mirror's entry of this replica's hand-out of the result's task to its sender
 // (the peer of ctx), if it has one.
-func (s *Server) handOutOf(ctx context.Context, res wire.Result) hot.Task {
+func (s *sink) handOutOf(ctx context.Context, res wire.Result) hot.Task {
 	if h, ok := s.hot.Get(res.TaskID); ok && h.Worker == peerOf(ctx).worker(res.Identity) {
 		return h
 	}
@@ -369,7 +494,7 @@ var errNotHolder = errors.New("the sender's key holds no attempt of the task")
 // sender's bogus budget, and a result from a key that holds no attempt is dropped and charged
 // to that budget. It returns the drop reason and an error, or "" and nil. The claim's own
 // check (lease.OutcomeNotHolder) stays the authority: this one only saves the work.
-func (s *Server) checkHolder(ctx context.Context, id int64) (string, error) {
+func (s *sink) checkHolder(ctx context.Context, id int64) (string, error) {
 	p := peerOf(ctx)
 	if p.key == "" {
 		return "", nil
@@ -394,7 +519,7 @@ func (s *Server) checkHolder(ctx context.Context, id int64) (string, error) {
 }
 
 // taskOf finds a task in the hot mirror, else in the database.
-func (s *Server) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
+func (s *sink) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
 	if t, ok := s.hot.Get(id); ok {
 		sandbox, err := s.catalog.SandboxID(ctx, t.CorpusID)
 		if err != nil {
@@ -403,242 +528,6 @@ func (s *Server) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
 		return lease.TaskInfo{Task: t.Task, SandboxID: sandbox}, nil
 	}
 	return s.coldTask(ctx, id) // bounded for bogus ids: coldlookup.go
-}
-
-// claimer decides batches of items in claim transactions. poke wakes the ventilator's loop:
-// after a claim, if the loop held hand-outs back for the sink's backlog.
-func (s *Server) claimer(ctx context.Context, in <-chan *item, poke func()) {
-	batch := make([]*item, 0, s.cfg.ClaimBatch)
-	var last time.Duration // the last claim's time
-	for {
-		// The relay: one claimer at a time gathers a batch and reads it. It hands on once its
-		// writes and COMMIT are on their way if its reads took relayAfter or more (a distant
-		// database: the next claim's round trips then overlap its commit), else once it is over.
-		s.claimFront.Lock()
-		it, ok := <-in
-		if !ok {
-			s.claimFront.Unlock()
-			return
-		}
-		batch = append(batch[:0], it)
-		weight := it.weight
-		// The batch takes the results already queued, then waits for more until its first has
-		// waited ClaimFlush (times the replicas' share: claimWait) since it was queued: a first
-		// that waited through the claim before goes at once. (Waiting ClaimFlush after the pickup added it to every wait behind a
-		// claim: at a steady 1,000 results/s the lease → result tail, docs/performance.md.)
-		wait := s.claimWait(last)
-		if !it.queued.IsZero() {
-			wait -= time.Since(it.queued)
-		}
-		timer := time.NewTimer(max(wait, 0))
-	fill:
-		for len(batch) < s.cfg.ClaimBatch && weight < claimBatchWeight {
-			var next *item
-			select {
-			case next, ok = <-in:
-			default:
-				select {
-				case next, ok = <-in:
-				case <-timer.C:
-					break fill
-				}
-			}
-			if !ok {
-				break fill
-			}
-			batch = append(batch, next)
-			weight += next.weight
-		}
-		timer.Stop()
-		held := s.claiming.lock(batch)
-		began := time.Now()
-		handOn := sync.OnceFunc(s.claimFront.Unlock)
-		s.claim(ctx, batch, func(reads time.Duration) {
-			if reads >= relayAfter {
-				handOn()
-			}
-		})
-		handOn()
-		last = time.Since(began)
-		s.claiming.unlock(held)
-		for _, it := range batch {
-			s.parsed.Release(it.weight)
-			s.parsedBytes.Add(-it.weight)
-		}
-		if s.backpressured.CompareAndSwap(true, false) {
-			poke()
-		}
-	}
-}
-
-// claimShareMax bounds the replicas' share a claim's wait counts (claimWait), and
-// claimWaitMax the wait it adds: two fifths of the attribution delay, so that a result's claim
-// still comes before its hand-out needs an attribution statement.
-const (
-	claimShareMax = 4
-	claimWaitMax  = attributeDelay * 2 / 5
-)
-
-// claimWait is how long a claim batch waits for more results after its first was queued. One
-// replica alone waits ClaimFlush; the results that came during its last claim are in the batch
-// too. Where this replica has 1/share of its services' demand (claimShare), a batch waits
-// as long as it takes to gather what one replica serving the whole demand would: share times
-// ClaimFlush and the last claim's time together, less the last claim's time (already waited),
-// at most claimWaitMax more than ClaimFlush (docs/performance.md#replicas-sharing-one-database).
-func (s *Server) claimWait(last time.Duration) time.Duration {
-	share := 1.0
-	if b := s.claimShare.Load(); b != 0 {
-		share = math.Float64frombits(b)
-	}
-	if s.cfg.ClaimFlush == 0 {
-		return 0 // no wait asked for
-	}
-	extra := time.Duration((share - 1) * float64(s.cfg.ClaimFlush+last))
-	return s.cfg.ClaimFlush + min(extra, claimWaitMax)
-}
-
-// claimBatchWeight bounds the messages one claim transaction writes (in parsedWeight, past its
-// first result): results with many long messages are claimed a few at a time, so that no claim
-// runs long while the results behind it wait (docs/performance.md#claim-batch-weight).
-const claimBatchWeight = 2 << 20
-
-// claimRetries is how often a claim that fails while the database answers is tried again.
-const claimRetries = 20
-
-// relayAfter is the first round trip of a claim from which it hands on to the next claimer
-// before its commit (Server.claimer): the database is far enough that overlapping the next
-// claim's round trips with this one's commit pays. On a nearer link the next claim gathers
-// until this one is over, as with one claimer, and its batch is not halved: on loopback a relay
-// at every claim costs PostgreSQL CPU for nothing (docs/performance.md#the-claim-relay).
-const relayAfter = 5 * time.Millisecond
-
-// claim runs one claim transaction for batch, retrying it while the database is away (within
-// the outage budget); results that cannot be claimed stay with the reaper. writing is called
-// once a try's writes are under way, with how long its first round trip took
-// (lease.ClaimHooks.Writing).
-func (s *Server) claim(ctx context.Context, batch []*item, writing func(reads time.Duration)) {
-	results := make([]lease.Result, len(batch))
-	index := make(map[*lease.Result]*item, len(batch))
-	for i, it := range batch {
-		results[i] = it.result
-		index[&results[i]] = it
-	}
-	// pubs are the batch's publishes in the order they were made: two accepted results of one
-	// task in a batch publish to the same target, and undoing them must go in reverse.
-	pubs := &publishes{}
-	hooks := lease.ClaimHooks{Publish: func(d *lease.Decision) error {
-		it := index[d.Result]
-		if it.file.Published() {
-			return nil // published by an earlier try of the same claim
-		}
-		if err := it.file.Publish(); err != nil {
-			return err
-		}
-		pubs.order = append(pubs.order, it)
-		return nil
-	}, Stocked: s.stocks.has, Writing: writing}
-	if s.cfg.SyncArchives {
-		// One syncfs per file system for the whole batch, after the renames and before the
-		// commit: a recorded result's archive is on disk, at a fraction of a fsync per file.
-		files := make([]*archive.Pending, len(batch))
-		for i, it := range batch {
-			files[i] = &it.file
-		}
-		hooks.BeforeCommit = func() error { return archive.SyncPublished(files) }
-	}
-	dbctx := context.WithoutCancel(ctx)
-	var decisions []lease.Decision
-	var err error
-	// While the database is away the claim is tried again until the outage budget is spent (the
-	// outage's log lines say so, not each try); otherwise claimRetries times.
-	for attempt := 0; ; attempt++ {
-		start := time.Now()
-		tctx, cancel := context.WithTimeout(dbctx, s.cfg.DBTimeout)
-		decisions, err = s.store.ClaimWithHooks(tctx, results, hooks)
-		cancel()
-		s.health.record("claim", err)
-		s.metrics.claimSeconds.Observe(time.Since(start).Seconds())
-		if err == nil || s.health.expired() || (attempt >= claimRetries && !s.health.isDown()) {
-			break
-		}
-		s.unpublishAfter(pubs, err)
-		s.metrics.dbErrors.WithLabelValues("claim").Inc()
-		time.Sleep(min(time.Duration(attempt+1)*250*time.Millisecond, 2*time.Second))
-	}
-	s.metrics.claimBatch.Observe(float64(len(batch)))
-	if err != nil {
-		s.logger.Error("claim failed; the tasks stay in flight for the reaper", "results", len(batch), "error", err)
-		s.unpublishAfter(pubs, err)
-		for _, it := range batch {
-			it.file.Cleanup()
-		}
-		return
-	}
-	s.afterCommit(decisions, index)
-}
-
-// afterCommit counts and logs a committed claim's decisions, drops the decided tasks from the hot
-// cache and cleans up each result's staged archive.
-func (s *Server) afterCommit(decisions []lease.Decision, index map[*lease.Result]*item) {
-	for i := range decisions {
-		d := &decisions[i]
-		it := index[d.Result]
-		s.metrics.claims.WithLabelValues(string(d.Outcome)).Inc()
-		if d.AttributedAtClaim {
-			s.metrics.attributedAtClaim.Inc()
-		}
-		s.chargeOutcome(it.from, d.Outcome)
-		if d.Outcome == lease.OutcomeAccepted || d.Outcome == lease.OutcomeFinal {
-			s.metrics.results.WithLabelValues(it.service, d.Status.String()).Inc()
-			s.metrics.observeStages(it)
-		}
-		switch d.Outcome {
-		case lease.OutcomeAccepted, lease.OutcomeFinal, lease.OutcomeDeferred, lease.OutcomeUnusable:
-			s.hot.Delete(d.TaskID)
-		case lease.OutcomePublishFail:
-			s.metrics.publishFails.Inc()
-		}
-		if d.Outcome != lease.OutcomeAccepted && d.Outcome != lease.OutcomeFinal {
-			s.logger.Debug("reply not recorded", "task_id", d.TaskID, "worker", d.Result.Worker,
-				"outcome", d.Outcome, "reason", d.Reason)
-		} else if d.Late != lease.LateNone {
-			// At most a line per 5 s: after an outage, or a worker link that held results, they
-			// come by the hundred.
-			if n, emit := s.logLimits.late.Record(); emit {
-				s.logger.Info("late results recorded", "count", n, "task_id", d.TaskID, "worker", d.Result.Worker,
-					"attempt", d.Attempt, "late", d.Late)
-			}
-		}
-		it.file.Cleanup()
-	}
-}
-
-// publishes are a claim's archive publishes, in order, over its tries.
-type publishes struct {
-	order []*item
-	// kept is set once a try failed in a way that may have committed: from then on, nothing
-	// published is undone, since its claim may stand in the database.
-	kept bool
-}
-
-// unpublishAfter undoes the claim's publishes, latest first, after a try that failed with err,
-// if no try so far may have committed (lease.RolledBack): a claim that committed and lost its
-// answer must not lose its archives too, even when a later try fails for certain.
-func (s *Server) unpublishAfter(pubs *publishes, err error) {
-	if !lease.RolledBack(err) {
-		pubs.kept = true
-	}
-	if pubs.kept {
-		return
-	}
-	for i := len(pubs.order) - 1; i >= 0; i-- {
-		it := pubs.order[i]
-		if uerr := it.file.Unpublish(); uerr != nil {
-			s.logger.Error("claim rolled back, but an archive could not be put back", "task_id", it.result.TaskID,
-				"target", it.file.Target, "error", uerr)
-		}
-	}
-	pubs.order = pubs.order[:0]
 }
 
 // framesReader reads a message's data frames as one byte stream.

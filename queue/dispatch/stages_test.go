@@ -176,7 +176,7 @@ func BenchmarkStageRecording(b *testing.B) {
 	h := hot.Task{HandedOut: now.Add(-30 * time.Millisecond), Reserved: now.Add(-40 * time.Millisecond), SourceSent: now.Add(-29 * time.Millisecond)}
 	worker := queue.NoStages()
 	worker[queue.StageUnpack], worker[queue.StageConvert], worker[queue.StagePack] = time.Millisecond, 20*time.Millisecond, 2*time.Millisecond
-	s := &Server{metrics: m}
+	s := &sink{core: &core{metrics: m}}
 	b.ReportAllocs()
 	for b.Loop() {
 		it := &item{service: "echo", handout: h, workerStages: &worker, queued: now}

@@ -176,11 +176,11 @@ func (v *ventilator) leaser(ctx context.Context, poke func()) {
 
 // submit hands a job to a free leaser; it reports false when none is free.
 func (v *ventilator) submit(job leaseJob) bool {
-	if int(v.s.leasing.Load()) >= v.s.cfg.Leasers {
+	if int(v.leasing.Load()) >= v.s.cfg.Leasers {
 		return false
 	}
 	job.issued = time.Now()
-	v.s.leasing.Add(1)
+	v.leasing.Add(1)
 	v.jobs <- job
 	return true
 }
@@ -198,7 +198,7 @@ func (v *ventilator) stockOf(svc catalog.Service) *stock {
 
 // finish takes in a done job.
 func (v *ventilator) finish(d leaseDone) {
-	v.s.leasing.Add(-1)
+	v.leasing.Add(-1)
 	switch d.job.kind {
 	case jobReserve:
 		st := v.stockOf(d.job.service)
@@ -290,7 +290,7 @@ func (v *ventilator) handOutMaxAge() time.Duration { return v.s.store.Config().R
 // to every result's latency. See docs/performance.md#sink-backpressure.
 func (v *ventilator) serve(ctx context.Context, now time.Time) {
 	if v.s.hot.Replied() >= v.s.cfg.ClaimBatch {
-		v.s.backpressured.Store(true) // the next claim wakes the loop (Server.claimer)
+		v.claims.backpressured.Store(true) // the next claim wakes the loop (claimers.claimer)
 		return
 	}
 	oldest := now.Add(-v.handOutMaxAge())
@@ -331,7 +331,7 @@ func (v *ventilator) handOut(ctx context.Context, st *stock, r *request, it stoc
 		v.s.stocks.in(it.r.TaskID)
 		return
 	}
-	v.s.attrib.add(it.r.HandOut(r.worker))
+	v.attrib.add(it.r.HandOut(r.worker))
 }
 
 // plan starts the jobs the stocks need: a reserve where a stock runs low while workers ask, a
@@ -452,7 +452,7 @@ func (v *ventilator) noteDemand(now time.Time) {
 // shares takes in a demand note's answer: each stock's share is its service's whole demand over
 // this replica's own (1 when this replica's is none, or on error), and the sink's claims wait
 // for their batch as many times ClaimFlush as the replicas' demand is of this one's, all
-// services together (Server.claimShare).
+// services together (claimers.share).
 func (v *ventilator) shares(d leaseDone) {
 	var own, whole float64
 	for _, r := range d.job.rates {
@@ -467,7 +467,7 @@ func (v *ventilator) shares(d leaseDone) {
 	if own > 0 {
 		share = min(whole/own, claimShareMax)
 	}
-	v.s.claimShare.Store(math.Float64bits(share))
+	v.claims.share.Store(math.Float64bits(share))
 	if d.err != nil {
 		v.s.logger.Debug("demand not noted; reservations sized by this replica's own", "error", d.err)
 	}

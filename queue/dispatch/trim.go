@@ -17,7 +17,7 @@ const trimAfter = 256
 // glibc's free keeps most of it when a connection goes, so a fleet that churned would keep the
 // RSS of its largest size (measured in docs/performance.md#ten-thousand-identities-a-million-distinct;
 // see docs/operations.md#fleet-size).
-func (s *Server) trimMemory(open int) (bool, time.Duration) {
+func (s *upkeep) trimMemory(open int) (bool, time.Duration) {
 	s.trimMu.Lock()
 	defer s.trimMu.Unlock()
 	if open > s.fdsPeak {

@@ -9,7 +9,7 @@ import (
 // TestTrimMemoryAfterConnectionsClose: the C heap is trimmed once trimAfter descriptors or more
 // closed since the most open, and not again until as many more close after a new peak.
 func TestTrimMemoryAfterConnectionsClose(t *testing.T) {
-	s := &Server{}
+	s := &upkeep{}
 	for _, step := range []struct {
 		open    int
 		trimmed bool

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
@@ -13,6 +15,7 @@ import (
 	"github.com/cortexq/cortexq/queue/archive"
 	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/hot"
+	"github.com/cortexq/cortexq/queue/internal/startstop"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/wire"
 )
@@ -58,7 +61,10 @@ var requestLimits = frameLimits{headers: 2}
 // ventilator owns the ROUTER socket: it gathers requests, hands them in batches to the leasers
 // and streams the leased payloads. Only its goroutine touches the socket.
 type ventilator struct {
-	s       *Server
+	s       *core
+	claims  *claimers   // woken by the ventilator's unusable hand-outs, sharing its demand
+	upkeep  *upkeep     // the hot mirror's resyncs, asked for by requests at their cap
+	attrib  *attributor // writes the hand-outs' workers (attribute.go)
 	router  *zmq.Socket
 	wake    *zmq.Socket
 	wakeEP  string
@@ -91,6 +97,16 @@ type ventilator struct {
 	// lookupFailed is when a service lookup last failed, with lookupErr (lookupService).
 	lookupFailed time.Time
 	lookupErr    error
+
+	// stopLeasing is set by Server.StopLeasing. leasing counts the reservation jobs (reserve,
+	// release, check) not yet delivered: Drain waits for them too.
+	stopLeasing atomic.Bool
+	leasing     atomic.Int32
+	// tracked are the sizes of the per-identity tables, published by the loop for the
+	// cortexq_identity_entries gauges (metrics.go).
+	tracked struct{ waiting, asking, askingKey, capped atomic.Int64 }
+	loop    sync.WaitGroup // the loop and the leasers
+	cancel  context.CancelFunc
 }
 
 type pendingService struct {
@@ -98,25 +114,65 @@ type pendingService struct {
 	reqs    []*request // oldest first
 }
 
-func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
-	router, err := zctx.NewSocket(zmq.ROUTER)
-	if err != nil {
-		return nil, fmt.Errorf("ventilator socket: %w", err)
-	}
+func newVentilator(c *core, claims *claimers, u *upkeep) *ventilator {
 	v := &ventilator{
-		s: s, router: router,
-		jobs:      make(chan leaseJob, s.cfg.Leasers),
-		done:      make(chan leaseDone, s.cfg.Leasers),
+		s: c, claims: claims, upkeep: u,
+		jobs:      make(chan leaseJob, c.cfg.Leasers),
+		done:      make(chan leaseDone, c.cfg.Leasers),
 		pending:   map[int32]*pendingService{},
 		waiting:   map[string]bool{},
 		asking:    map[string]int{},
 		askingKey: map[string]int{},
-		chunker:   wire.NewChunker(s.cfg.MessageSize),
+		chunker:   wire.NewChunker(c.cfg.MessageSize),
 		discard:   wire.NewRateLimiter(5 * time.Second),
 		sendErr:   wire.NewRateLimiter(5 * time.Second),
 		capLog:    wire.NewRateLimiter(5 * time.Second),
 		stock:     map[int32]*stock{},
 	}
+	v.attrib = newAttributor(c)
+	return v
+}
+
+// sockets is the service of the ventilator's ROUTER socket and the wake socket its loop polls.
+func (v *ventilator) sockets(z *zmqContext) startstop.Service {
+	return startstop.Funcs(func(context.Context) (func(), error) {
+		if err := v.open(z.Context); err != nil {
+			return nil, err
+		}
+		return v.close, nil
+	})
+}
+
+// service is the service of the leasers and the ventilator's loop: its stop ends the loop,
+// which refuses the requests waiting and gives the stock back through the leasers first; the
+// leasers end once the loop has closed their jobs.
+func (v *ventilator) service(z *zmqContext, fail context.CancelCauseFunc) startstop.Service {
+	return startstop.Funcs(func(ctx context.Context) (func(), error) {
+		ctx, v.cancel = context.WithCancel(ctx)
+		for range v.s.cfg.Leasers {
+			v.loop.Go(func() {
+				if err := v.runLeaser(ctx, z.Context); err != nil {
+					fail(err)
+				}
+			})
+		}
+		v.loop.Go(func() {
+			if err := v.run(ctx); err != nil {
+				fail(err)
+			}
+		})
+		return func() { v.cancel(); v.loop.Wait() }, nil
+	})
+}
+
+// open makes the ROUTER socket and the wake socket.
+func (v *ventilator) open(zctx *zmq.Context) error {
+	s := v.s
+	router, err := zctx.NewSocket(zmq.ROUTER)
+	if err != nil {
+		return fmt.Errorf("ventilator socket: %w", err)
+	}
+	v.router = router
 	for _, set := range []func() error{
 		func() error { return router.SetRouterMandatory(1) },
 		func() error { return router.SetRouterHandover(true) },
@@ -131,21 +187,21 @@ func (s *Server) newVentilator(zctx *zmq.Context) (*ventilator, error) {
 	} {
 		if err := set(); err != nil {
 			router.Close()
-			return nil, fmt.Errorf("ventilator socket options: %w", err)
+			return fmt.Errorf("ventilator socket options: %w", err)
 		}
 	}
 	v.wake, err = zctx.NewSocket(zmq.PULL)
 	if err != nil {
 		router.Close()
-		return nil, fmt.Errorf("ventilator wake socket: %w", err)
+		return fmt.Errorf("ventilator wake socket: %w", err)
 	}
 	v.wakeEP = fmt.Sprintf("inproc://cortexq-vent-wake-%p", v)
 	if err := v.wake.Bind(v.wakeEP); err != nil {
 		router.Close()
 		v.wake.Close()
-		return nil, fmt.Errorf("ventilator wake socket: %w", err)
+		return fmt.Errorf("ventilator wake socket: %w", err)
 	}
-	return v, nil
+	return nil
 }
 
 func (v *ventilator) close() {
@@ -184,7 +240,7 @@ func (v *ventilator) run(ctx context.Context) error {
 	poller.Add(v.wake, zmq.POLLIN)
 	for {
 		stopping := ctx.Err() != nil
-		if stopping && v.s.leasing.Load() == 0 && v.s.stocks.len() == 0 && len(v.pendingRelease) == 0 {
+		if stopping && v.leasing.Load() == 0 && v.s.stocks.len() == 0 && len(v.pendingRelease) == 0 {
 			v.refusePending("stopping")
 			return nil
 		}
@@ -223,7 +279,7 @@ func (v *ventilator) run(ctx context.Context) error {
 			}
 		}
 		now := time.Now()
-		if stopping || v.s.stopLeasing.Load() {
+		if stopping || v.stopLeasing.Load() {
 			v.refusePending("stopping") // requests that came before StopLeasing lease nothing after it
 			v.releaseStock()
 			continue
@@ -243,7 +299,7 @@ func (v *ventilator) run(ctx context.Context) error {
 
 // publishSizes publishes the sizes of the per-identity tables for the metrics.
 func (v *ventilator) publishSizes() {
-	t := &v.s.tracked
+	t := &v.tracked
 	t.waiting.Store(int64(len(v.waiting)))
 	t.asking.Store(int64(len(v.asking)))
 	t.askingKey.Store(int64(len(v.askingKey)))
@@ -295,7 +351,7 @@ func (v *ventilator) answerOverdue(now time.Time) {
 // serviceLookupWait bounds a service lookup of the ventilator's loop, which answers everyone.
 const serviceLookupWait = time.Second
 
-// lookupService is Server.service for the ventilator's loop, which must not wait on the
+// lookupService is core.service for the ventilator's loop, which must not wait on the
 // database: a lookup takes at most serviceLookupWait, and for a second after one failed, names
 // not cached are answered with its error, not looked up again.
 func (v *ventilator) lookupService(ctx context.Context, from peer, name string) (catalog.Service, error) {
@@ -332,7 +388,7 @@ func (v *ventilator) handle(ctx context.Context, msg [][]byte, from peer, stoppi
 		v.discardMalformed(msg, err)
 		return
 	}
-	if stopping || v.s.stopLeasing.Load() {
+	if stopping || v.stopLeasing.Load() {
 		v.mock(identity, "stopping")
 		return
 	}
@@ -436,7 +492,7 @@ func (v *ventilator) atCap(r *request) bool {
 // now (their worker replied, or a claim or resync settled a lease), refuses those held for
 // capHold once their resync is over, and has the others wait for another resync.
 func (v *ventilator) decideCapped() {
-	done := v.s.resyncs.done.Load()
+	done := v.upkeep.resyncs.done.Load()
 	now := time.Now()
 	kept := v.capped[:0]
 	for _, c := range v.capped {
@@ -455,7 +511,7 @@ func (v *ventilator) decideCapped() {
 		case c.after == 0 && now.Sub(c.req.at) < capResyncAfter:
 			kept = append(kept, c) // most caps end with the worker's reply, which is on its way
 		default:
-			c.after = v.s.resyncSoon()
+			c.after = v.upkeep.resyncSoon()
 			kept = append(kept, c)
 		}
 	}
@@ -494,7 +550,7 @@ func (v *ventilator) sendTask(ctx context.Context, r *request, l lease.Lease, re
 		v.s.metrics.mocks.WithLabelValues("unreadable_entry").Inc()
 		v.s.logger.Error("source archive unreadable; task left to the reaper", "task_id", l.TaskID,
 			"entry", l.Entry, "error", readErr)
-		v.s.noteUnusable(l)
+		v.claims.noteUnusable(l)
 		return true
 	}
 	v.s.metrics.leases.Inc()

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,9 +19,10 @@ import (
 //  1. BEGIN, the clock and the locking reads, sent together (a pgx batch);
 //  2. after the decisions are made in Go, the one write statement (Apply) and COMMIT, together.
 //
-// The typed queries stay sqlc's: each read or write is run twice through the same generated
-// method, once against a recorder that queues its SQL and arguments into the batch, and once,
-// after the batch was sent, against a reader that hands it the batch's next result to scan.
+// The typed queries stay sqlc's: each read is run twice through the same generated method, once
+// against a recorder that queues its SQL and arguments into the batch, and once, after the batch
+// was sent, against a reader that hands it the batch's next result to scan. The write is queued
+// once (writes.flush, against the recorder); its answer is only its error.
 // A transaction's round trips are what a lease waits on while the worker waits for its task.
 
 // txMode says how pipelinedTx runs a transaction.
@@ -106,7 +108,7 @@ func pipelinedOnce[R any](ctx context.Context, s *Store, mode txMode,
 		return err
 	}
 	sent = time.Now()
-	if err = s.commitResults(ctx, conn.SendBatch(ctx, batch), w, now); err == nil {
+	if err = s.commitResults(conn.SendBatch(ctx, batch), w); err == nil {
 		open = false
 		if mode.reads != nil {
 			s.lastCommit.Store(int64(time.Since(sent)))
@@ -172,15 +174,16 @@ func (s *Store) writeBatch(ctx context.Context, conn *pgxpool.Conn, w *writes, n
 }
 
 // commitResults reads round trip 2's answers, checks that the transaction committed, and closes br.
-func (s *Store) commitResults(ctx context.Context, br pgx.BatchResults, w *writes, now time.Time) (err error) {
+func (s *Store) commitResults(br pgx.BatchResults, w *writes) (err error) {
 	defer func() {
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
 	}()
 	if w != nil {
-		if err := w.flush(ctx, dbsqlc.New(reader{br}), now, s.cfg.Replica); err != nil {
-			return err
+		// The answer of the one write statement writeBatch queued (writes.flush: Apply).
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("write changes: %w", err)
 		}
 	}
 	tag, err := br.Exec()

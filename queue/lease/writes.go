@@ -173,7 +173,8 @@ func (w *writes) accepted(task int64, run int32, attempt int, archive *ArchiveRe
 }
 
 // flush writes everything collected in one statement (sql/apply.sql): one round trip, however
-// many rows and tables a transaction touched.
+// many rows and tables a transaction touched. A pipelined transaction calls it once, queueing
+// the statement (pipelinedTx's writeBatch); its answer is read with the COMMIT's.
 func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, replica string) error {
 	p := dbsqlc.ApplyParams{Now: now, Replica: replica}
 	for k := range w.deletes {
