@@ -187,6 +187,14 @@ type item struct {
 // by s.unwritten.
 func (s *sink) receive(ctx context.Context, pull *zmq.Socket, inbox chan<- inbound) error {
 	defer close(inbox)
+	// A result taken off the socket is handed over even when the stop comes meanwhile: the
+	// writers run until this loop closes the inbox (the group stops them after the receiver),
+	// so the hand-off ends. Only writersGrace past the stop (writers stuck on the database)
+	// does it give up, and the result is the reaper's.
+	handoff, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(writersGrace, cancel) })
+	defer stop()
 	limiter := wire.NewRateLimiter(5 * time.Second)
 	// A result over the size cap is recorded by its size alone: its data past the cap (and
 	// the slack for frame overhead) is dropped as it is received.
@@ -231,12 +239,12 @@ func (s *sink) receive(ctx context.Context, pull *zmq.Socket, inbox chan<- inbou
 		// its claim decides (the cap bounds unanswered leases, ventilator.go).
 		s.hot.Answered(res.TaskID, msg.from.worker(res.Identity))
 		weight := min(heldWeight(res.Data), resultsHeldMax)
-		if err := s.unwritten.Acquire(ctx, weight); err != nil {
+		if err := s.unwritten.Acquire(handoff, weight); err != nil {
 			return nil
 		}
 		select {
 		case inbox <- inbound{res: res, from: msg.from, weight: weight, received: received}:
-		case <-ctx.Done():
+		case <-handoff.Done():
 			return nil
 		}
 	}
