@@ -40,22 +40,30 @@ WITH dispatch_deleted AS (
                   unnest(@drop_attempts::int[]) AS attempt) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
       AND a.task_id = ANY(@drop_task_ids::bigint[])
+), attempt_changes AS (
+    -- Every attempt this transaction adds or finishes, one element each across the @att_
+    -- arrays: new ones (a hand-out's attribution; a reply for a reserved task, recorded at its
+    -- claim with its outcome) are inserted, the others updated. A field of an attempt is one
+    -- array here and one column in each of the two parts below. An outcome of '' is none yet
+    -- (NULL), a status of 0 none (the row's stands), a replica of '' is @replica, a result size
+    -- below -1 none recorded (the row's stands), as are NULL stages.
+    SELECT unnest(@att_task_ids::bigint[]) AS task_id, unnest(@att_runs::int[]) AS run,
+           unnest(@att_attempts::int[]) AS attempt, unnest(@att_new::bool[]) AS new,
+           unnest(@att_workers::text[]) AS worker, unnest(@att_replicas::text[]) AS replica,
+           unnest(@att_leased_ats::timestamptz[]) AS leased_at,
+           unnest(@att_outcomes::text[]) AS outcome, unnest(@att_statuses::smallint[]) AS status,
+           unnest(@att_result_sizes::bigint[]) AS result_size,
+           unnest(@att_result_digests::bytea[]) AS result_digest,
+           unnest(@att_stages::bytea[]) AS stages
 ), attempts_added AS (
-    -- An attempt a claim records (a reply for a reserved task) is inserted with its outcome:
-    -- attempts_finished cannot see rows this statement inserts. A replica of '' is @replica.
-    -- A result size below -1 is none recorded (NULL), as is a NULL digest and NULL stages.
+    -- Inserted with their outcome: attempts_finished cannot see rows this statement inserts.
     INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, outcome, status, answered_at,
                           result_size, result_digest, stages)
     SELECT k.task_id, k.run, k.attempt, k.worker, coalesce(nullif(k.replica, ''), @replica::text), k.leased_at,
            nullif(k.outcome, ''), nullif(k.status, 0), CASE WHEN k.outcome <> '' THEN @now::timestamptz END,
            CASE WHEN k.result_size >= -1 THEN k.result_size END, k.result_digest, k.stages
-    FROM (SELECT unnest(@new_task_ids::bigint[]) AS task_id, unnest(@new_runs::int[]) AS run,
-                 unnest(@new_attempts::int[]) AS attempt, unnest(@new_workers::text[]) AS worker,
-                 unnest(@new_replicas::text[]) AS replica, unnest(@new_outcomes::text[]) AS outcome,
-                 unnest(@new_statuses::smallint[]) AS status, unnest(@new_leased_ats::timestamptz[]) AS leased_at,
-                 unnest(@new_result_sizes::bigint[]) AS result_size,
-                 unnest(@new_result_digests::bytea[]) AS result_digest,
-                 unnest(@new_stages::bytea[]) AS stages) AS k
+    FROM attempt_changes k
+    WHERE k.new
 ), attempts_finished AS (
     UPDATE attempts a
     SET outcome = CASE WHEN a.outcome = 'accepted' AND k.outcome IN ('superseded', 'stale')
@@ -64,18 +72,14 @@ WITH dispatch_deleted AS (
         answered_at = CASE WHEN k.outcome IN ('expired', 'dead_lettered', 'replaced')
                            THEN a.answered_at ELSE coalesce(a.answered_at, @now::timestamptz) END,
         -- The archive of an accepted result (migrations/00030_result_digests.sql): what
-        -- `cortexq verify` compares the file with. Below -1: none recorded, the row's stands.
+        -- `cortexq verify` compares the file with.
         result_size = CASE WHEN k.result_size >= -1 THEN k.result_size ELSE a.result_size END,
         result_digest = CASE WHEN k.result_size >= -1 THEN k.result_digest ELSE a.result_digest END,
-        -- Its stage times (migrations/00034_attempt_stages.sql); NULL: the row's stand.
+        -- Its stage times (migrations/00034_attempt_stages.sql).
         stages = coalesce(k.stages, a.stages)
-    FROM (SELECT unnest(@out_task_ids::bigint[]) AS task_id, unnest(@out_runs::int[]) AS run,
-                 unnest(@out_attempts::int[]) AS attempt, unnest(@out_outcomes::text[]) AS outcome,
-                 unnest(@out_statuses::smallint[]) AS status, unnest(@out_result_sizes::bigint[]) AS result_size,
-                 unnest(@out_result_digests::bytea[]) AS result_digest,
-                 unnest(@out_stages::bytea[]) AS stages) AS k
-    WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
-      AND a.task_id = ANY(@out_task_ids::bigint[])
+    FROM attempt_changes k
+    WHERE NOT k.new AND a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
+      AND a.task_id = ANY(@att_task_ids::bigint[])
 ), messages_written AS (
     -- A run's log, one row (migrations/00015_message_logs.sql): its message_kinds ids, the
     -- slice [kind_from:kind_to] of @msg_kinds, and its details, one text per log in

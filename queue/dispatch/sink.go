@@ -178,8 +178,6 @@ type item struct {
 	// handout is the mirror's entry of this replica's hand-out of the task to the sender, if
 	// any: its stage marks (noteStages).
 	handout hot.Task
-	// workerStages are the stages the worker reported in its cortex.log (nil: none).
-	workerStages *queue.Stages
 }
 
 // receive is the receiver's loop; it owns the PULL socket: it parses result messages and hands
@@ -336,8 +334,8 @@ func (s *sink) place(ctx context.Context, in inbound) {
 // worker's own. A result held through an outage counts the outage in its write stage.
 func (s *sink) noteStages(it *item, in inbound) {
 	st := queue.NoStages()
-	if it.workerStages != nil {
-		st = *it.workerStages
+	if rep := it.result.Report; rep != nil && rep.Stages != nil {
+		st = *rep.Stages // the worker's own
 	}
 	h := it.handout
 	if !h.HandedOut.IsZero() {
@@ -474,8 +472,7 @@ func (s *sink) prepare(ctx context.Context, res wire.Result) (*item, string, err
 	if err := it.file.Write(base, res.Data); err != nil {
 		return nil, "write_failed", err
 	}
-	it.result.Status, it.result.Messages = rep.Status, rep.Messages
-	it.workerStages = rep.Stages
+	it.result.Status, it.result.Messages, it.result.Report = rep.Status, rep.Messages, &rep
 	it.result.Archive = &lease.ArchiveRecord{Size: it.file.Size, Digest: it.file.Digest}
 	if rep.Retryable {
 		it.result.Kind = lease.KindRetryable

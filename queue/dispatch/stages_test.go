@@ -179,7 +179,8 @@ func BenchmarkStageRecording(b *testing.B) {
 	s := &sink{core: &core{metrics: m}}
 	b.ReportAllocs()
 	for b.Loop() {
-		it := &item{service: "echo", handout: h, workerStages: &worker, queued: now}
+		it := &item{service: "echo", handout: h, queued: now}
+		it.result.Report = &queue.Report{Stages: &worker}
 		s.noteStages(it, inbound{received: now.Add(-time.Millisecond)})
 		m.observeStages(it)
 		_ = it.result.Stages.Encode()

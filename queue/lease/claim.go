@@ -56,6 +56,10 @@ type Result struct {
 	// Stages are the attempt's stage times the dispatcher measured so far (nil: none), recorded
 	// with an accepted attempt; the claim adds the wait in TODO and its own (attemptStages).
 	Stages *queue.Stages
+	// Report is the result's cortex.log as the sink parsed it (nil: a stand-in the sink made,
+	// or no log). What an accepted attempt records of the worker's report beyond its status and
+	// messages is read from here (writes.accepted).
+	Report *queue.Report
 	// Queued is when the result was queued for its claim, and ReservedAt when this replica's
 	// reservation of the task came back (monotonic clock; zero: unknown).
 	Queued, ReservedAt time.Time

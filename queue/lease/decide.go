@@ -290,7 +290,7 @@ func (s *Store) record(step *claimStep, ct *claimTask, r *Result, d *Decision, x
 		outcome = AttemptRetryable
 	}
 	w.outcome(row.TaskID, row.Run, attempt, outcome, status)
-	w.accepted(row.TaskID, row.Run, attempt, r.Archive, attemptStages(r, attempt, ct.task.TodoSince, step.now))
+	w.accepted(row.TaskID, row.Run, attempt, r, attemptStages(r, attempt, ct.task.TodoSince, step.now))
 }
 
 // attemptStages are the stages an accepted result's attempt records: the dispatcher's, with the

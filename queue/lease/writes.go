@@ -163,11 +163,12 @@ func (w *writes) outcome(task int64, run int32, attempt int, outcome AttemptOutc
 	w.outcomes[k] = outcomeWrite{outcome: outcome, status: status}
 }
 
-// accepted records the archive of an accepted attempt, after outcome.
-func (w *writes) accepted(task int64, run int32, attempt int, archive *ArchiveRecord, stages *stageWrite) {
+// accepted records what an accepted attempt keeps of its result r, after outcome: its archive
+// and its stages.
+func (w *writes) accepted(task int64, run int32, attempt int, r *Result, stages *stageWrite) {
 	k := attemptKey{task, run, int32(attempt)}
 	if o, ok := w.outcomes[k]; ok && o.outcome == AttemptAccepted {
-		o.archive, o.stages = archive, stages
+		o.archive, o.stages = r.Archive, stages
 		w.outcomes[k] = o
 	}
 }
@@ -214,31 +215,7 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 	for k := range w.dropAttempt {
 		p.DropTaskIds, p.DropRuns, p.DropAttempts = append(p.DropTaskIds, k.task), append(p.DropRuns, k.run), append(p.DropAttempts, k.attempt)
 	}
-	for _, a := range w.attempts {
-		p.NewTaskIds, p.NewRuns = append(p.NewTaskIds, a.TaskID), append(p.NewRuns, a.Run)
-		p.NewAttempts, p.NewWorkers = append(p.NewAttempts, a.Attempt), append(p.NewWorkers, a.Worker)
-		p.NewReplicas, p.NewLeasedAts = append(p.NewReplicas, a.Replica), append(p.NewLeasedAts, a.LeasedAt)
-		// Its outcome goes with the insert (the statement's update cannot see the new row).
-		o := w.outcomes[attemptKey{a.TaskID, a.Run, a.Attempt}]
-		p.NewOutcomes, p.NewStatuses = append(p.NewOutcomes, string(o.outcome)), append(p.NewStatuses, int16(o.status))
-		size, digest := o.archiveParams()
-		p.NewResultSizes, p.NewResultDigests = append(p.NewResultSizes, size), append(p.NewResultDigests, digest)
-		p.NewStages = append(p.NewStages, w.stagesParam(o))
-	}
-	added := make(map[attemptKey]bool, len(w.attempts))
-	for _, a := range w.attempts {
-		added[attemptKey{a.TaskID, a.Run, a.Attempt}] = true
-	}
-	for k, o := range w.outcomes {
-		if added[k] {
-			continue
-		}
-		p.OutTaskIds, p.OutRuns, p.OutAttempts = append(p.OutTaskIds, k.task), append(p.OutRuns, k.run), append(p.OutAttempts, k.attempt)
-		p.OutOutcomes, p.OutStatuses = append(p.OutOutcomes, string(o.outcome)), append(p.OutStatuses, int16(o.status))
-		size, digest := o.archiveParams()
-		p.OutResultSizes, p.OutResultDigests = append(p.OutResultSizes, size), append(p.OutResultDigests, digest)
-		p.OutStages = append(p.OutStages, w.stagesParam(o))
-	}
+	w.attemptParams(&p)
 	if err := w.messageParams(&p); err != nil {
 		return err
 	}
@@ -246,6 +223,39 @@ func (w *writes) flush(ctx context.Context, q *dbsqlc.Queries, now time.Time, re
 		return fmt.Errorf("write changes: %w", err)
 	}
 	return nil
+}
+
+// attemptParams puts the attempts added and finished in p, one element of the Att arrays each:
+// an added attempt with its outcome, if it has one (the statement's update cannot see the rows
+// its insert adds).
+func (w *writes) attemptParams(p *dbsqlc.ApplyParams) {
+	add := func(k attemptKey, a *newAttempt) {
+		o := w.outcomes[k]
+		p.AttTaskIds, p.AttRuns, p.AttAttempts = append(p.AttTaskIds, k.task), append(p.AttRuns, k.run), append(p.AttAttempts, k.attempt)
+		var worker, replica string
+		var leasedAt time.Time
+		if a != nil {
+			worker, replica, leasedAt = a.Worker, a.Replica, a.LeasedAt
+		}
+		p.AttNew, p.AttWorkers, p.AttReplicas = append(p.AttNew, a != nil), append(p.AttWorkers, worker), append(p.AttReplicas, replica)
+		p.AttLeasedAts = append(p.AttLeasedAts, leasedAt)
+		p.AttOutcomes, p.AttStatuses = append(p.AttOutcomes, string(o.outcome)), append(p.AttStatuses, int16(o.status))
+		size, digest := o.archiveParams()
+		p.AttResultSizes, p.AttResultDigests = append(p.AttResultSizes, size), append(p.AttResultDigests, digest)
+		p.AttStages = append(p.AttStages, w.stagesParam(o))
+	}
+	added := make(map[attemptKey]bool, len(w.attempts))
+	for i := range w.attempts {
+		a := &w.attempts[i]
+		k := attemptKey{a.TaskID, a.Run, a.Attempt}
+		added[k] = true
+		add(k, a)
+	}
+	for k := range w.outcomes {
+		if !added[k] {
+			add(k, nil)
+		}
+	}
 }
 
 // messageParams puts the messages of the changes in p: each run's log is one row, the slice of

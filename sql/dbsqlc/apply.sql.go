@@ -44,42 +44,46 @@ WITH dispatch_deleted AS (
                   unnest($9::int[]) AS attempt) AS k
     WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
       AND a.task_id = ANY($7::bigint[])
+), attempt_changes AS (
+    -- Every attempt this transaction adds or finishes, one element each across the @att_
+    -- arrays: new ones (a hand-out's attribution; a reply for a reserved task, recorded at its
+    -- claim with its outcome) are inserted, the others updated. A field of an attempt is one
+    -- array here and one column in each of the two parts below. An outcome of '' is none yet
+    -- (NULL), a status of 0 none (the row's stands), a replica of '' is @replica, a result size
+    -- below -1 none recorded (the row's stands), as are NULL stages.
+    SELECT unnest($10::bigint[]) AS task_id, unnest($11::int[]) AS run,
+           unnest($12::int[]) AS attempt, unnest($13::bool[]) AS new,
+           unnest($14::text[]) AS worker, unnest($15::text[]) AS replica,
+           unnest($16::timestamptz[]) AS leased_at,
+           unnest($17::text[]) AS outcome, unnest($18::smallint[]) AS status,
+           unnest($19::bigint[]) AS result_size,
+           unnest($20::bytea[]) AS result_digest,
+           unnest($21::bytea[]) AS stages
 ), attempts_added AS (
-    -- An attempt a claim records (a reply for a reserved task) is inserted with its outcome:
-    -- attempts_finished cannot see rows this statement inserts. A replica of '' is @replica.
-    -- A result size below -1 is none recorded (NULL), as is a NULL digest and NULL stages.
+    -- Inserted with their outcome: attempts_finished cannot see rows this statement inserts.
     INSERT INTO attempts (task_id, run, attempt, worker, replica, leased_at, outcome, status, answered_at,
                           result_size, result_digest, stages)
-    SELECT k.task_id, k.run, k.attempt, k.worker, coalesce(nullif(k.replica, ''), $10::text), k.leased_at,
-           nullif(k.outcome, ''), nullif(k.status, 0), CASE WHEN k.outcome <> '' THEN $11::timestamptz END,
+    SELECT k.task_id, k.run, k.attempt, k.worker, coalesce(nullif(k.replica, ''), $22::text), k.leased_at,
+           nullif(k.outcome, ''), nullif(k.status, 0), CASE WHEN k.outcome <> '' THEN $23::timestamptz END,
            CASE WHEN k.result_size >= -1 THEN k.result_size END, k.result_digest, k.stages
-    FROM (SELECT unnest($12::bigint[]) AS task_id, unnest($13::int[]) AS run,
-                 unnest($14::int[]) AS attempt, unnest($15::text[]) AS worker,
-                 unnest($16::text[]) AS replica, unnest($17::text[]) AS outcome,
-                 unnest($18::smallint[]) AS status, unnest($19::timestamptz[]) AS leased_at,
-                 unnest($20::bigint[]) AS result_size,
-                 unnest($21::bytea[]) AS result_digest,
-                 unnest($22::bytea[]) AS stages) AS k
+    FROM attempt_changes k
+    WHERE k.new
 ), attempts_finished AS (
     UPDATE attempts a
     SET outcome = CASE WHEN a.outcome = 'accepted' AND k.outcome IN ('superseded', 'stale')
                        THEN a.outcome ELSE k.outcome END,
         status = CASE WHEN k.status = 0 THEN a.status ELSE k.status END,
         answered_at = CASE WHEN k.outcome IN ('expired', 'dead_lettered', 'replaced')
-                           THEN a.answered_at ELSE coalesce(a.answered_at, $11::timestamptz) END,
+                           THEN a.answered_at ELSE coalesce(a.answered_at, $23::timestamptz) END,
         -- The archive of an accepted result (migrations/00030_result_digests.sql): what
-        -- ` + "`" + `cortexq verify` + "`" + ` compares the file with. Below -1: none recorded, the row's stands.
+        -- ` + "`" + `cortexq verify` + "`" + ` compares the file with.
         result_size = CASE WHEN k.result_size >= -1 THEN k.result_size ELSE a.result_size END,
         result_digest = CASE WHEN k.result_size >= -1 THEN k.result_digest ELSE a.result_digest END,
-        -- Its stage times (migrations/00034_attempt_stages.sql); NULL: the row's stand.
+        -- Its stage times (migrations/00034_attempt_stages.sql).
         stages = coalesce(k.stages, a.stages)
-    FROM (SELECT unnest($23::bigint[]) AS task_id, unnest($24::int[]) AS run,
-                 unnest($25::int[]) AS attempt, unnest($26::text[]) AS outcome,
-                 unnest($27::smallint[]) AS status, unnest($28::bigint[]) AS result_size,
-                 unnest($29::bytea[]) AS result_digest,
-                 unnest($30::bytea[]) AS stages) AS k
-    WHERE a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
-      AND a.task_id = ANY($23::bigint[])
+    FROM attempt_changes k
+    WHERE NOT k.new AND a.task_id = k.task_id AND a.run = k.run AND a.attempt = k.attempt
+      AND a.task_id = ANY($10::bigint[])
 ), messages_written AS (
     -- A run's log, one row (migrations/00015_message_logs.sql): its message_kinds ids, the
     -- slice [kind_from:kind_to] of @msg_kinds, and its details, one text per log in
@@ -92,21 +96,21 @@ WITH dispatch_deleted AS (
     -- empty details of a kind whose usual ones are not empty. A log with no message deletes the
     -- row instead.
     INSERT INTO task_message_logs AS m (task_id, run, kinds, details)
-    SELECT k.task_id, k.run, ($31::int[])[k.kind_from:k.kind_to],
+    SELECT k.task_id, k.run, ($24::int[])[k.kind_from:k.kind_to],
            CASE WHEN k.detail_sep <> ''
                 THEN string_to_array(k.details, k.detail_sep, CASE WHEN k.elided THEN '' END) END
-    FROM (SELECT unnest($32::bigint[]) AS task_id, unnest($33::int[]) AS run,
-                 unnest($34::int[]) AS kind_from, unnest($35::int[]) AS kind_to,
-                 unnest($36::text[]) AS details, unnest($37::text[]) AS detail_sep,
-                 unnest($38::bool[]) AS elided) AS k
+    FROM (SELECT unnest($25::bigint[]) AS task_id, unnest($26::int[]) AS run,
+                 unnest($27::int[]) AS kind_from, unnest($28::int[]) AS kind_to,
+                 unnest($29::text[]) AS details, unnest($30::text[]) AS detail_sep,
+                 unnest($31::bool[]) AS elided) AS k
     WHERE k.kind_to >= k.kind_from
     ON CONFLICT (task_id, run) DO UPDATE SET kinds = excluded.kinds, details = excluded.details
 ), messages_cleared AS (
     DELETE FROM task_message_logs m
-    USING (SELECT unnest($32::bigint[]) AS task_id, unnest($33::int[]) AS run,
-                  unnest($34::int[]) AS kind_from, unnest($35::int[]) AS kind_to) AS k
+    USING (SELECT unnest($25::bigint[]) AS task_id, unnest($26::int[]) AS run,
+                  unnest($27::int[]) AS kind_from, unnest($28::int[]) AS kind_to) AS k
     WHERE m.task_id = k.task_id AND m.run = k.run AND k.kind_to < k.kind_from
-      AND m.task_id = ANY($32::bigint[])
+      AND m.task_id = ANY($25::bigint[])
 ), report_noted AS (
     -- The tasks given a final status (and with it their messages: a claim or a dead letter),
     -- for the report's next fold (migrations/00011_report_rollups.sql): one row each in an
@@ -129,27 +133,20 @@ type ApplyParams struct {
 	DropTaskIds      []int64         `json:"drop_task_ids"`
 	DropRuns         []int32         `json:"drop_runs"`
 	DropAttempts     []int32         `json:"drop_attempts"`
+	AttTaskIds       []int64         `json:"att_task_ids"`
+	AttRuns          []int32         `json:"att_runs"`
+	AttAttempts      []int32         `json:"att_attempts"`
+	AttNew           []bool          `json:"att_new"`
+	AttWorkers       []string        `json:"att_workers"`
+	AttReplicas      []string        `json:"att_replicas"`
+	AttLeasedAts     []time.Time     `json:"att_leased_ats"`
+	AttOutcomes      []string        `json:"att_outcomes"`
+	AttStatuses      []int16         `json:"att_statuses"`
+	AttResultSizes   []int64         `json:"att_result_sizes"`
+	AttResultDigests [][]byte        `json:"att_result_digests"`
+	AttStages        [][]byte        `json:"att_stages"`
 	Replica          string          `json:"replica"`
 	Now              time.Time       `json:"now"`
-	NewTaskIds       []int64         `json:"new_task_ids"`
-	NewRuns          []int32         `json:"new_runs"`
-	NewAttempts      []int32         `json:"new_attempts"`
-	NewWorkers       []string        `json:"new_workers"`
-	NewReplicas      []string        `json:"new_replicas"`
-	NewOutcomes      []string        `json:"new_outcomes"`
-	NewStatuses      []int16         `json:"new_statuses"`
-	NewLeasedAts     []time.Time     `json:"new_leased_ats"`
-	NewResultSizes   []int64         `json:"new_result_sizes"`
-	NewResultDigests [][]byte        `json:"new_result_digests"`
-	NewStages        [][]byte        `json:"new_stages"`
-	OutTaskIds       []int64         `json:"out_task_ids"`
-	OutRuns          []int32         `json:"out_runs"`
-	OutAttempts      []int32         `json:"out_attempts"`
-	OutOutcomes      []string        `json:"out_outcomes"`
-	OutStatuses      []int16         `json:"out_statuses"`
-	OutResultSizes   []int64         `json:"out_result_sizes"`
-	OutResultDigests [][]byte        `json:"out_result_digests"`
-	OutStages        [][]byte        `json:"out_stages"`
 	MsgKinds         []int32         `json:"msg_kinds"`
 	MsgTaskIds       []int64         `json:"msg_task_ids"`
 	MsgRuns          []int32         `json:"msg_runs"`
@@ -180,27 +177,20 @@ func (q *Queries) Apply(ctx context.Context, arg ApplyParams) error {
 		arg.DropTaskIds,
 		arg.DropRuns,
 		arg.DropAttempts,
+		arg.AttTaskIds,
+		arg.AttRuns,
+		arg.AttAttempts,
+		arg.AttNew,
+		arg.AttWorkers,
+		arg.AttReplicas,
+		arg.AttLeasedAts,
+		arg.AttOutcomes,
+		arg.AttStatuses,
+		arg.AttResultSizes,
+		arg.AttResultDigests,
+		arg.AttStages,
 		arg.Replica,
 		arg.Now,
-		arg.NewTaskIds,
-		arg.NewRuns,
-		arg.NewAttempts,
-		arg.NewWorkers,
-		arg.NewReplicas,
-		arg.NewOutcomes,
-		arg.NewStatuses,
-		arg.NewLeasedAts,
-		arg.NewResultSizes,
-		arg.NewResultDigests,
-		arg.NewStages,
-		arg.OutTaskIds,
-		arg.OutRuns,
-		arg.OutAttempts,
-		arg.OutOutcomes,
-		arg.OutStatuses,
-		arg.OutResultSizes,
-		arg.OutResultDigests,
-		arg.OutStages,
 		arg.MsgKinds,
 		arg.MsgTaskIds,
 		arg.MsgRuns,
