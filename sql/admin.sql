@@ -125,7 +125,10 @@ WHERE t.id = @id;
 SELECT * FROM dispatch WHERE task_id = @task_id ORDER BY run;
 
 -- name: AttemptListForTask :many
-SELECT * FROM attempts WHERE task_id = @task_id ORDER BY run, attempt;
+-- The columns the task's history shows (queue/inspect), named: a column added to attempts
+-- changes nothing here until the history shows it.
+SELECT run, attempt, worker, replica, leased_at, answered_at, outcome, status, stages
+FROM attempts WHERE task_id = @task_id ORDER BY run, attempt;
 
 -- name: MessageListForTask :many
 -- MessageListForTask lists a task's messages, at most lim of them (NULL: all): task_messages
