@@ -1,5 +1,7 @@
 package web
 
+import "time"
+
 // APIRoutes lists the API routes the server registers, as "METHOD /path".
 func (s *Server) APIRoutes() []string {
 	var out []string
@@ -11,3 +13,12 @@ func (s *Server) APIRoutes() []string {
 
 // Patterns lists every route the server registered, as its ServeMux pattern.
 func (s *Server) Patterns() []string { return append([]string(nil), s.patterns...) }
+
+// StopSignInClock stops the sign-in limits' clock at now: their buckets refill no more while a
+// test counts attempts, however slowly it runs.
+func (s *Server) StopSignInClock() {
+	now := time.Now()
+	s.signIn.mu.Lock()
+	defer s.signIn.mu.Unlock()
+	s.signIn.now = func() time.Time { return now }
+}
