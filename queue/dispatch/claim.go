@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -108,47 +109,18 @@ func (s *claimers) noteUnusable(l lease.Lease) {
 // after a claim, if the loop held hand-outs back for the sink's backlog.
 func (s *claimers) claimer(ctx context.Context, in <-chan *item, poke func()) {
 	batch := make([]*item, 0, s.cfg.ClaimBatch)
+	var later []*item      // results of tasks already in a batch, for the next one (gather)
 	var last time.Duration // the last claim's time
 	for {
 		// The relay: one claimer at a time gathers a batch and reads it. It hands on once its
 		// writes and COMMIT are on their way if its reads took relayAfter or more (a distant
 		// database: the next claim's round trips then overlap its commit), else once it is over.
 		s.front.Lock()
-		it, ok := <-in
-		if !ok {
+		batch, later = s.gather(in, batch[:0], later, last)
+		if len(batch) == 0 {
 			s.front.Unlock()
 			return
 		}
-		batch = append(batch[:0], it)
-		weight := it.weight
-		// The batch takes the results already queued, then waits for more until its first has
-		// waited ClaimFlush (times the replicas' share: claimWait) since it was queued: a first
-		// that waited through the claim before goes at once. (Waiting ClaimFlush after the pickup added it to every wait behind a
-		// claim: at a steady 1,000 results/s the lease → result tail, docs/performance.md.)
-		wait := s.claimWait(last)
-		if !it.queued.IsZero() {
-			wait -= time.Since(it.queued)
-		}
-		timer := time.NewTimer(max(wait, 0))
-	fill:
-		for len(batch) < s.cfg.ClaimBatch && weight < claimBatchWeight {
-			var next *item
-			select {
-			case next, ok = <-in:
-			default:
-				select {
-				case next, ok = <-in:
-				case <-timer.C:
-					break fill
-				}
-			}
-			if !ok {
-				break fill
-			}
-			batch = append(batch, next)
-			weight += next.weight
-		}
-		timer.Stop()
 		held := s.claiming.lock(batch)
 		began := time.Now()
 		handOn := sync.OnceFunc(s.front.Unlock)
@@ -168,6 +140,73 @@ func (s *claimers) claimer(ctx context.Context, in <-chan *item, poke func()) {
 			poke()
 		}
 	}
+}
+
+// gather fills batch, first from later (results held back from the batch before), then from
+// in, and returns it with the results it holds back: a claim takes one result per task
+// (lease.Store.BeginClaim), so a result of a task already in the batch waits for the next one,
+// in the order it came. An empty batch: in is closed and nothing is held back.
+//
+// The batch takes the results already queued, then waits for more until its first has waited
+// ClaimFlush (times the replicas' share: claimWait) since it was queued: a first that waited
+// through the claim before goes at once. (Waiting ClaimFlush after the pickup added it to every
+// wait behind a claim: at a steady 1,000 results/s the lease → result tail,
+// docs/performance.md.) last is the last claim's time.
+func (s *claimers) gather(in <-chan *item, batch, later []*item, last time.Duration) (_, _ []*item) {
+	tasks := make(map[int64]bool, s.cfg.ClaimBatch)
+	var weight int64
+	// add puts it in the batch, or holds it back, and reports whether the batch has room.
+	add := func(it *item) bool {
+		if id := it.result.TaskID; id > 0 && tasks[id] {
+			later = append(later, it)
+		} else {
+			tasks[id] = true
+			batch = append(batch, it)
+			weight += it.weight
+		}
+		return len(batch) < s.cfg.ClaimBatch && weight < claimBatchWeight
+	}
+	held := later
+	later = nil
+	room := true
+	for i, it := range held {
+		if !room {
+			later = append(later, held[i:]...)
+			break
+		}
+		room = add(it)
+	}
+	if len(batch) == 0 {
+		it, ok := <-in
+		if !ok {
+			return batch, later
+		}
+		room = add(it)
+	}
+	wait := s.claimWait(last)
+	if first := batch[0]; !first.queued.IsZero() {
+		wait -= time.Since(first.queued)
+	}
+	timer := time.NewTimer(max(wait, 0))
+	defer timer.Stop()
+	for room {
+		var next *item
+		var ok bool
+		select {
+		case next, ok = <-in:
+		default:
+			select {
+			case next, ok = <-in:
+			case <-timer.C:
+				return batch, later
+			}
+		}
+		if !ok {
+			return batch, later
+		}
+		room = add(next)
+	}
+	return batch, later
 }
 
 // claimShareMax bounds the replicas' share a claim's wait counts (claimWait), and
@@ -213,8 +252,7 @@ const relayAfter = 5 * time.Millisecond
 
 // claim runs one claim transaction for batch, retrying it while the database is away (within
 // the outage budget); results that cannot be claimed stay with the reaper. writing is called
-// once a try's writes are under way, with how long its first round trip took
-// (lease.ClaimHooks.Writing).
+// once a try's writes are under way, with how long its first round trip took (lease.Claim.Reads).
 func (s *claimers) claim(ctx context.Context, batch []*item, writing func(reads time.Duration)) {
 	results := make([]lease.Result, len(batch))
 	index := make(map[*lease.Result]*item, len(batch))
@@ -222,20 +260,56 @@ func (s *claimers) claim(ctx context.Context, batch []*item, writing func(reads 
 		results[i] = it.result
 		index[&results[i]] = it
 	}
-	// pubs are the batch's publishes in the order they were made: two accepted results of one
-	// task in a batch publish to the same target, and undoing them must go in reverse.
+	// pubs are the batch's publishes in the order they were made, over its tries: undoing them
+	// goes in reverse.
 	pubs := &publishes{}
-	hooks := lease.ClaimHooks{Publish: func(d *lease.Decision) error {
-		it := index[d.Result]
-		if it.file.Published() {
-			return nil // published by an earlier try of the same claim
+	dbctx := context.WithoutCancel(ctx)
+	var decisions []lease.Decision
+	var err error
+	var rolledBack bool // the last try certainly did not commit
+	// While the database is away the claim is tried again until the outage budget is spent (the
+	// outage's log lines say so, not each try); otherwise claimRetries times.
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		tctx, cancel := context.WithTimeout(dbctx, s.cfg.DBTimeout)
+		decisions, rolledBack, err = s.claimTry(tctx, batch, results, index, pubs, writing)
+		cancel()
+		s.health.record("claim", err)
+		s.metrics.claimSeconds.Observe(time.Since(start).Seconds())
+		if err == nil || s.health.expired() || (attempt >= claimRetries && !s.health.isDown()) {
+			break
 		}
-		if err := it.file.Publish(); err != nil {
-			return err
+		s.unpublishAfter(pubs, rolledBack)
+		s.metrics.dbErrors.WithLabelValues("claim").Inc()
+		time.Sleep(min(time.Duration(attempt+1)*250*time.Millisecond, 2*time.Second))
+	}
+	s.metrics.claimBatch.Observe(float64(len(batch)))
+	if err != nil {
+		s.logger.Error("claim failed; the tasks stay in flight for the reaper", "results", len(batch), "error", err)
+		s.unpublishAfter(pubs, rolledBack)
+		for _, it := range batch {
+			it.file.Cleanup()
 		}
-		pubs.order = append(pubs.order, it)
-		return nil
-	}, Stocked: s.stocks.has, Writing: writing}
+		return
+	}
+	s.afterCommit(decisions, index)
+}
+
+// claimTry is one try of a claim, in the claim's steps (lease.Claim): the decisions made, each
+// accepted result's archive published (an archive an earlier try published is not published
+// again), the archives made durable (Config.SyncArchives), the relay handed on (writing), the
+// writes and COMMIT sent. A failed try reports whether it certainly did not commit: the
+// database said so (lease.RolledBack), or it ended before its Commit.
+func (s *claimers) claimTry(ctx context.Context, batch []*item, results []lease.Result, index map[*lease.Result]*item,
+	pubs *publishes, writing func(reads time.Duration)) ([]lease.Decision, bool, error) {
+	c, err := s.store.BeginClaim(ctx, results, s.stocks.has)
+	if err != nil {
+		return nil, lease.RolledBack(err), err
+	}
+	defer c.Rollback()
+	for _, d := range c.ToPublish() {
+		c.Published(d, pubs.publish(index[d.Result]))
+	}
 	if s.cfg.SyncArchives {
 		// One syncfs per file system for the whole batch, after the renames and before the
 		// commit: a recorded result's archive is on disk, at a fraction of a fsync per file.
@@ -243,37 +317,13 @@ func (s *claimers) claim(ctx context.Context, batch []*item, writing func(reads 
 		for i, it := range batch {
 			files[i] = &it.file
 		}
-		hooks.BeforeCommit = func() error { return archive.SyncPublished(files) }
-	}
-	dbctx := context.WithoutCancel(ctx)
-	var decisions []lease.Decision
-	var err error
-	// While the database is away the claim is tried again until the outage budget is spent (the
-	// outage's log lines say so, not each try); otherwise claimRetries times.
-	for attempt := 0; ; attempt++ {
-		start := time.Now()
-		tctx, cancel := context.WithTimeout(dbctx, s.cfg.DBTimeout)
-		decisions, err = s.store.ClaimWithHooks(tctx, results, hooks)
-		cancel()
-		s.health.record("claim", err)
-		s.metrics.claimSeconds.Observe(time.Since(start).Seconds())
-		if err == nil || s.health.expired() || (attempt >= claimRetries && !s.health.isDown()) {
-			break
+		if err := archive.SyncPublished(files); err != nil {
+			return nil, true, fmt.Errorf("claim: before commit: %w", err)
 		}
-		s.unpublishAfter(pubs, err)
-		s.metrics.dbErrors.WithLabelValues("claim").Inc()
-		time.Sleep(min(time.Duration(attempt+1)*250*time.Millisecond, 2*time.Second))
 	}
-	s.metrics.claimBatch.Observe(float64(len(batch)))
-	if err != nil {
-		s.logger.Error("claim failed; the tasks stay in flight for the reaper", "results", len(batch), "error", err)
-		s.unpublishAfter(pubs, err)
-		for _, it := range batch {
-			it.file.Cleanup()
-		}
-		return
-	}
-	s.afterCommit(decisions, index)
+	writing(c.Reads())
+	decisions, err := c.Commit(ctx)
+	return decisions, err != nil && lease.RolledBack(err), err
 }
 
 // afterCommit counts and logs a committed claim's decisions, drops the decided tasks from the hot
@@ -320,11 +370,24 @@ type publishes struct {
 	kept bool
 }
 
-// unpublishAfter undoes the claim's publishes, latest first, after a try that failed with err,
-// if no try so far may have committed (lease.RolledBack): a claim that committed and lost its
-// answer must not lose its archives too, even when a later try fails for certain.
-func (s *claimers) unpublishAfter(pubs *publishes, err error) {
-	if !lease.RolledBack(err) {
+// publish renames the archive of it into place, unless an earlier try of the claim did.
+func (pubs *publishes) publish(it *item) error {
+	if it.file.Published() {
+		return nil // published by an earlier try of the same claim
+	}
+	if err := it.file.Publish(); err != nil {
+		return err
+	}
+	pubs.order = append(pubs.order, it)
+	return nil
+}
+
+// unpublishAfter undoes the claim's publishes, latest first, after a try that failed, if no
+// try so far may have committed (rolledBack: this one certainly did not): a claim that
+// committed and lost its answer must not lose its archives too, even when a later try fails
+// for certain.
+func (s *claimers) unpublishAfter(pubs *publishes, rolledBack bool) {
+	if !rolledBack {
 		pubs.kept = true
 	}
 	if pubs.kept {

@@ -73,7 +73,7 @@ type pipelined struct {
 	conn *pgxpool.Conn // nil once the transaction ended
 	// now is the transaction's clock; reads how long round trip 1 took, from its batch sent to
 	// its answers read; commitTook how long round trip 2 took, once it committed.
-	now              time.Time
+	now               time.Time
 	reads, commitTook time.Duration
 }
 
