@@ -308,7 +308,15 @@ func (s *claimers) claimTry(ctx context.Context, batch []*item, results []lease.
 	}
 	defer c.Rollback()
 	for _, d := range c.ToPublish() {
-		c.Published(d, pubs.publish(index[d.Result]))
+		it := index[d.Result]
+		if it.file.Published() {
+			continue // published by an earlier try of the same claim
+		}
+		err := it.file.Publish()
+		if err == nil {
+			pubs.order = append(pubs.order, it)
+		}
+		c.Published(d, err)
 	}
 	if s.cfg.SyncArchives {
 		// One syncfs per file system for the whole batch, after the renames and before the
@@ -368,18 +376,6 @@ type publishes struct {
 	// kept is set once a try failed in a way that may have committed: from then on, nothing
 	// published is undone, since its claim may stand in the database.
 	kept bool
-}
-
-// publish renames the archive of it into place, unless an earlier try of the claim did.
-func (pubs *publishes) publish(it *item) error {
-	if it.file.Published() {
-		return nil // published by an earlier try of the same claim
-	}
-	if err := it.file.Publish(); err != nil {
-		return err
-	}
-	pubs.order = append(pubs.order, it)
-	return nil
 }
 
 // unpublishAfter undoes the claim's publishes, latest first, after a try that failed, if no
