@@ -22,9 +22,11 @@ type claimers struct {
 	vent *ventilator // woken after a claim that shrank the backlog it waited on
 	in   chan *item  // the writers' items, and the ventilator's unusable hand-outs
 	// claiming keeps the claimers off each other's tasks (claimlocks.go); front is held by the
-	// claimer gathering and reading a batch (the relay: claimer).
+	// claimer gathering and reading a batch (the relay: claimer), and guards later: results held
+	// back from a batch that had their task, for the next batch any claimer gathers (gather).
 	claiming claimLocks
 	front    sync.Mutex
+	later    []*item
 	// share is the replicas' demand over this replica's, all services together, as float64
 	// bits (ventilator.shares): a claimer waits for its batch ClaimFlush times this
 	// (claimWait). Zero: 1.
@@ -109,14 +111,13 @@ func (s *claimers) noteUnusable(l lease.Lease) {
 // after a claim, if the loop held hand-outs back for the sink's backlog.
 func (s *claimers) claimer(ctx context.Context, in <-chan *item, poke func()) {
 	batch := make([]*item, 0, s.cfg.ClaimBatch)
-	var later []*item      // results of tasks already in a batch, for the next one (gather)
 	var last time.Duration // the last claim's time
 	for {
 		// The relay: one claimer at a time gathers a batch and reads it. It hands on once its
 		// writes and COMMIT are on their way if its reads took relayAfter or more (a distant
 		// database: the next claim's round trips then overlap its commit), else once it is over.
 		s.front.Lock()
-		batch, later = s.gather(in, batch[:0], later, last)
+		batch = s.gather(in, batch[:0], last)
 		if len(batch) == 0 {
 			s.front.Unlock()
 			return
@@ -142,17 +143,21 @@ func (s *claimers) claimer(ctx context.Context, in <-chan *item, poke func()) {
 	}
 }
 
-// gather fills batch, first from later (results held back from the batch before), then from
-// in, and returns it with the results it holds back: a claim takes one result per task
-// (lease.Store.BeginClaim), so a result of a task already in the batch waits for the next one,
-// in the order it came. An empty batch: in is closed and nothing is held back.
+// gather fills batch, first from s.later (results held back from a batch before), then from in,
+// and returns it; the caller holds s.front. A claim takes one result per task
+// (lease.Store.BeginClaim), so a result of a task already in the batch is held back in s.later
+// for the next batch, in the order it came, whichever claimer gathers it (held by one claimer,
+// it would wait while another waits on in). An empty batch: in is closed and nothing is held
+// back.
 //
 // The batch takes the results already queued, then waits for more until its first has waited
 // ClaimFlush (times the replicas' share: claimWait) since it was queued: a first that waited
 // through the claim before goes at once. (Waiting ClaimFlush after the pickup added it to every
 // wait behind a claim: at a steady 1,000 results/s the lease → result tail,
 // docs/performance.md.) last is the last claim's time.
-func (s *claimers) gather(in <-chan *item, batch, later []*item, last time.Duration) (_, _ []*item) {
+func (s *claimers) gather(in <-chan *item, batch []*item, last time.Duration) []*item {
+	held, later := s.later, []*item(nil)
+	defer func() { s.later = later }()
 	tasks := make(map[int64]bool, s.cfg.ClaimBatch)
 	var weight int64
 	// add puts it in the batch, or holds it back, and reports whether the batch has room.
@@ -166,8 +171,6 @@ func (s *claimers) gather(in <-chan *item, batch, later []*item, last time.Durat
 		}
 		return len(batch) < s.cfg.ClaimBatch && weight < claimBatchWeight
 	}
-	held := later
-	later = nil
 	room := true
 	for i, it := range held {
 		if !room {
@@ -179,7 +182,7 @@ func (s *claimers) gather(in <-chan *item, batch, later []*item, last time.Durat
 	if len(batch) == 0 {
 		it, ok := <-in
 		if !ok {
-			return batch, later
+			return batch
 		}
 		room = add(it)
 	}
@@ -198,15 +201,15 @@ func (s *claimers) gather(in <-chan *item, batch, later []*item, last time.Durat
 			select {
 			case next, ok = <-in:
 			case <-timer.C:
-				return batch, later
+				return batch
 			}
 		}
 		if !ok {
-			return batch, later
+			return batch
 		}
 		room = add(next)
 	}
-	return batch, later
+	return batch
 }
 
 // claimShareMax bounds the replicas' share a claim's wait counts (claimWait), and
@@ -326,7 +329,7 @@ func (s *claimers) claimTry(ctx context.Context, batch []*item, results []lease.
 			files[i] = &it.file
 		}
 		if err := archive.SyncPublished(files); err != nil {
-			return nil, true, fmt.Errorf("claim: before commit: %w", err)
+			return nil, true, fmt.Errorf("claim: sync the published archives: %w", err)
 		}
 	}
 	writing(c.Reads())

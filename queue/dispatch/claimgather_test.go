@@ -9,8 +9,8 @@ import (
 )
 
 // A claim takes one result per task (lease.Store.BeginClaim): gather holds a result of a task
-// already in its batch for the next batch, in the order results came, and a closed input still
-// gives the held ones their batches.
+// already in its batch for the next batch any claimer gathers, in the order results came, and a
+// closed input still gives the held ones their batches.
 func TestGatherHoldsASecondResultOfATask(t *testing.T) {
 	t.Parallel()
 	s := &claimers{core: &core{cfg: Config{ClaimBatch: 3}}}
@@ -29,17 +29,18 @@ func TestGatherHoldsASecondResultOfATask(t *testing.T) {
 		}
 		return out
 	}
-	batch, later := s.gather(in, nil, nil, 0)
+	batch := s.gather(in, nil, 0)
 	require.Equal(t, []string{"1a", "2a", "3a"}, names(batch))
-	require.Equal(t, []string{"1b"}, names(later))
-	batch, later = s.gather(in, batch[:0], later, 0)
+	require.Equal(t, []string{"1b"}, names(s.later))
+	// The next batch, of whichever claimer, takes the held one first.
+	batch = s.gather(in, nil, 0)
 	require.Equal(t, []string{"1b", "4a", "0x"}, names(batch), "results of no known task are not held")
-	require.Equal(t, []string{"1c"}, names(later))
+	require.Equal(t, []string{"1c"}, names(s.later))
 	close(in)
-	batch, later = s.gather(in, batch[:0], later, 0)
+	batch = s.gather(in, batch[:0], 0)
 	require.Equal(t, []string{"1c", "0y"}, names(batch))
-	require.Empty(t, later)
-	batch, later = s.gather(in, batch[:0], later, 0)
+	require.Empty(t, s.later)
+	batch = s.gather(in, batch[:0], 0)
 	require.Empty(t, batch, "the input closed, nothing held: the claimer ends")
-	require.Empty(t, later)
+	require.Empty(t, s.later)
 }
