@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,11 @@ type claimers struct {
 	vent *ventilator // woken after a claim that shrank the backlog it waited on
 	in   chan *item  // the writers' items, and the ventilator's unusable hand-outs
 	// claiming keeps the claimers off each other's tasks (claimlocks.go); front is held by the
-	// claimer gathering and reading a batch (the relay: claimer).
+	// claimer gathering and reading a batch (the relay: claimer), and guards later: results held
+	// back from a batch that had their task, for the next batch any claimer gathers (gather).
 	claiming claimLocks
 	front    sync.Mutex
+	later    []*item
 	// share is the replicas' demand over this replica's, all services together, as float64
 	// bits (ventilator.shares): a claimer waits for its batch ClaimFlush times this
 	// (claimWait). Zero: 1.
@@ -114,41 +117,11 @@ func (s *claimers) claimer(ctx context.Context, in <-chan *item, poke func()) {
 		// writes and COMMIT are on their way if its reads took relayAfter or more (a distant
 		// database: the next claim's round trips then overlap its commit), else once it is over.
 		s.front.Lock()
-		it, ok := <-in
-		if !ok {
+		batch = s.gather(in, batch[:0], last)
+		if len(batch) == 0 {
 			s.front.Unlock()
 			return
 		}
-		batch = append(batch[:0], it)
-		weight := it.weight
-		// The batch takes the results already queued, then waits for more until its first has
-		// waited ClaimFlush (times the replicas' share: claimWait) since it was queued: a first
-		// that waited through the claim before goes at once. (Waiting ClaimFlush after the pickup added it to every wait behind a
-		// claim: at a steady 1,000 results/s the lease → result tail, docs/performance.md.)
-		wait := s.claimWait(last)
-		if !it.queued.IsZero() {
-			wait -= time.Since(it.queued)
-		}
-		timer := time.NewTimer(max(wait, 0))
-	fill:
-		for len(batch) < s.cfg.ClaimBatch && weight < claimBatchWeight {
-			var next *item
-			select {
-			case next, ok = <-in:
-			default:
-				select {
-				case next, ok = <-in:
-				case <-timer.C:
-					break fill
-				}
-			}
-			if !ok {
-				break fill
-			}
-			batch = append(batch, next)
-			weight += next.weight
-		}
-		timer.Stop()
 		held := s.claiming.lock(batch)
 		began := time.Now()
 		handOn := sync.OnceFunc(s.front.Unlock)
@@ -168,6 +141,75 @@ func (s *claimers) claimer(ctx context.Context, in <-chan *item, poke func()) {
 			poke()
 		}
 	}
+}
+
+// gather fills batch, first from s.later (results held back from a batch before), then from in,
+// and returns it; the caller holds s.front. A claim takes one result per task
+// (lease.Store.BeginClaim), so a result of a task already in the batch is held back in s.later
+// for the next batch, in the order it came, whichever claimer gathers it (held by one claimer,
+// it would wait while another waits on in). An empty batch: in is closed and nothing is held
+// back.
+//
+// The batch takes the results already queued, then waits for more until its first has waited
+// ClaimFlush (times the replicas' share: claimWait) since it was queued: a first that waited
+// through the claim before goes at once. (Waiting ClaimFlush after the pickup added it to every
+// wait behind a claim: at a steady 1,000 results/s the lease → result tail,
+// docs/performance.md.) last is the last claim's time.
+func (s *claimers) gather(in <-chan *item, batch []*item, last time.Duration) []*item {
+	held, later := s.later, []*item(nil)
+	defer func() { s.later = later }()
+	tasks := make(map[int64]bool, s.cfg.ClaimBatch)
+	var weight int64
+	// add puts it in the batch, or holds it back, and reports whether the batch has room.
+	add := func(it *item) bool {
+		if id := it.result.TaskID; id > 0 && tasks[id] {
+			later = append(later, it)
+		} else {
+			tasks[id] = true
+			batch = append(batch, it)
+			weight += it.weight
+		}
+		return len(batch) < s.cfg.ClaimBatch && weight < claimBatchWeight
+	}
+	room := true
+	for i, it := range held {
+		if !room {
+			later = append(later, held[i:]...)
+			break
+		}
+		room = add(it)
+	}
+	if len(batch) == 0 {
+		it, ok := <-in
+		if !ok {
+			return batch
+		}
+		room = add(it)
+	}
+	wait := s.claimWait(last)
+	if first := batch[0]; !first.queued.IsZero() {
+		wait -= time.Since(first.queued)
+	}
+	timer := time.NewTimer(max(wait, 0))
+	defer timer.Stop()
+	for room {
+		var next *item
+		var ok bool
+		select {
+		case next, ok = <-in:
+		default:
+			select {
+			case next, ok = <-in:
+			case <-timer.C:
+				return batch
+			}
+		}
+		if !ok {
+			return batch
+		}
+		room = add(next)
+	}
+	return batch
 }
 
 // claimShareMax bounds the replicas' share a claim's wait counts (claimWait), and
@@ -213,8 +255,7 @@ const relayAfter = 5 * time.Millisecond
 
 // claim runs one claim transaction for batch, retrying it while the database is away (within
 // the outage budget); results that cannot be claimed stay with the reaper. writing is called
-// once a try's writes are under way, with how long its first round trip took
-// (lease.ClaimHooks.Writing).
+// once a try's writes are under way, with how long its first round trip took (lease.Claim.Reads).
 func (s *claimers) claim(ctx context.Context, batch []*item, writing func(reads time.Duration)) {
 	results := make([]lease.Result, len(batch))
 	index := make(map[*lease.Result]*item, len(batch))
@@ -222,20 +263,64 @@ func (s *claimers) claim(ctx context.Context, batch []*item, writing func(reads 
 		results[i] = it.result
 		index[&results[i]] = it
 	}
-	// pubs are the batch's publishes in the order they were made: two accepted results of one
-	// task in a batch publish to the same target, and undoing them must go in reverse.
+	// pubs are the batch's publishes in the order they were made, over its tries: undoing them
+	// goes in reverse.
 	pubs := &publishes{}
-	hooks := lease.ClaimHooks{Publish: func(d *lease.Decision) error {
+	dbctx := context.WithoutCancel(ctx)
+	var decisions []lease.Decision
+	var err error
+	var rolledBack bool // the last try certainly did not commit
+	// While the database is away the claim is tried again until the outage budget is spent (the
+	// outage's log lines say so, not each try); otherwise claimRetries times.
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		tctx, cancel := context.WithTimeout(dbctx, s.cfg.DBTimeout)
+		decisions, rolledBack, err = s.claimTry(tctx, batch, results, index, pubs, writing)
+		cancel()
+		s.health.record("claim", err)
+		s.metrics.claimSeconds.Observe(time.Since(start).Seconds())
+		if err == nil || s.health.expired() || (attempt >= claimRetries && !s.health.isDown()) {
+			break
+		}
+		s.unpublishAfter(pubs, rolledBack)
+		s.metrics.dbErrors.WithLabelValues("claim").Inc()
+		time.Sleep(min(time.Duration(attempt+1)*250*time.Millisecond, 2*time.Second))
+	}
+	s.metrics.claimBatch.Observe(float64(len(batch)))
+	if err != nil {
+		s.logger.Error("claim failed; the tasks stay in flight for the reaper", "results", len(batch), "error", err)
+		s.unpublishAfter(pubs, rolledBack)
+		for _, it := range batch {
+			it.file.Cleanup()
+		}
+		return
+	}
+	s.afterCommit(decisions, index)
+}
+
+// claimTry is one try of a claim, in the claim's steps (lease.Claim): the decisions made, each
+// accepted result's archive published (an archive an earlier try published is not published
+// again), the archives made durable (Config.SyncArchives), the relay handed on (writing), the
+// writes and COMMIT sent. A failed try reports whether it certainly did not commit: the
+// database said so (lease.RolledBack), or it ended before its Commit.
+func (s *claimers) claimTry(ctx context.Context, batch []*item, results []lease.Result, index map[*lease.Result]*item,
+	pubs *publishes, writing func(reads time.Duration)) ([]lease.Decision, bool, error) {
+	c, err := s.store.BeginClaim(ctx, results, s.stocks.has)
+	if err != nil {
+		return nil, lease.RolledBack(err), err
+	}
+	defer c.Rollback()
+	for _, d := range c.ToPublish() {
 		it := index[d.Result]
 		if it.file.Published() {
-			return nil // published by an earlier try of the same claim
+			continue // published by an earlier try of the same claim
 		}
-		if err := it.file.Publish(); err != nil {
-			return err
+		err := it.file.Publish()
+		if err == nil {
+			pubs.order = append(pubs.order, it)
 		}
-		pubs.order = append(pubs.order, it)
-		return nil
-	}, Stocked: s.stocks.has, Writing: writing}
+		c.Published(d, err)
+	}
 	if s.cfg.SyncArchives {
 		// One syncfs per file system for the whole batch, after the renames and before the
 		// commit: a recorded result's archive is on disk, at a fraction of a fsync per file.
@@ -243,37 +328,13 @@ func (s *claimers) claim(ctx context.Context, batch []*item, writing func(reads 
 		for i, it := range batch {
 			files[i] = &it.file
 		}
-		hooks.BeforeCommit = func() error { return archive.SyncPublished(files) }
-	}
-	dbctx := context.WithoutCancel(ctx)
-	var decisions []lease.Decision
-	var err error
-	// While the database is away the claim is tried again until the outage budget is spent (the
-	// outage's log lines say so, not each try); otherwise claimRetries times.
-	for attempt := 0; ; attempt++ {
-		start := time.Now()
-		tctx, cancel := context.WithTimeout(dbctx, s.cfg.DBTimeout)
-		decisions, err = s.store.ClaimWithHooks(tctx, results, hooks)
-		cancel()
-		s.health.record("claim", err)
-		s.metrics.claimSeconds.Observe(time.Since(start).Seconds())
-		if err == nil || s.health.expired() || (attempt >= claimRetries && !s.health.isDown()) {
-			break
+		if err := archive.SyncPublished(files); err != nil {
+			return nil, true, fmt.Errorf("claim: sync the published archives: %w", err)
 		}
-		s.unpublishAfter(pubs, err)
-		s.metrics.dbErrors.WithLabelValues("claim").Inc()
-		time.Sleep(min(time.Duration(attempt+1)*250*time.Millisecond, 2*time.Second))
 	}
-	s.metrics.claimBatch.Observe(float64(len(batch)))
-	if err != nil {
-		s.logger.Error("claim failed; the tasks stay in flight for the reaper", "results", len(batch), "error", err)
-		s.unpublishAfter(pubs, err)
-		for _, it := range batch {
-			it.file.Cleanup()
-		}
-		return
-	}
-	s.afterCommit(decisions, index)
+	writing(c.Reads())
+	decisions, err := c.Commit(ctx)
+	return decisions, err != nil && lease.RolledBack(err), err
 }
 
 // afterCommit counts and logs a committed claim's decisions, drops the decided tasks from the hot
@@ -320,11 +381,12 @@ type publishes struct {
 	kept bool
 }
 
-// unpublishAfter undoes the claim's publishes, latest first, after a try that failed with err,
-// if no try so far may have committed (lease.RolledBack): a claim that committed and lost its
-// answer must not lose its archives too, even when a later try fails for certain.
-func (s *claimers) unpublishAfter(pubs *publishes, err error) {
-	if !lease.RolledBack(err) {
+// unpublishAfter undoes the claim's publishes, latest first, after a try that failed, if no
+// try so far may have committed (rolledBack: this one certainly did not): a claim that
+// committed and lost its answer must not lose its archives too, even when a later try fails
+// for certain.
+func (s *claimers) unpublishAfter(pubs *publishes, rolledBack bool) {
+	if !rolledBack {
 		pubs.kept = true
 	}
 	if pubs.kept {

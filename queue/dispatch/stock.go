@@ -488,7 +488,7 @@ func (v *ventilator) releaseStock() {
 }
 
 // stockIDs are the tasks in the ventilator's stock, for the other goroutines: the sink drops a
-// reply for a task this replica reserved and never handed out (lease.ClaimHooks.Stocked).
+// reply for a task this replica reserved and never handed out (lease.Store.BeginClaim's stocked).
 type stockIDs struct {
 	ids *xsync.Map[int64, struct{}]
 	n   atomic.Int64

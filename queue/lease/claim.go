@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -102,9 +101,9 @@ type Decision struct {
 	AttributedAtClaim bool
 }
 
-// PublishFunc publishes an accepted result's archive (renames it into place) inside the claim's
-// transaction. An error drops that one result: the task stays exactly as it was, and the result
-// it would have replaced stands.
+// PublishFunc publishes an accepted result's archive (renames it into place) while its claim's
+// transaction is open (Claim.Published): an error drops that one result, the task stays exactly
+// as it was, and the result it would have replaced stands.
 type PublishFunc func(d *Decision) error
 
 // claimTask is a task a claim decides results for, with its dispatch rows, all locked.
@@ -147,39 +146,13 @@ func (got lockedTasks) byTask() map[int64]*claimTask {
 	return m
 }
 
-// ClaimHooks are the caller's steps inside a claim transaction.
-type ClaimHooks struct {
-	// Publish is called for each accepted result and stand-in (see PublishFunc).
-	Publish PublishFunc
-	// BeforeCommit, if set, runs after every result was decided and published, before the
-	// transaction commits: the place to make the published archives durable. An error rolls
-	// the claim back.
-	BeforeCommit func() error
-	// Writing, if set, is called once a try's decisions are made and BeforeCommit has run,
-	// just before its writes and COMMIT are sent (and may be called again by a later try):
-	// from then on the claim only waits for its commit, and another claim may begin its reads
-	// beside it (the dispatch claimers' relay). reads is how long the try's first round trip
-	// took, from its reads being queued to their answers read: mostly the link's round trip.
-	Writing func(reads time.Duration)
-	// Stocked, if set, reports whether this replica holds the task reserved and has not handed
-	// it out: a reply for it comes from no worker it was given to, and is dropped as unknown.
-	// A reply for any other reserved task is accepted (a hand-out whose attribution has not
-	// committed, or never will: its replica died), its attempt recorded at the claim.
-	Stocked func(taskID int64) bool
-}
-
-// hookError is a BeforeCommit failure, which rolls the claim back.
-type hookError struct{ err error }
-
-func (e *hookError) Error() string { return e.err.Error() }
-func (e *hookError) Unwrap() error { return e.err }
-
 // RolledBack reports whether a claim that failed with err certainly did not commit: PostgreSQL
-// reported an error that aborts the transaction and leaves the session alive, or a hook failed
-// before the COMMIT was sent. A connection lost while the writes and COMMIT were under way is
+// reported an error that aborts the transaction and leaves the session alive, or the COMMIT
+// was answered with a rollback. A connection lost while the writes and COMMIT were under way is
 // not certain: the server may have committed. Nor is a FATAL error (the session ending, as
 // in a fast shutdown: 57P01): a server told to stop while it commits may write the commit
-// record and then end the session with FATAL before it answers the COMMIT.
+// record and then end the session with FATAL before it answers the COMMIT. A caller that ends
+// a claim itself before its Commit (Claim.Rollback) knows it did not commit.
 func RolledBack(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -189,78 +162,163 @@ func RolledBack(err error) bool {
 		}
 		return true
 	}
-	var hook *hookError
-	return errors.As(err, &hook) || errors.Is(err, pgx.ErrTxCommitRollback)
+	return errors.Is(err, pgx.ErrTxCommitRollback)
 }
 
-// ClaimWithHooks decides a batch of replies in one transaction, as the reference dispatcher's
-// claim_result, defer_retryable and note_unusable_reply did for one: accept a result unless one
-// that must stand already landed, drop a stale or unknown one, defer a retryable cause, note an
-// unusable reply. hooks.Publish, if set, is called for each accepted result and stand-in before
-// the commit. Decisions come back in the order of results.
+// errTaskTwice refuses a claim given two results of one task: the second's decision would
+// depend on whether the first's archive is published, which is known only after the decisions.
+// The caller claims the later one in a claim of its own (the dispatch claimers hold it for
+// their next batch).
+var errTaskTwice = errors.New("two results of one task in one claim")
+
+// Claim is one claim transaction under way, taken in steps with values passed (the caller's
+// steps between them are work on local files only, never a round trip to a worker):
 //
-// It goes in four steps: each result is made whole (its messages' kinds resolved, the new ones
-// added to message_kinds, before the transaction: resultKinds); then, in one transaction of two
-// round trips (pipelinedTx), the results' tasks and rows are read locked (lockTasks), each
-// result is decided against them (claim.decide, the rules in decide.go), and the writes and
-// COMMIT go together (writes.flush).
-func (s *Store) ClaimWithHooks(ctx context.Context, results []Result, hooks ClaimHooks) ([]Decision, error) {
+//  1. [Store.BeginClaim] makes each result whole (its messages' kinds resolved: resultKinds),
+//     then sends round trip 1 (BEGIN, the clock, the results' tasks and rows read locked:
+//     lockTasks) and decides every result against them (the rules in decide.go);
+//  2. the caller publishes the archive of each decision of [Claim.ToPublish] (renames it into
+//     place) and reports each with [Claim.Published]: one that failed drops that result, the
+//     earlier state stands; then it may make the archives durable, and hand on to the next
+//     claim ([Claim.Reads]: how long round trip 1 took);
+//  3. [Claim.Commit] sends the writes of the decisions that stand (writes.flush: one Apply
+//     statement) with COMMIT (round trip 2).
+//
+// Every path ends the transaction: Commit, or [Claim.Rollback], which a caller defers (it does
+// nothing after the Commit). A failed step leaves the transaction ended; the caller puts back
+// what it published when RolledBack says so, and tries again from BeginClaim.
+type Claim struct {
+	s       *Store
+	tx      *pipelined
+	results []Result
+	began   time.Time // when the claim began (the claim stage's start)
+	step    *claimStep
+	// decisions are in the order of results; ctx is BeginClaim's, for the rollback.
+	decisions []Decision
+	ctx       context.Context
+}
+
+// BeginClaim begins a claim of a batch of replies, as the reference dispatcher's claim_result,
+// defer_retryable and note_unusable_reply did for one: accept a result unless one that must
+// stand already landed, drop a stale or unknown one, defer a retryable cause, note an unusable
+// reply. Results must be of distinct tasks. stocked, if not nil, reports whether this replica
+// holds a task reserved and has not handed it out: a reply for it comes from no worker it was
+// given to, and is dropped as unknown; a reply for any other reserved task is accepted (a
+// hand-out whose attribution has not committed, or never will: its replica died), its attempt
+// recorded at the claim. The decisions are made when it returns; see Claim for the next steps.
+func (s *Store) BeginClaim(ctx context.Context, results []Result, stocked func(taskID int64) bool) (*Claim, error) {
+	c := &Claim{s: s, results: results, began: time.Now(), ctx: ctx}
 	if len(results) == 0 {
-		return nil, nil
+		return c, nil
 	}
-	began := time.Now()
+	ids := resultTasks(results)
+	if n := countTasks(results); n != len(ids) {
+		return nil, fmt.Errorf("claim: %w (%d results of %d tasks)", errTaskTwice, n, len(ids))
+	}
 	refs := map[kindKey]kindRef{}
 	if err := s.resultKinds(ctx, results, refs); err != nil {
 		return nil, err
 	}
-	c := &claim{s: s, results: results, hooks: hooks, refs: refs, began: began}
-	ids := resultTasks(results)
 	read := func(ctx context.Context, q *dbsqlc.Queries) (lockedTasks, error) { return lockTasks(ctx, q, ids) }
-	if err := pipelinedTx(ctx, s, "claim", txMode{generic: true, reads: &c.reads}, read, c.decide); err != nil {
-		return nil, err
+	tx, got, err := beginPipelined(ctx, s, txMode{generic: true}, read)
+	if err != nil {
+		return nil, translate("claim", err)
 	}
-	s.countClaimed(results, c.decisions, c.now)
-	return c.decisions, nil
-}
-
-// claim is one claim transaction: the results it decides, made whole, and what it decided.
-type claim struct {
-	s       *Store
-	results []Result
-	hooks   ClaimHooks
-	refs    map[kindKey]kindRef // the rows of the results' message kinds (resultKinds)
-	began   time.Time           // when the claim began (the claim stage's start)
-
-	// What the try that committed decided (a retried transaction decides again), and how
-	// long its reads took (ClaimHooks.Writing).
-	now       time.Time
-	decisions []Decision
-	reads     time.Duration
-}
-
-// decide decides every result against the rows read, and returns the transaction's writes.
-func (c *claim) decide(now time.Time, got lockedTasks, _ *dbsqlc.Queries) (*writes, error) {
+	c.tx = tx
 	byTask := got.byTask()
 	w := newWrites()
-	// A copy: what the transaction adds to it is not committed, and a retry starts over.
-	w.kindRefs = maps.Clone(c.refs)
-	c.now, c.decisions = now, make([]Decision, len(c.results))
-	step := &claimStep{now: now, w: w, hooks: c.hooks}
-	for i := range c.results {
-		c.s.decideResult(step, byTask[c.results[i].TaskID], &c.results[i], &c.decisions[i])
+	w.kindRefs = refs // the transaction's own: what it adds to them is not committed
+	c.step = &claimStep{now: tx.now, w: w, stocked: stocked}
+	c.decisions = make([]Decision, len(results))
+	for i := range results {
+		s.decideResult(c.step, byTask[results[i].TaskID], &results[i], &c.decisions[i])
 	}
-	if c.hooks.BeforeCommit != nil {
-		if err := c.hooks.BeforeCommit(); err != nil {
-			return nil, &hookError{fmt.Errorf("before commit: %w", err)}
+	return c, nil
+}
+
+// countTasks counts the results of known tasks (resultTasks lists them, each once).
+func countTasks(results []Result) int {
+	n := 0
+	for _, r := range results {
+		if r.TaskID > 0 {
+			n++
 		}
 	}
-	if c.hooks.Writing != nil {
-		c.hooks.Writing(c.reads)
+	return n
+}
+
+// ToPublish lists the decisions whose archives the caller publishes, in the order of the
+// results: each accepted result and stand-in.
+func (c *Claim) ToPublish() []*Decision {
+	if c.step == nil {
+		return nil
+	}
+	ds := make([]*Decision, len(c.step.recorded))
+	for i := range c.step.recorded {
+		ds[i] = c.step.recorded[i].d
+	}
+	return ds
+}
+
+// Published reports the publish of d, one of ToPublish's: err not nil drops that result
+// (OutcomePublishFail), and the task stays as it was. A decision not reported stands.
+func (c *Claim) Published(d *Decision, err error) {
+	if err == nil || c.step == nil {
+		return
+	}
+	for i := range c.step.recorded {
+		rec := &c.step.recorded[i]
+		if rec.d != d || rec.failed {
+			continue
+		}
+		rec.failed = true
+		d.Outcome, d.Reason, d.Status = OutcomePublishFail, err.Error(), queue.Status(rec.ct.task.Status)
+		c.s.logger.Warn("result not published; the earlier state stands",
+			"task_id", d.TaskID, "worker", d.Result.Worker, "error", err)
+	}
+}
+
+// Reads is how long the claim's first round trip took, from its reads being sent to their
+// answers read: mostly the link's round trip (the dispatch claimers' relay hands on by it).
+func (c *Claim) Reads() time.Duration {
+	if c.tx == nil {
+		return 0
+	}
+	return c.tx.reads
+}
+
+// Commit writes the decisions that stand and commits, in one round trip (after one more, only
+// for message kinds this replica has not seen committed), and returns the decisions in the
+// order of the results. It ends the transaction, committed or not.
+func (c *Claim) Commit(ctx context.Context) ([]Decision, error) {
+	if len(c.results) == 0 {
+		return nil, nil
+	}
+	if c.tx == nil || c.tx.conn == nil {
+		return nil, translate("claim", errTxEnded)
+	}
+	w := c.step.w
+	for i := range c.step.recorded {
+		if rec := &c.step.recorded[i]; !rec.failed {
+			c.s.record(c.step, rec)
+		}
 	}
 	// The claim stage ends at the commit, which comes one round trip after the writes are sent:
 	// that round trip is taken as long as this store's last claim's (docs/stages.md).
 	w.claimBegan, w.claimSent, w.commitTook = c.began, time.Now(), time.Duration(c.s.lastCommit.Load())
-	return w, nil
+	if err := c.tx.commit(ctx, w); err != nil {
+		return nil, translate("claim", err)
+	}
+	c.s.lastCommit.Store(int64(c.tx.commitTook))
+	c.s.countClaimed(c.results, c.decisions, c.step.now)
+	return c.decisions, nil
+}
+
+// Rollback ends the claim's transaction without writing, if Commit has not ended it.
+func (c *Claim) Rollback() {
+	if c.tx != nil {
+		c.tx.rollback(c.ctx)
+	}
 }
 
 // resultTasks lists the tasks of results, sorted, each once.

@@ -147,12 +147,25 @@ const (
 	AttemptDeadLettered AttemptOutcome = "dead_lettered" // the last attempt, expired
 )
 
-// claimStep is what every decision of one claim transaction shares: its clock, its writes and
-// the caller's hooks.
+// claimStep is what every decision of one claim transaction shares: its clock, its writes, the
+// caller's stock (BeginClaim's stocked), and the decisions to record once published.
 type claimStep struct {
-	now   time.Time
-	w     *writes
-	hooks ClaimHooks
+	now     time.Time
+	w       *writes
+	stocked func(taskID int64) bool
+	// recorded are the accepted results and stand-ins, in the order decided: written at the
+	// commit (Store.record) unless their publish failed (Claim.Published).
+	recorded []recorded
+}
+
+// recorded is a decision whose writes wait for its archive's publish: the task, the reply, the
+// decision and what decideOnRows settled on.
+type recorded struct {
+	ct     *claimTask
+	r      *Result
+	d      *Decision
+	x      decided
+	failed bool // its publish failed: the earlier state stands
 }
 
 // refuse sets the outcome of a reply its task does not take: o, for reason; a retryable cause
@@ -165,8 +178,8 @@ func (d *Decision) refuse(r *Result, o Outcome, reason string) {
 }
 
 // decideResult decides one result against its task (ct, nil when there is no such task) and
-// the task's locked rows, updating them in place when the decision stands (and its publish
-// succeeded), and fills d.
+// the task's locked rows, and fills d. An accepted result or stand-in is written once its
+// archive is published (claimStep.recorded); any other decision's writes are made at once.
 func (s *Store) decideResult(step *claimStep, ct *claimTask, r *Result, d *Decision) {
 	*d = Decision{Result: r, TaskID: r.TaskID, Attempt: -1}
 	if ct == nil {
@@ -244,7 +257,9 @@ func (s *Store) decideOnRows(step *claimStep, ct *claimTask, r *Result, d *Decis
 		}
 		status = r.Status
 	}
-	s.record(step, ct, r, d, decided{row: row, next: next, attempt: attempt, status: status, drop: drop})
+	d.Status = status
+	step.recorded = append(step.recorded, recorded{ct: ct, r: r, d: d,
+		x: decided{row: row, next: next, attempt: attempt, status: status, drop: drop}})
 }
 
 // decided is what decideOnRows settled on for a reply: the row and its next state (drop:
@@ -256,28 +271,17 @@ type decided struct {
 	drop      bool
 }
 
-// record publishes a decided result (ClaimHooks.Publish) and writes it: the row's next state,
-// the task's status and messages (the reply's, with their kinds), and the attempts' outcomes.
-// A publish that fails leaves the earlier state.
-func (s *Store) record(step *claimStep, ct *claimTask, r *Result, d *Decision, x decided) {
-	w, row, next, attempt, status, drop := step.w, x.row, x.next, x.attempt, x.status, x.drop
-	d.Status = status
-	if step.hooks.Publish != nil {
-		if err := step.hooks.Publish(d); err != nil {
-			d.Outcome, d.Reason, d.Status = OutcomePublishFail, err.Error(), queue.Status(ct.task.Status)
-			s.logger.Warn("result not published; the earlier state stands",
-				"task_id", r.TaskID, "worker", r.Worker, "error", err)
-			return
-		}
-	}
+// record writes a decided result whose archive was published: the row's next state, the
+// task's status and messages (the reply's, with their kinds), and the attempts' outcomes.
+func (s *Store) record(step *claimStep, rec *recorded) {
+	w, ct, r, d := step.w, rec.ct, rec.r, rec.d
+	row, next, attempt, status, drop := rec.x.row, rec.x.next, rec.x.attempt, rec.x.status, rec.x.drop
 	if drop {
 		w.del(row)
-		ct.rows = slices.DeleteFunc(ct.rows, func(x *dbsqlc.Dispatch) bool { return x == row })
 	} else {
 		*row = *next
 		w.put(row)
 	}
-	ct.task.Status = int16(status)
 	w.setTask(row.TaskID, status, ct.task.Run)
 	// The run's log is the reply's messages, with the kinds resultKinds found (a log this claim
 	// wrote before for the row is replaced).
@@ -315,7 +319,7 @@ func attemptStages(r *Result, attempt int, todoSince, now time.Time) *stageWrite
 // the worker the reply names (under CURVE, a worker of its key), and the row goes in flight, as
 // its attribution would have made it.
 func (s *Store) claimReserved(step *claimStep, row *dbsqlc.Dispatch, taskRun int32, r *Result, d *Decision) bool {
-	now, w, stocked := step.now, step.w, step.hooks.Stocked
+	now, w, stocked := step.now, step.w, step.stocked
 	if row.Run < taskRun {
 		return true // an earlier run's: decided as stale
 	}

@@ -31,13 +31,14 @@
 //   - [Store.Release]: reservations not handed out go back, with no attempt counted: a fresh one
 //     to TODO, a reserved retry to the queue. [Store.StillReserved] checks a stock against the
 //     rows.
-//   - [Store.ClaimWithHooks]: decides a batch of replies in one transaction. A result is
+//   - [Store.BeginClaim], then [Claim.Commit]: decides a batch of replies, one per task, in one
+//     transaction, the caller publishing the accepted results' archives between. A result is
 //     Accepted, Superseded (a result that must stand already landed: a usable result beats a
 //     failure, else the newer attempt wins), Stale (an earlier run's), or Unknown; a retryable
 //     cause is Deferred, Final (the last attempt's stand-in Fatal) or Dropped ([KindRetryable]);
 //     an unusable reply leaves the task in flight, answered, for the reaper. An accepted result
 //     writes the task's status and messages and settles or deletes the row; a reply for a task
-//     still reserved records its attempt at the claim. A publish failure leaves everything as it
+//     still reserved records its attempt at the claim. A publish failure leaves that task as it
 //     was. [Store.KeyHoldsAttempt] is the cheap look before a claim under CURVE.
 //   - [Store.ReapAll], the reaper's pass: [Store.ReleaseExpired] takes back reservations past
 //     their deadline; [Store.Reap] settles in-flight rows past their deadline, queued for their
@@ -53,9 +54,9 @@
 //     of tasks per statement, never a task's current run (docs/operations.md#retention).
 //
 // The tests drive it through steps of their own (export_test.go; queue/queuetest/leasetest for
-// other packages): Lease reserves, hands out and attributes at once; Claim is ClaimWithHooks with
-// a publish step; Return undoes an attributed lease and Receive marks a result being written,
-// which no production path does today.
+// other packages): Lease reserves, hands out and attributes at once; Claim takes the claim's
+// steps with a publish step; Return undoes an attributed lease and Receive marks a result being
+// written, which no production path does today.
 //
 // # Locks
 //

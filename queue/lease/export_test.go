@@ -14,7 +14,7 @@ import (
 )
 
 // Entry points only tests call: Lease runs the production steps back to back (Reserve, hand-out,
-// Attribute, Release); Claim is ClaimWithHooks with a publish step; Return does what no
+// Attribute, Release); Claim takes the claim's steps with a publish step; Return does what no
 // production path does today (undo an attributed lease). Tests of
 // other packages use queue/queuetest/leasetest.
 
@@ -138,9 +138,46 @@ func (s *Store) Return(ctx context.Context, leases []Lease) (int, error) {
 	return returned, err
 }
 
-// Claim is ClaimWithHooks with a publish step only.
+// Claim claims results in the steps production takes (ClaimStocked), with publish, if not nil,
+// as the publish step.
 func (s *Store) Claim(ctx context.Context, results []Result, publish PublishFunc) ([]Decision, error) {
-	return s.ClaimWithHooks(ctx, results, ClaimHooks{Publish: publish})
+	return s.ClaimStocked(ctx, results, publish, nil)
+}
+
+// ClaimStocked claims results in the steps production takes: BeginClaim, each publish reported
+// (Published), Commit. A claim takes one result per task, so a result of a task that came
+// before in results goes in a claim after, as the dispatch claimers batch them; the decisions
+// come back in the order of results.
+func (s *Store) ClaimStocked(ctx context.Context, results []Result, publish PublishFunc, stocked func(int64) bool) ([]Decision, error) {
+	var all []Decision
+	for len(results) > 0 {
+		n := 1
+		seen := map[int64]bool{results[0].TaskID: true}
+		for ; n < len(results) && !seen[results[n].TaskID]; n++ {
+			seen[results[n].TaskID] = true
+		}
+		ds, err := s.claimSteps(ctx, results[:n], publish, stocked)
+		if err != nil {
+			return all, err
+		}
+		all, results = append(all, ds...), results[n:]
+	}
+	return all, nil
+}
+
+// claimSteps is one claim of results of distinct tasks.
+func (s *Store) claimSteps(ctx context.Context, results []Result, publish PublishFunc, stocked func(int64) bool) ([]Decision, error) {
+	c, err := s.BeginClaim(ctx, results, stocked)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Rollback()
+	if publish != nil {
+		for _, d := range c.ToPublish() {
+			c.Published(d, publish(d))
+		}
+	}
+	return c.Commit(ctx)
 }
 
 // Pool returns the store's pool, for this package's benchmarks.

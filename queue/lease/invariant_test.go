@@ -323,7 +323,7 @@ func (w *walk) cause() []queue.Message {
 // the last result accepted for it, and that an attempt recorded at the claim is on record.
 func (w *walk) reply(results []Result, publish PublishFunc) {
 	rep := w.replicas[w.rng.Intn(len(w.replicas))]
-	ds, err := rep.store.ClaimWithHooks(w.f.ctx, results, ClaimHooks{Publish: publish, Stocked: rep.stocked})
+	ds, err := rep.store.ClaimStocked(w.f.ctx, results, publish, rep.stocked)
 	w.must(err)
 	if len(ds) != len(results) {
 		w.fail("%d decisions for %d results", len(ds), len(results))
@@ -672,8 +672,8 @@ func (w *walk) crash() {
 	w.must(w.f.pool.QueryRow(w.f.ctx, `SELECT count(*) FROM tasks WHERE id = $1 AND run = $2`, h.TaskID, h.Run).Scan(&tasks))
 	other := w.replicas[1-i]
 	w.op = "crash_result"
-	ds, err := other.store.ClaimWithHooks(w.f.ctx, []Result{{TaskID: h.TaskID, Worker: h.Worker, Kind: KindReport,
-		Status: queue.StatusNoProblem}}, ClaimHooks{Stocked: other.stocked})
+	ds, err := other.store.ClaimStocked(w.f.ctx, []Result{{TaskID: h.TaskID, Worker: h.Worker, Kind: KindReport,
+		Status: queue.StatusNoProblem}}, nil, other.stocked)
 	w.must(err)
 	d := ds[0]
 	w.note("task %d run %d attempt %d from %s (row %s %v) → %s attributed %t %s", h.TaskID, h.Run, h.Attempt, h.Worker,

@@ -32,9 +32,6 @@ type txMode struct {
 	// generic runs each statement of the transaction with its generic plan (forceGeneric), for
 	// statements whose plan cannot go wrong with the table sizes: Apply and the claim's reads.
 	generic bool
-	// reads, if set, receives how long each try's first round trip took (sent to answers read),
-	// before decide is called.
-	reads *time.Duration
 }
 
 // forceGeneric tells PostgreSQL to run each statement of the current transaction with its
@@ -50,71 +47,103 @@ const forceGeneric = "SELECT set_config('plan_cache_mode', 'force_generic_plan',
 // recorder that only queues its statements (what it returns then is dropped), then against the
 // batch's answers, so it must do nothing but read. A read decide cannot do without goes through
 // its q, in the transaction, one round trip each. Errors leave nothing behind: the transaction
-// is rolled back (or its connection dropped).
+// is rolled back (or its connection dropped). The claim takes the same steps apart
+// (Store.BeginClaim, Claim.Commit), with the caller's own between them.
 func pipelinedTx[R any](ctx context.Context, s *Store, what string, mode txMode,
 	read func(ctx context.Context, q *dbsqlc.Queries) (R, error),
 	decide func(now time.Time, got R, q *dbsqlc.Queries) (*writes, error)) error {
-	return s.retrying(what, mode.retry, func() error { return pipelinedOnce(ctx, s, mode, read, decide) })
+	return s.retrying(what, mode.retry, func() error {
+		tx, got, err := beginPipelined(ctx, s, mode, read)
+		if err != nil {
+			return err
+		}
+		w, err := decide(tx.now, got, dbsqlc.New(tx.conn))
+		if err != nil {
+			tx.rollback(ctx)
+			return err
+		}
+		return tx.commit(ctx, w)
+	})
 }
 
-// pipelinedOnce is one try of pipelinedTx on a connection of its own.
-func pipelinedOnce[R any](ctx context.Context, s *Store, mode txMode,
-	read func(ctx context.Context, q *dbsqlc.Queries) (R, error),
-	decide func(now time.Time, got R, q *dbsqlc.Queries) (*writes, error)) (err error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// A connection left inside a transaction (an error midway) is not idle: the pool closes it
-	// on release rather than reuse it, which ends the transaction.
-	defer conn.Release()
-	open := false
-	defer func() {
-		if err != nil && open && !conn.Conn().IsClosed() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
-				_ = conn.Conn().Close(rctx)
-			}
-		}
-	}()
+// pipelined is one try of a pipelined transaction between its round trips, on a connection of
+// its own: round trip 1 answered, the transaction open until commit or rollback ends it.
+type pipelined struct {
+	s    *Store
+	conn *pgxpool.Conn // nil once the transaction ended
+	// now is the transaction's clock; reads how long round trip 1 took, from its batch sent to
+	// its answers read; commitTook how long round trip 2 took, once it committed.
+	now               time.Time
+	reads, commitTook time.Duration
+}
 
-	// Round trip 1: BEGIN, the clock, the locking reads.
+// beginPipelined sends round trip 1 (BEGIN, the clock and read's reads) on a connection of its
+// own and returns the open transaction with what read read. An error ends the transaction.
+func beginPipelined[R any](ctx context.Context, s *Store, mode txMode,
+	read func(ctx context.Context, q *dbsqlc.Queries) (R, error)) (*pipelined, R, error) {
+	var got R
 	batch, err := s.readBatch(ctx, mode, func(q *dbsqlc.Queries) error {
 		_, err := read(ctx, q)
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, got, err
 	}
-	open = true
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, got, err
+	}
+	tx := &pipelined{s: s, conn: conn}
 	sent := time.Now()
-	now, got, err := readResults(ctx, s, conn.SendBatch(ctx, batch), mode, read)
-	if err != nil {
-		return err
+	if tx.now, got, err = readResults(ctx, s, conn.SendBatch(ctx, batch), mode, read); err != nil {
+		tx.rollback(ctx)
+		return nil, got, err
 	}
-	if mode.reads != nil {
-		*mode.reads = time.Since(sent)
-	}
+	tx.reads = time.Since(sent)
+	return tx, got, nil
+}
 
-	w, err := decide(now, got, dbsqlc.New(conn))
-	if err != nil {
-		return err
-	}
+// errTxEnded is a step of a pipelined transaction taken after it ended.
+var errTxEnded = errors.New("the transaction has ended")
 
-	// Round trip 2: the writes and COMMIT (after one more, only for message kinds this replica
-	// has not seen committed).
-	if batch, err = s.writeBatch(ctx, conn, w, now); err != nil {
+// commit sends round trip 2, w's writes (nil: none) and COMMIT (after one more round trip, only
+// for message kinds this replica has not seen committed), and ends the transaction either way.
+func (tx *pipelined) commit(ctx context.Context, w *writes) error {
+	if tx.conn == nil {
+		return errTxEnded
+	}
+	batch, err := tx.s.writeBatch(ctx, tx.conn, w, tx.now)
+	if err != nil {
+		tx.rollback(ctx)
 		return err
 	}
-	sent = time.Now()
-	if err = s.commitResults(conn.SendBatch(ctx, batch), w); err == nil {
-		open = false
-		if mode.reads != nil {
-			s.lastCommit.Store(int64(time.Since(sent)))
+	sent := time.Now()
+	if err := tx.s.commitResults(tx.conn.SendBatch(ctx, batch), w); err != nil {
+		tx.rollback(ctx)
+		return err
+	}
+	tx.commitTook = time.Since(sent)
+	tx.conn.Release()
+	tx.conn = nil
+	return nil
+}
+
+// rollback ends the transaction, if it has not ended, and gives its connection back. A
+// connection whose ROLLBACK fails is closed: left inside a transaction, it is not idle, and the
+// pool closes it on release rather than reuse it, which ends the transaction too.
+func (tx *pipelined) rollback(ctx context.Context) {
+	if tx.conn == nil {
+		return
+	}
+	if !tx.conn.Conn().IsClosed() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := tx.conn.Exec(rctx, "ROLLBACK"); err != nil {
+			_ = tx.conn.Conn().Close(rctx)
 		}
 	}
-	return err
+	tx.conn.Release()
+	tx.conn = nil
 }
 
 // readBatch queues round trip 1: BEGIN, the plan mode, the transaction's clock and the reads.

@@ -1,8 +1,8 @@
 // Package leasetest drives a lease.Store in the tests of the packages that use one (dispatch,
 // reaper, inspect, reports, cmd), with steps production takes apart: Lease reserves, hands out
-// and attributes at once; Claim claims with a publish step only. The lease package's own tests
-// have the same steps in queue/lease/export_test.go (they cannot import a package that imports
-// lease).
+// and attributes at once; Claim takes the claim's steps with a publish step only. The lease
+// package's own tests have the same steps in queue/lease/export_test.go (they cannot import a
+// package that imports lease).
 package leasetest
 
 import (
@@ -68,8 +68,19 @@ func Lease(ctx context.Context, store *lease.Store, req Request) ([]lease.Lease,
 	return leases, nil
 }
 
-// Claim decides a batch of replies (lease.Store.ClaimWithHooks) with publish, if not nil, as
-// its only hook.
+// Claim decides a batch of replies, of distinct tasks, in the steps production takes
+// (lease.Store.BeginClaim, each publish reported with lease.Claim.Published, lease.Claim.Commit),
+// with publish, if not nil, as the publish step.
 func Claim(ctx context.Context, store *lease.Store, results []lease.Result, publish lease.PublishFunc) ([]lease.Decision, error) {
-	return store.ClaimWithHooks(ctx, results, lease.ClaimHooks{Publish: publish})
+	c, err := store.BeginClaim(ctx, results, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Rollback()
+	if publish != nil {
+		for _, d := range c.ToPublish() {
+			c.Published(d, publish(d))
+		}
+	}
+	return c.Commit(ctx)
 }
