@@ -22,11 +22,13 @@ type claimers struct {
 	vent *ventilator // woken after a claim that shrank the backlog it waited on
 	in   chan *item  // the writers' items, and the ventilator's unusable hand-outs
 	// claiming keeps the claimers off each other's tasks (claimlocks.go); front is held by the
-	// claimer gathering and reading a batch (the relay: claimer), and guards later: results held
-	// back from a batch that had their task, for the next batch any claimer gathers (gather).
+	// claimer gathering and reading a batch (the relay: claimer), and guards later (results held
+	// back from a batch that had their task, for the next batch any claimer gathers: gather) and
+	// batched.
 	claiming claimLocks
 	front    sync.Mutex
 	later    []*item
+	batched  map[int64]bool // the tasks of the batch being gathered (gather), kept for reuse
 	// share is the replicas' demand over this replica's, all services together, as float64
 	// bits (ventilator.shares): a claimer waits for its batch ClaimFlush times this
 	// (claimWait). Zero: 1.
@@ -158,7 +160,11 @@ func (s *claimers) claimer(ctx context.Context, in <-chan *item, poke func()) {
 func (s *claimers) gather(in <-chan *item, batch []*item, last time.Duration) []*item {
 	held, later := s.later, []*item(nil)
 	defer func() { s.later = later }()
-	tasks := make(map[int64]bool, s.cfg.ClaimBatch)
+	if s.batched == nil {
+		s.batched = make(map[int64]bool, s.cfg.ClaimBatch)
+	}
+	tasks := s.batched
+	clear(tasks)
 	var weight int64
 	// add puts it in the batch, or holds it back, and reports whether the batch has room.
 	add := func(it *item) bool {
