@@ -35,13 +35,22 @@ type Catalog struct {
 	pool     *pgxpool.Pool
 	logger   *slog.Logger
 	services *xsync.Map[string, Service]
-	corpora  *xsync.Map[int32, corpusInfo]
+	corpora  *xsync.Map[int32, Corpus]
 }
 
-// corpusInfo is what the hot paths need of a corpus.
-type corpusInfo struct {
-	sandbox int32  // 0: an ordinary corpus
-	path    string // every entry of the corpus, and every result archive, lies beneath it
+// Corpus is what the hot paths need of a corpus.
+type Corpus struct {
+	// Path is the directory every entry of the corpus, and every result archive, lies beneath.
+	Path string
+	// SandboxID is the id a sandbox's result archives are named by (0: an ordinary corpus).
+	SandboxID int32
+}
+
+// Place is what placing a service's result for a task of a corpus needs: the service by its
+// name and the task's corpus (archive.ResultPath).
+type Place struct {
+	Service Service
+	Corpus  Corpus
 }
 
 // New returns a Catalog on pool with empty caches; logger (nil: none) hears of what Import
@@ -51,7 +60,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Catalog {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Catalog{pool: pool, logger: logger.With("component", "catalog"),
-		services: xsync.NewMap[string, Service](), corpora: xsync.NewMap[int32, corpusInfo]()}
+		services: xsync.NewMap[string, Service](), corpora: xsync.NewMap[int32, Corpus]()}
 }
 
 // Service looks up a service by name. An unknown service is queue.ErrNotFound.
@@ -76,18 +85,23 @@ func (c *Catalog) CachedService(name string) (svc Service, known bool) {
 	return c.services.Load(name)
 }
 
-// SandboxID reports the sandbox id of a corpus: its own id for a sandbox, 0 for an ordinary
-// corpus. A lookup that fails is an error and is not cached.
-func (c *Catalog) SandboxID(ctx context.Context, corpusID int32) (int32, error) {
-	info, err := c.corpus(ctx, corpusID)
-	return info.sandbox, err
+// CachedPlace reports the Place of a result of the service named service for a task of
+// corpusID if both are cached, without a database hit: the sink's lookup for every result but
+// the first few of a service and corpus.
+func (c *Catalog) CachedPlace(service string, corpusID int32) (Place, bool) {
+	svc, ok := c.services.Load(service)
+	if !ok {
+		return Place{}, false
+	}
+	corpus, ok := c.corpora.Load(corpusID)
+	return Place{Service: svc, Corpus: corpus}, ok
 }
 
 // CorpusPath reports the path of a corpus: the directory its entries must lie beneath. A lookup
 // that fails is an error and is not cached.
 func (c *Catalog) CorpusPath(ctx context.Context, corpusID int32) (string, error) {
-	info, err := c.corpus(ctx, corpusID)
-	return info.path, err
+	info, err := c.Corpus(ctx, corpusID)
+	return info.Path, err
 }
 
 // CorpusPaths lists the distinct paths of all corpora.
@@ -99,22 +113,23 @@ func (c *Catalog) CorpusPaths(ctx context.Context) ([]string, error) {
 	return paths, nil
 }
 
-func (c *Catalog) corpus(ctx context.Context, corpusID int32) (corpusInfo, error) {
+// Corpus looks up a corpus by id. A lookup that fails is an error and is not cached.
+func (c *Catalog) Corpus(ctx context.Context, corpusID int32) (Corpus, error) {
 	if info, ok := c.corpora.Load(corpusID); ok {
 		return info, nil
 	}
 	row, err := dbsqlc.New(c.pool).CorpusByID(ctx, corpusID)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return corpusInfo{}, fmt.Errorf("corpus %d: %w", corpusID, queue.ErrNotFound)
+			return Corpus{}, fmt.Errorf("corpus %d: %w", corpusID, queue.ErrNotFound)
 		}
-		return corpusInfo{}, pgtx.Wrap(fmt.Sprintf("look up corpus %d", corpusID), err)
+		return Corpus{}, pgtx.Wrap(fmt.Sprintf("look up corpus %d", corpusID), err)
 	}
-	info := corpusInfo{path: row.Path}
+	info := Corpus{Path: row.Path}
 	if row.ParentCorpusID != nil {
-		info.sandbox = row.ID
+		info.SandboxID = row.ID
 		if row.ArchiveID != nil { // an imported CorTeX sandbox: its archives keep CorTeX's id
-			info.sandbox = *row.ArchiveID
+			info.SandboxID = *row.ArchiveID
 		}
 	}
 	c.corpora.Store(corpusID, info)
@@ -124,7 +139,7 @@ func (c *Catalog) corpus(ctx context.Context, corpusID int32) (corpusInfo, error
 // CachedSandboxID reports a corpus's sandbox id if it is cached, without a database hit.
 func (c *Catalog) CachedSandboxID(corpusID int32) (id int32, known bool) {
 	info, known := c.corpora.Load(corpusID)
-	return info.sandbox, known
+	return info.SandboxID, known
 }
 
 // AddService creates a service. leaseTimeout overrides the replica's default lease for its tasks

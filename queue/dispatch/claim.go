@@ -21,7 +21,7 @@ type claimers struct {
 	*core
 	vent *ventilator // woken after a claim that shrank the backlog it waited on
 	in   chan *item  // the writers' items, and the ventilator's unusable hand-outs
-	// claiming keeps the claimers off each other's tasks (claimlocks.go); front is held by the
+	// claiming keeps the claimers off each other's tasks (claimLocks, below); front is held by the
 	// claimer gathering and reading a batch (the relay: claimer), and guards later (results held
 	// back from a batch that had their task, for the next batch any claimer gathers: gather) and
 	// batched.
@@ -285,7 +285,7 @@ func (s *claimers) claim(ctx context.Context, batch []*item, writing func(reads 
 		cancel()
 		s.health.record("claim", err)
 		s.metrics.claimSeconds.Observe(time.Since(start).Seconds())
-		if err == nil || s.health.expired() || (attempt >= claimRetries && !s.health.isDown()) {
+		if err == nil || s.health.expired() || (attempt >= claimRetries && !s.health.down.Load()) {
 			break
 		}
 		s.unpublishAfter(pubs, rolledBack)
@@ -316,16 +316,20 @@ func (s *claimers) claimTry(ctx context.Context, batch []*item, results []lease.
 		return nil, lease.RolledBack(err), err
 	}
 	defer c.Rollback()
-	for _, d := range c.ToPublish() {
+	var unpublished map[*lease.Decision]error // the publishes that failed, for the commit
+	for _, d := range c.ToPublish {
 		it := index[d.Result]
 		if it.file.Published() {
 			continue // published by an earlier try of the same claim
 		}
-		err := it.file.Publish()
-		if err == nil {
-			pubs.order = append(pubs.order, it)
+		if err := it.file.Publish(); err != nil {
+			if unpublished == nil {
+				unpublished = map[*lease.Decision]error{}
+			}
+			unpublished[d] = err
+			continue
 		}
-		c.Published(d, err)
+		pubs.order = append(pubs.order, it)
 	}
 	if s.cfg.SyncArchives {
 		// One syncfs per file system for the whole batch, after the renames and before the
@@ -338,8 +342,8 @@ func (s *claimers) claimTry(ctx context.Context, batch []*item, results []lease.
 			return nil, true, fmt.Errorf("claim: sync the published archives: %w", err)
 		}
 	}
-	writing(c.Reads())
-	decisions, err := c.Commit(ctx)
+	writing(c.Reads)
+	decisions, err := c.Commit(ctx, unpublished)
 	return decisions, err != nil && lease.RolledBack(err), err
 }
 
@@ -406,4 +410,61 @@ func (s *claimers) unpublishAfter(pubs *publishes, rolledBack bool) {
 		}
 	}
 	pubs.order = pubs.order[:0]
+}
+
+// claimLocks keeps two claims of this replica (Config.Claimers) off the same task at once. The
+// database orders their decisions by the task's row lock, but not what a claim does with files
+// outside its transaction: a claim that rolled back puts the archives it published back after
+// its ROLLBACK, when another claim may already hold the task and have published over them.
+type claimLocks struct {
+	mu   sync.Mutex
+	held map[int64]chan struct{} // closed when its claim is over
+}
+
+// lock waits until no other claim holds any task of batch, then holds them all; it returns the
+// tasks for unlock. All or none are taken, so two claims never wait for each other.
+func (l *claimLocks) lock(batch []*item) []int64 {
+	ids := make([]int64, len(batch))
+	for i, it := range batch {
+		ids[i] = it.result.TaskID
+	}
+	for {
+		l.mu.Lock()
+		var busy chan struct{}
+		for _, id := range ids {
+			if c, ok := l.held[id]; ok {
+				busy = c
+				break
+			}
+		}
+		if busy == nil {
+			if l.held == nil {
+				l.held = map[int64]chan struct{}{}
+			}
+			mine := make(chan struct{})
+			for _, id := range ids {
+				l.held[id] = mine
+			}
+			l.mu.Unlock()
+			return ids
+		}
+		l.mu.Unlock()
+		<-busy
+	}
+}
+
+// unlock releases the tasks lock returned.
+func (l *claimLocks) unlock(ids []int64) {
+	l.mu.Lock()
+	var mine chan struct{}
+	for _, id := range ids {
+		if c, ok := l.held[id]; ok {
+			mine = c
+			delete(l.held, id)
+		}
+	}
+	l.mu.Unlock()
+	if mine != nil {
+		close(mine)
+	}
 }

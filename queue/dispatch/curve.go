@@ -168,14 +168,6 @@ func (p peer) worker(name string) string {
 	return lease.KeyedWorker(p.key, name)
 }
 
-// stamp attributes a result to the peer: under CURVE to its key (lease.Result.Key).
-func (p peer) stamp(r *lease.Result) {
-	if p.key != "" {
-		r.Key = p.key
-		r.Worker = p.worker(r.Worker)
-	}
-}
-
 // secure sets up sockets for hostile networks before they are bound: a handshake timeout
 // and, with CURVE, the server role, the ZAP handler and the allow-list poller. It warns when
 // a plain socket is bound beyond loopback. The returned func stops the poller; the ZAP

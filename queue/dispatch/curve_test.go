@@ -348,12 +348,18 @@ func TestCurveHandOutTimeReachesTheClaim(t *testing.T) {
 	e.server.hot.Put(h)
 
 	res := wire.Result{Identity: "w1", Service: "echo", TaskID: id, Data: [][]byte{payload}, Size: int64(len(payload))}
-	it, reason, err := e.server.sink.prepare(withPeer(e.ctx, peer{key: "alice"}), res)
+	// As the receiver hands it on: the worker named as leases name it, the mirror's entry.
+	in := inbound{res: res, from: peer{key: "alice"}, worker: lease.KeyedWorker("alice", "w1")}
+	in.mirror, in.mirrored = e.server.hot.Get(id)
+	it, reason, err := e.server.sink.prepare(withPeer(e.ctx, in.from), in)
 	require.NoError(t, err, reason)
 	require.True(t, it.result.HandedOut.Equal(h.HandedOut), "the claim gets the hand-out's time, got %v", it.result.HandedOut)
+	require.Equal(t, "alice", it.result.Key)
+	require.Equal(t, in.worker, it.result.Worker)
 
 	// A plain peer writing the same identity is not the holder the mirror names.
-	it, reason, err = e.server.sink.prepare(e.ctx, res)
+	in.from, in.worker = peer{}, "w1"
+	it, reason, err = e.server.sink.prepare(e.ctx, in)
 	require.NoError(t, err, reason)
 	require.True(t, it.result.HandedOut.IsZero())
 }

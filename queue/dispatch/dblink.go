@@ -48,12 +48,12 @@ type health struct {
 	logger *slog.Logger
 
 	mu          sync.Mutex
-	failSince   time.Time // the first failure since the last success; zero: none
-	lastOK      time.Time // the last success
-	err         error     // the last failure
-	errOp       string    // what failed last
-	down        bool      // an outage is announced
-	downAt      time.Time // when it was announced
+	failSince   time.Time   // the first failure since the last success; zero: none
+	lastOK      time.Time   // the last success
+	err         error       // the last failure
+	errOp       string      // what failed last
+	down        atomic.Bool // an outage is announced and not over (read without mu)
+	downAt      time.Time   // when it was announced
 	lastSummary time.Time
 	failed      map[string]int // calls failed in this outage (or since the last line), by what
 	heldAtDown  int64          // results held and refused when it was announced
@@ -98,7 +98,7 @@ func (h *health) record(op string, err error) {
 	now := time.Now()
 	if err == nil {
 		h.lastOK, h.failSince, h.err = now, time.Time{}, nil
-		if h.down {
+		if h.down.Load() {
 			h.backLocked(now, op)
 		}
 		return
@@ -108,7 +108,7 @@ func (h *health) record(op string, err error) {
 	}
 	h.err, h.errOp = err, op
 	h.failed[op]++
-	if h.down {
+	if h.down.Load() {
 		return
 	}
 	// A call that ran out its deadline waited that long for the database: announced at once.
@@ -126,7 +126,8 @@ func (h *health) record(op string, err error) {
 
 // downLocked announces an outage.
 func (h *health) downLocked(now time.Time) {
-	h.down, h.downAt, h.lastSummary = true, now, now
+	h.down.Store(true)
+	h.downAt, h.lastSummary = now, now
 	h.up.Set(0)
 	_, h.heldAtDown, h.refusedAt = h.heldCounts()
 	h.logger.Error("database unreachable: no new leases; results are held in memory and claimed once it is back; the replica exits if it stays away past the outage budget",
@@ -140,7 +141,7 @@ func (h *health) backLocked(now time.Time, op string) {
 	h.logger.Info("database reachable again: leasing and claiming resume", "answered", op,
 		"down_for", now.Sub(h.downAt).Round(time.Millisecond), "calls_failed", h.failedText(),
 		"results_held", total-h.heldAtDown, "results_refused", refused-h.refusedAt, "held_now", held)
-	h.down = false
+	h.down.Store(false)
 	clear(h.failed)
 	h.up.Set(1)
 	h.reconnects.Inc()
@@ -165,10 +166,10 @@ func (h *health) watch() (probe bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now()
-	if !h.down && !h.failSince.IsZero() && now.Sub(h.failSince) >= outageAfter {
+	if !h.down.Load() && !h.failSince.IsZero() && now.Sub(h.failSince) >= outageAfter {
 		h.downLocked(now)
 	}
-	if h.down && now.Sub(h.lastSummary) >= outageSummary {
+	if h.down.Load() && now.Sub(h.lastSummary) >= outageSummary {
 		h.lastSummary = now
 		held, total, refused := h.heldCounts()
 		h.logger.Warn("database still unreachable", "down_for", now.Sub(h.downAt).Round(time.Second),
@@ -192,16 +193,9 @@ func (h *health) probeFailed(err error) {
 	h.record("probe", err)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.down && err != nil {
+	if !h.down.Load() && err != nil {
 		h.downLocked(time.Now())
 	}
-}
-
-// isDown reports whether an outage is announced and not over.
-func (h *health) isDown() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.down
 }
 
 func (h *health) expired() bool {

@@ -124,7 +124,7 @@ func (s *sink) replayHeld(ctx context.Context, stop <-chan struct{}) {
 		}
 		// One pass over what is held now: a result held again (a lookup failed) waits for the
 		// next tick or wake rather than being tried again at once.
-		if !s.health.isDown() && ctx.Err() == nil {
+		if !s.health.down.Load() && ctx.Err() == nil {
 			n, _, _ := s.outage.counts()
 			for _, in := range s.outage.take(n) {
 				s.placeHeld(ctx, in)

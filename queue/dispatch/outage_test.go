@@ -78,7 +78,7 @@ func TestOutageHoldsResultsAndClaimsThemOnceBack(t *testing.T) {
 	}
 
 	proxy.Stop() // connections cut, new ones refused
-	require.Eventually(t, e.server.health.isDown, 15*time.Second, 20*time.Millisecond, "the outage is noticed")
+	require.Eventually(t, e.server.health.down.Load, 15*time.Second, 20*time.Millisecond, "the outage is noticed")
 	for _, id := range leased {
 		p.result(e.svcName, id, payloads[id])
 	}
@@ -98,7 +98,7 @@ func TestOutageHoldsResultsAndClaimsThemOnceBack(t *testing.T) {
 	require.NoError(t, proxy.Start())
 	require.Eventually(t, func() bool { return e.status(kept) == queue.StatusNoProblem }, time.Minute,
 		20*time.Millisecond, "the held result claimed once the database is back")
-	require.False(t, e.server.health.isDown(), "the outage is over")
+	require.False(t, e.server.health.down.Load(), "the outage is over")
 	decided := claimsDecided(e)
 	p.result(e.svcName, kept, payloads[kept]) // the same result again
 	require.Eventually(t, func() bool { return claimsDecided(e) > decided }, 10*time.Second, 20*time.Millisecond,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/archive"
+	"github.com/cortexq/cortexq/queue/catalog"
 	"github.com/cortexq/cortexq/queue/cortexlog"
 	"github.com/cortexq/cortexq/queue/hot"
 	"github.com/cortexq/cortexq/queue/internal/startstop"
@@ -160,6 +161,11 @@ type inbound struct {
 	wasHeld bool
 	// received is when the result came in whole (monotonic clock): the end of its worker stage.
 	received time.Time
+	// worker is the sender's worker as leases name it (under CURVE prefixed with its key), and
+	// mirror the hot mirror's entry of the task as the result came in (mirrored: it had one).
+	worker   string
+	mirror   hot.Task
+	mirrored bool
 }
 
 // item is a result ready to be claimed: its reply for the lease state machine and what
@@ -235,13 +241,17 @@ func (s *sink) receive(ctx context.Context, pull *zmq.Socket, inbox chan<- inbou
 		}
 		// Its worker has replied: the lease no longer counts against the worker's cap, whatever
 		// its claim decides (the cap bounds unanswered leases, ventilator.go).
-		s.hot.Answered(res.TaskID, msg.from.worker(res.Identity))
-		weight := min(heldWeight(res.Data), resultsHeldMax)
-		if err := s.unwritten.Acquire(handoff, weight); err != nil {
+		in := inbound{res: res, from: msg.from, received: received, worker: res.Identity}
+		if key := msg.from.key; key != "" {
+			in.worker = lease.KeyedWorker(key, res.Identity)
+		}
+		in.mirror, in.mirrored = s.hot.Answered(res.TaskID, in.worker)
+		in.weight = min(heldWeight(res.Data), resultsHeldMax)
+		if err := s.unwritten.Acquire(handoff, in.weight); err != nil {
 			return nil
 		}
 		select {
-		case inbox <- inbound{res: res, from: msg.from, weight: weight, received: received}:
+		case inbox <- in:
 		case <-handoff.Done():
 			return nil
 		}
@@ -288,15 +298,15 @@ func (s *sink) writer(ctx context.Context, inbox <-chan inbound) {
 // parked in the slow lane (guard.go), which places it later; one that arrives while the
 // database is away, or whose lookups fail, is held until it is back (outage.go).
 func (s *sink) place(ctx context.Context, in inbound) {
-	if s.health.isDown() {
+	if s.health.down.Load() {
 		s.unwritten.Release(in.weight)
 		s.holdResult(in)
 		return
 	}
 	pctx, cancel := context.WithTimeout(withPeer(ctx, in.from), s.cfg.DBTimeout)
-	it, reason, err := s.prepare(pctx, in.res)
+	it, reason, err := s.prepare(pctx, in)
 	cancel()
-	if it != nil && recordStages() {
+	if it != nil && recordStages {
 		s.noteStages(it, in)
 	}
 	if errors.Is(err, errParked) {
@@ -312,7 +322,9 @@ func (s *sink) place(ctx context.Context, in inbound) {
 		return
 	}
 	if it != nil {
-		s.queueItem(ctx, in, it)
+		if !s.claims.admit(ctx, it) {
+			it.file.Cleanup() // stopped: the task stays in flight for the reaper
+		}
 		return
 	}
 	if reason == "write_failed" {
@@ -365,15 +377,6 @@ func (s *sink) placeHeld(ctx context.Context, in inbound) {
 	s.place(ctx, in)
 }
 
-// queueItem hands a prepared result to the claimers, within the budget of parsed reports.
-func (s *sink) queueItem(ctx context.Context, in inbound, it *item) {
-	in.from.stamp(&it.result)
-	it.from = in.from
-	if !s.claims.admit(ctx, it) {
-		it.file.Cleanup() // stopped: the task stays in flight for the reaper
-	}
-}
-
 // holdResult holds a result until the database is back, or refuses it past the bounds: its
 // task then runs again once its lease expires.
 func (s *sink) holdResult(in inbound) {
@@ -400,50 +403,47 @@ func parsedWeight(msgs []queue.Message) int64 {
 	return n
 }
 
-// prepare turns a result message into an item, or says why it is dropped.
-func (s *sink) prepare(ctx context.Context, res wire.Result) (*item, string, error) {
-	svc, err := s.service(ctx, res.Service)
-	if err != nil {
-		switch {
-		case errors.Is(err, errBogusBudget):
-			return nil, "unknown_service_rate_limited", err
-		case errors.Is(err, queue.ErrNotFound):
-			return nil, "unknown_service", err
+// prepare turns a result message into an item, or says why it is dropped: its task, service
+// and corpus found (from the hot mirror's entry and the catalog's caches, else lookUp), its
+// report parsed, its archive written to a temp file beside its target.
+func (s *sink) prepare(ctx context.Context, in inbound) (*item, string, error) {
+	res := in.res
+	task, where, known := in.mirror.Task, catalog.Place{}, false
+	if in.mirrored {
+		where, known = s.catalog.CachedPlace(res.Service, task.CorpusID)
+	}
+	if !known {
+		var reason string
+		var err error
+		if task, where, reason, err = s.lookUp(ctx, in); err != nil {
+			return nil, reason, err
 		}
-		return nil, "db_error", err
 	}
-	task, err := s.taskOf(ctx, res.TaskID)
-	if errors.Is(err, errParked) {
-		return nil, "", err
-	}
-	if err != nil {
-		if errors.Is(err, queue.ErrNotFound) {
-			return nil, "unknown_task", err
-		}
-		return nil, "db_error", err
-	}
+	svc := where.Service
 	if task.ServiceID != svc.ID {
-		s.sec.charge(peerOf(ctx), time.Now()) // bogus: its lookup is paid for like a missing task's
+		s.sec.charge(in.from, time.Now()) // bogus: its lookup is paid for like a missing task's
 		return nil, "wrong_service", fmt.Errorf("task %d belongs to service %d, not %s", res.TaskID, task.ServiceID, svc.Name)
 	}
-	if reason, err := s.checkHolder(ctx, res.TaskID); err != nil {
-		return nil, reason, err
+	if in.from.key != "" {
+		if reason, err := s.checkHolder(ctx, in); err != nil {
+			return nil, reason, err
+		}
 	}
 	it := &item{
-		result:  lease.Result{TaskID: res.TaskID, Worker: res.Identity, ServiceID: svc.ID},
+		result:  lease.Result{TaskID: res.TaskID, Worker: in.worker, Key: in.from.key, ServiceID: svc.ID},
 		file:    archive.Pending{TaskID: res.TaskID, Tag: s.fileTag},
 		size:    res.Size,
+		from:    in.from,
 		service: svc.Name,
 	}
-	// The mirror names the worker as the ventilator did: under CURVE prefixed with its key.
-	if it.handout = s.handOutOf(ctx, res); it.handout.Pending {
-		it.result.HandedOut = it.handout.HandedOut // its claim may be the one recording the attempt
+	if in.mirrored && in.mirror.Worker == in.worker { // this replica handed the task to the sender
+		it.handout = in.mirror
+		if it.handout.Pending {
+			it.result.HandedOut = it.handout.HandedOut // its claim may be the one recording the attempt
+		}
 	}
-	base, err := s.catalog.CorpusPath(ctx, task.CorpusID)
-	if err != nil {
-		return nil, "db_error", err
-	}
-	it.file.Target = archive.ResultPath(base, task.Entry, svc.Name, task.SandboxID)
+	base := where.Corpus.Path
+	it.file.Target = archive.ResultPath(base, task.Entry, svc.Name, where.Corpus.SandboxID)
 	if it.file.Target == "" {
 		it.result.Kind = lease.KindUnusable
 		s.unusableResult(res, "no_result_path",
@@ -480,31 +480,54 @@ func (s *sink) prepare(ctx context.Context, res wire.Result) (*item, string, err
 	return it, "", nil
 }
 
-// handOutOf is the mirror's entry of this replica's hand-out of the result's task to its sender
-// (the peer of ctx), if it has one.
-func (s *sink) handOutOf(ctx context.Context, res wire.Result) hot.Task {
-	if h, ok := s.hot.Get(res.TaskID); ok && h.Worker == peerOf(ctx).worker(res.Identity) {
-		return h
+// lookUp finds what prepare needs when the hot mirror or the catalog's caches lack it, from the
+// database: the service (an unknown name within the sender's bogus budget: core.service), the
+// task (coldlookup.go) and its corpus. It returns the drop reason with an error.
+func (s *sink) lookUp(ctx context.Context, in inbound) (queue.Task, catalog.Place, string, error) {
+	var where catalog.Place
+	svc, err := s.service(ctx, in.res.Service)
+	if err != nil {
+		switch {
+		case errors.Is(err, errBogusBudget):
+			return queue.Task{}, where, "unknown_service_rate_limited", err
+		case errors.Is(err, queue.ErrNotFound):
+			return queue.Task{}, where, "unknown_service", err
+		}
+		return queue.Task{}, where, "db_error", err
 	}
-	return hot.Task{}
+	where.Service = svc
+	task := in.mirror.Task
+	if !in.mirrored {
+		info, err := s.coldTask(ctx, in.res.TaskID) // bounded for bogus ids
+		switch {
+		case errors.Is(err, errParked):
+			return task, where, "", err
+		case errors.Is(err, queue.ErrNotFound):
+			return task, where, "unknown_task", err
+		case err != nil:
+			return task, where, "db_error", err
+		}
+		task = info.Task
+	}
+	if where.Corpus, err = s.catalog.Corpus(ctx, task.CorpusID); err != nil {
+		return task, where, "db_error", err
+	}
+	return task, where, "", nil
 }
 
 // errNotHolder is the error of a result whose sender's key holds no attempt of its task.
 var errNotHolder = errors.New("the sender's key holds no attempt of the task")
 
-// checkHolder checks, under CURVE, that the key of the sender (the peer of ctx) holds an
-// attempt of task id, before its result costs a parse and a temp archive: a key that holds
-// none could otherwise make the replica parse results for any task id it learns. The hot
-// mirror answers for this replica's lease to that key; otherwise the database does, within the
+// checkHolder checks, under CURVE, that the key of the sender holds an attempt of the result's
+// task, before its result costs a parse and a temp archive: a key that holds none could
+// otherwise make the replica parse results for any task id it learns. The hot mirror's entry
+// answers for this replica's lease to that key; otherwise the database does, within the
 // sender's bogus budget, and a result from a key that holds no attempt is dropped and charged
 // to that budget. It returns the drop reason and an error, or "" and nil. The claim's own
 // check (lease.OutcomeNotHolder) stays the authority: this one only saves the work.
-func (s *sink) checkHolder(ctx context.Context, id int64) (string, error) {
-	p := peerOf(ctx)
-	if p.key == "" {
-		return "", nil
-	}
-	if t, ok := s.hot.Get(id); ok && strings.HasPrefix(t.Worker, lease.KeyedWorker(p.key, "")) {
+func (s *sink) checkHolder(ctx context.Context, in inbound) (string, error) {
+	p, id := in.from, in.res.TaskID
+	if in.mirrored && strings.HasPrefix(in.mirror.Worker, lease.KeyedWorker(p.key, "")) {
 		return "", nil
 	}
 	now := time.Now()
@@ -521,18 +544,6 @@ func (s *sink) checkHolder(ctx context.Context, id int64) (string, error) {
 		return "not_holder", fmt.Errorf("task %d, key %s: %w", id, p.key, errNotHolder)
 	}
 	return "", nil
-}
-
-// taskOf finds a task in the hot mirror, else in the database.
-func (s *sink) taskOf(ctx context.Context, id int64) (lease.TaskInfo, error) {
-	if t, ok := s.hot.Get(id); ok {
-		sandbox, err := s.catalog.SandboxID(ctx, t.CorpusID)
-		if err != nil {
-			return lease.TaskInfo{}, err
-		}
-		return lease.TaskInfo{Task: t.Task, SandboxID: sandbox}, nil
-	}
-	return s.coldTask(ctx, id) // bounded for bogus ids: coldlookup.go
 }
 
 // framesReader reads a message's data frames as one byte stream.

@@ -14,8 +14,8 @@ import (
 // "-X github.com/cortexq/cortexq/queue/dispatch.stageRecording=off". Any other value records.
 var stageRecording = "on"
 
-// recordStages reports whether this build records stages (stageRecording).
-func recordStages() bool { return stageRecording != "off" }
+// recordStages is whether this build records stages (stageRecording).
+var recordStages = stageRecording != "off"
 
 // stageObservers are cortexq_stage_seconds' series of each service, by stage, looked up once
 // (a lookup by label values costs more than the observation).

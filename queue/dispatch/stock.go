@@ -219,7 +219,7 @@ func (v *ventilator) finish(d leaseDone) {
 			st.dryAt = d.job.issued
 		}
 	case jobRelease:
-		if d.err != nil && !v.s.health.isDown() {
+		if d.err != nil && !v.s.health.down.Load() {
 			v.s.logger.Warn("reservations not released; the reaper takes them back at their deadline",
 				"tasks", len(d.job.items), "error", d.err)
 		}
@@ -346,7 +346,7 @@ func (v *ventilator) plan(now time.Time) {
 	}
 	var stale []lease.Reserved
 	oldest := now.Add(-v.handOutMaxAge())
-	down := v.s.health.isDown() // no reservation is tried while the database is away
+	down := v.s.health.down.Load() // no reservation is tried while the database is away
 	for _, st := range v.stock {
 		idle := now.Sub(st.last) > idleAfter
 		st.items = slices.DeleteFunc(st.items, func(it stockItem) bool {

@@ -286,7 +286,7 @@ func (v *ventilator) run(ctx context.Context) error {
 		}
 		v.decideCapped()
 		v.serve(ctx, now)
-		if v.s.health.isDown() {
+		if v.s.health.down.Load() {
 			// No reservation can be made: what the stock cannot serve gets no work at once, and
 			// no reservation is tried until the database is back (dblink.go).
 			v.refusePending("db_unreachable")
@@ -569,7 +569,7 @@ func (v *ventilator) sendTask(ctx context.Context, r *request, l lease.Lease, re
 	if err != nil {
 		v.s.logger.Warn("payload send failed; the reaper recovers the task", "task_id", l.TaskID, "error", err)
 	}
-	if recordStages() {
+	if recordStages {
 		v.s.hot.Sent(l.TaskID, time.Now()) // the end of its source stage (docs/stages.md)
 	}
 	return true

@@ -137,22 +137,24 @@ func (m *Map) Sent(id int64, at time.Time) {
 
 // Answered notes that worker replied for task id: the task stops counting against worker's
 // cap and its key's, and stays mirrored until its claim. A reply from another worker, or for a
-// task not mirrored, changes nothing.
-func (m *Map) Answered(id int64, worker string) {
-	var was Task
+// task not mirrored, changes nothing. It returns the task's entry as it is (mirrored false:
+// none), whoever it is leased to: what the sink knows of the task without the database.
+func (m *Map) Answered(id int64, worker string) (t Task, mirrored bool) {
 	marked := false
-	m.tasks.Compute(id, func(t Task, loaded bool) (Task, xsync.ComputeOp) {
-		if !loaded || t.answered || t.Worker != worker {
-			return t, xsync.CancelOp
+	m.tasks.Compute(id, func(cur Task, loaded bool) (Task, xsync.ComputeOp) {
+		t, mirrored = cur, loaded
+		if !loaded || cur.answered || cur.Worker != worker {
+			return cur, xsync.CancelOp
 		}
-		was, marked = t, true
-		t.answered = true
-		return t, xsync.UpdateOp
+		marked = true
+		cur.answered = true
+		return cur, xsync.UpdateOp
 	})
 	if marked {
-		m.count(was, -1)
+		m.count(t, -1)
 		m.replied.Add(1)
 	}
+	return t, mirrored
 }
 
 // Attributed clears the Pending mark of task id (its attribution was written, or found the

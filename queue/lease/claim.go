@@ -102,34 +102,15 @@ type Decision struct {
 }
 
 // PublishFunc publishes an accepted result's archive (renames it into place) while its claim's
-// transaction is open (Claim.Published): an error drops that one result, the task stays exactly
-// as it was, and the result it would have replaced stands.
+// transaction is open, for the tests' claims (leasetest.Claim): an error drops that one result
+// (Claim.Commit's unpublished), the task stays exactly as it was, and the result it would have
+// replaced stands.
 type PublishFunc func(d *Decision) error
 
 // claimTask is a task a claim decides results for, with its dispatch rows, all locked.
 type claimTask struct {
 	task dbsqlc.TaskLockForClaimRow
 	rows []*dbsqlc.Dispatch
-}
-
-// lockedTasks is what a transaction that decides on tasks reads first, locked: the tasks, then
-// their dispatch rows (every run's kept row).
-type lockedTasks struct {
-	tasks []dbsqlc.TaskLockForClaimRow
-	rows  []dbsqlc.Dispatch
-}
-
-// lockTasks reads ids' tasks and their dispatch rows, locking them in that order.
-func lockTasks(ctx context.Context, q *dbsqlc.Queries, ids []int64) (lockedTasks, error) {
-	var got lockedTasks
-	var err error
-	if got.tasks, err = q.TaskLockForClaim(ctx, ids); err != nil {
-		return got, fmt.Errorf("lock tasks: %w", err)
-	}
-	if got.rows, err = q.DispatchLockForTasks(ctx, ids); err != nil {
-		return got, fmt.Errorf("lock dispatch rows: %w", err)
-	}
-	return got, nil
 }
 
 // byTask groups the rows read under their tasks.
@@ -178,10 +159,10 @@ var errTaskTwice = errors.New("two results of one task in one claim")
 //     then sends round trip 1 (BEGIN, the clock, the results' tasks and rows read locked:
 //     lockTasks) and decides every result against them (the rules in decide.go);
 //  2. the caller publishes the archive of each decision of [Claim.ToPublish] (renames it into
-//     place) and reports each with [Claim.Published]: one that failed drops that result, the
-//     earlier state stands; then it may make the archives durable, and hand on to the next
-//     claim ([Claim.Reads]: how long round trip 1 took);
-//  3. [Claim.Commit] sends the writes of the decisions that stand (writes.flush: one Apply
+//     place); then it may make the archives durable, and hand on to the next claim (by
+//     [Claim.Reads], how long round trip 1 took);
+//  3. [Claim.Commit], given the publishes that failed, drops those results (the earlier state
+//     stands) and sends the writes of the decisions that stand (writes.flush: one Apply
 //     statement) with COMMIT (round trip 2).
 //
 // Every path ends the transaction: Commit, or [Claim.Rollback], which a caller defers (it does
@@ -196,6 +177,12 @@ type Claim struct {
 	// decisions are in the order of results; ctx is BeginClaim's, for the rollback.
 	decisions []Decision
 	ctx       context.Context
+	// ToPublish are the decisions whose archives the caller publishes, in the order of the
+	// results: each accepted result and stand-in.
+	ToPublish []*Decision
+	// Reads is how long the claim's first round trip took, from its reads being sent to their
+	// answers read: mostly the link's round trip (the dispatch claimers' relay hands on by it).
+	Reads time.Duration
 }
 
 // BeginClaim begins a claim of a batch of replies, as the reference dispatcher's claim_result,
@@ -219,12 +206,11 @@ func (s *Store) BeginClaim(ctx context.Context, results []Result, stocked func(t
 	if err := s.resultKinds(ctx, results, refs); err != nil {
 		return nil, err
 	}
-	read := func(ctx context.Context, q *dbsqlc.Queries) (lockedTasks, error) { return lockTasks(ctx, q, ids) }
-	tx, got, err := beginPipelined(ctx, s, txMode{generic: true}, read)
+	tx, got, err := beginPipelined(ctx, s, txMode{generic: true}, lockTasks(ids))
 	if err != nil {
 		return nil, translate("claim", err)
 	}
-	c.tx = tx
+	c.tx, c.Reads = tx, tx.reads
 	byTask := got.byTask()
 	w := newWrites()
 	w.kindRefs = refs // the transaction's own: what it adds to them is not committed
@@ -232,6 +218,9 @@ func (s *Store) BeginClaim(ctx context.Context, results []Result, stocked func(t
 	c.decisions = make([]Decision, len(results))
 	for i := range results {
 		s.decideResult(c.step, byTask[results[i].TaskID], &results[i], &c.decisions[i])
+	}
+	for i := range c.step.recorded {
+		c.ToPublish = append(c.ToPublish, c.step.recorded[i].d)
 	}
 	return c, nil
 }
@@ -247,50 +236,12 @@ func countTasks(results []Result) int {
 	return n
 }
 
-// ToPublish lists the decisions whose archives the caller publishes, in the order of the
-// results: each accepted result and stand-in.
-func (c *Claim) ToPublish() []*Decision {
-	if c.step == nil {
-		return nil
-	}
-	ds := make([]*Decision, len(c.step.recorded))
-	for i := range c.step.recorded {
-		ds[i] = c.step.recorded[i].d
-	}
-	return ds
-}
-
-// Published reports the publish of d, one of ToPublish's: err not nil drops that result
-// (OutcomePublishFail), and the task stays as it was. A decision not reported stands.
-func (c *Claim) Published(d *Decision, err error) {
-	if err == nil || c.step == nil {
-		return
-	}
-	for i := range c.step.recorded {
-		rec := &c.step.recorded[i]
-		if rec.d != d || rec.failed {
-			continue
-		}
-		rec.failed = true
-		d.Outcome, d.Reason, d.Status = OutcomePublishFail, err.Error(), queue.Status(rec.ct.task.Status)
-		c.s.logger.Warn("result not published; the earlier state stands",
-			"task_id", d.TaskID, "worker", d.Result.Worker, "error", err)
-	}
-}
-
-// Reads is how long the claim's first round trip took, from its reads being sent to their
-// answers read: mostly the link's round trip (the dispatch claimers' relay hands on by it).
-func (c *Claim) Reads() time.Duration {
-	if c.tx == nil {
-		return 0
-	}
-	return c.tx.reads
-}
-
 // Commit writes the decisions that stand and commits, in one round trip (after one more, only
 // for message kinds this replica has not seen committed), and returns the decisions in the
-// order of the results. It ends the transaction, committed or not.
-func (c *Claim) Commit(ctx context.Context) ([]Decision, error) {
+// order of the results. unpublished are the decisions of ToPublish whose publish failed, with
+// its error: each such result is dropped (OutcomePublishFail) and its task stays exactly as it
+// was; the result it would have replaced stands. It ends the transaction, committed or not.
+func (c *Claim) Commit(ctx context.Context, unpublished map[*Decision]error) ([]Decision, error) {
 	if len(c.results) == 0 {
 		return nil, nil
 	}
@@ -299,9 +250,15 @@ func (c *Claim) Commit(ctx context.Context) ([]Decision, error) {
 	}
 	w := c.step.w
 	for i := range c.step.recorded {
-		if rec := &c.step.recorded[i]; !rec.failed {
-			c.s.record(c.step, rec)
+		rec := &c.step.recorded[i]
+		if err := unpublished[rec.d]; err != nil {
+			d := rec.d
+			d.Outcome, d.Reason, d.Status = OutcomePublishFail, err.Error(), queue.Status(rec.ct.task.Status)
+			c.s.logger.Warn("result not published; the earlier state stands",
+				"task_id", d.TaskID, "worker", d.Result.Worker, "error", err)
+			continue
 		}
+		c.s.record(c.step, rec)
 	}
 	// The claim stage ends at the commit, which comes one round trip after the writes are sent:
 	// that round trip is taken as long as this store's last claim's (docs/stages.md).

@@ -33,11 +33,10 @@ func TestClaimStepsCommitOnlyAtCommit(t *testing.T) {
 	c, err := f.store.BeginClaim(f.ctx, reportOf(first, "w1"), nil)
 	require.NoError(t, err)
 	defer c.Rollback()
-	pubs := c.ToPublish()
+	pubs := c.ToPublish
 	require.Len(t, pubs, 1, "the accepted result is to be published")
 	require.Equal(t, OutcomeAccepted, pubs[0].Outcome)
-	c.Published(pubs[0], nil)
-	require.Positive(t, c.Reads(), "the first round trip's time")
+	require.Positive(t, c.Reads, "the first round trip's time")
 	require.Equal(t, before, f.status(first), "the first claim has not committed when it hands on")
 
 	other, err := f.store.Claim(f.ctx, reportOf(second, "w2"), nil)
@@ -45,7 +44,7 @@ func TestClaimStepsCommitOnlyAtCommit(t *testing.T) {
 	require.Equal(t, OutcomeAccepted, other[0].Outcome)
 	require.Equal(t, queue.StatusNoProblem, f.status(second))
 
-	ds, err := c.Commit(f.ctx)
+	ds, err := c.Commit(f.ctx, nil)
 	require.NoError(t, err)
 	require.Equal(t, OutcomeAccepted, ds[0].Outcome)
 	require.Equal(t, queue.StatusNoProblem, f.status(first))
@@ -63,12 +62,12 @@ func TestClaimRollbackEndsTheTransaction(t *testing.T) {
 	before := f.row(id)
 	c, err := f.store.BeginClaim(f.ctx, reportOf(id, "w1"), nil)
 	require.NoError(t, err)
-	require.Len(t, c.ToPublish(), 1)
+	require.Len(t, c.ToPublish, 1)
 	c.Rollback()
 	c.Rollback() // twice: nothing more
 	f.requireIdle("after the rollback")
 	require.Equal(t, before, f.row(id), "nothing written")
-	_, err = c.Commit(f.ctx)
+	_, err = c.Commit(f.ctx, nil)
 	require.ErrorIs(t, err, errTxEnded)
 	require.False(t, RolledBack(err), "a step after the end is the caller's error, not the server's word")
 
@@ -88,11 +87,9 @@ func TestClaimPublishFailureWritesNothingOfTheResult(t *testing.T) {
 	c, err := f.store.BeginClaim(f.ctx, append(reportOf(failed, "w1"), reportOf(kept, "w2")...), nil)
 	require.NoError(t, err)
 	defer c.Rollback()
-	pubs := c.ToPublish()
+	pubs := c.ToPublish
 	require.Len(t, pubs, 2)
-	c.Published(pubs[0], errors.New("disk full"))
-	c.Published(pubs[1], nil)
-	ds, err := c.Commit(f.ctx)
+	ds, err := c.Commit(f.ctx, map[*Decision]error{pubs[0]: errors.New("disk full")})
 	require.NoError(t, err)
 	require.Equal(t, OutcomePublishFail, ds[0].Outcome)
 	require.Equal(t, "disk full", ds[0].Reason)

@@ -144,8 +144,8 @@ func (s *Store) Claim(ctx context.Context, results []Result, publish PublishFunc
 	return s.ClaimStocked(ctx, results, publish, nil)
 }
 
-// ClaimStocked claims results in the steps production takes: BeginClaim, each publish reported
-// (Published), Commit. A claim takes one result per task, so a result of a task that came
+// ClaimStocked claims results in the steps production takes: BeginClaim, the publishes, Commit with
+// those that failed. A claim takes one result per task, so a result of a task that came
 // before in results goes in a claim after, as the dispatch claimers batch them; the decisions
 // come back in the order of results.
 func (s *Store) ClaimStocked(ctx context.Context, results []Result, publish PublishFunc, stocked func(int64) bool) ([]Decision, error) {
@@ -172,12 +172,15 @@ func (s *Store) claimSteps(ctx context.Context, results []Result, publish Publis
 		return nil, err
 	}
 	defer c.Rollback()
+	unpublished := map[*Decision]error{}
 	if publish != nil {
-		for _, d := range c.ToPublish() {
-			c.Published(d, publish(d))
+		for _, d := range c.ToPublish {
+			if err := publish(d); err != nil {
+				unpublished[d] = err
+			}
 		}
 	}
-	return c.Commit(ctx)
+	return c.Commit(ctx, unpublished)
 }
 
 // Pool returns the store's pool, for this package's benchmarks.

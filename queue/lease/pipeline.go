@@ -313,3 +313,26 @@ func (s *Store) genericPlanWith(ctx context.Context, setup string, run func(q *d
 	}
 	return err
 }
+
+// lockedTasks is what a transaction that decides on tasks reads first, locked: the tasks, then
+// their dispatch rows (every run's kept row).
+type lockedTasks struct {
+	tasks []dbsqlc.TaskLockForClaimRow
+	rows  []dbsqlc.Dispatch
+}
+
+// lockTasks is the reads of a transaction that decides on ids (beginPipelined's read): their
+// tasks and dispatch rows, locked in that order.
+func lockTasks(ids []int64) func(ctx context.Context, q *dbsqlc.Queries) (lockedTasks, error) {
+	return func(ctx context.Context, q *dbsqlc.Queries) (lockedTasks, error) {
+		var got lockedTasks
+		var err error
+		if got.tasks, err = q.TaskLockForClaim(ctx, ids); err != nil {
+			return got, fmt.Errorf("lock tasks: %w", err)
+		}
+		if got.rows, err = q.DispatchLockForTasks(ctx, ids); err != nil {
+			return got, fmt.Errorf("lock dispatch rows: %w", err)
+		}
+		return got, nil
+	}
+}

@@ -302,8 +302,7 @@ func (s *Store) Release(ctx context.Context, rs []Reserved) (int, error) {
 	ids = slices.Compact(ids)
 	released := 0
 	defer s.todo.reset() // released tasks are TODO again, below the cursors
-	read := func(ctx context.Context, q *dbsqlc.Queries) (lockedTasks, error) { return lockTasks(ctx, q, ids) }
-	err := pipelinedTx(ctx, s, "release reservations", txMode{retry: true}, read, func(now time.Time, got lockedTasks, _ *dbsqlc.Queries) (*writes, error) {
+	err := pipelinedTx(ctx, s, "release reservations", txMode{retry: true}, lockTasks(ids), func(now time.Time, got lockedTasks, _ *dbsqlc.Queries) (*writes, error) {
 		released = 0
 		byID := make(map[int64]*dbsqlc.TaskLockForClaimRow, len(got.tasks))
 		for i := range got.tasks {

@@ -350,3 +350,44 @@ func detailSeparator(msgs []queue.Message) string {
 		}
 	}
 }
+
+// record writes a decided result whose archive was published: the row's next state, the
+// task's status and messages (the reply's, with their kinds), and the attempts' outcomes.
+func (s *Store) record(step *claimStep, rec *recorded) {
+	w, ct, r, d := step.w, rec.ct, rec.r, rec.d
+	row, next, attempt, status, drop := rec.x.row, rec.x.next, rec.x.attempt, rec.x.status, rec.x.drop
+	if drop {
+		w.del(row)
+	} else {
+		*row = *next
+		w.put(row)
+	}
+	w.setTask(row.TaskID, status, ct.task.Run)
+	// The run's log is the reply's messages, with the kinds resultKinds found (a log this claim
+	// wrote before for the row is replaced).
+	w.setLog(rowKey{row.TaskID, row.Run}, r.Messages, r.kinds)
+	if d.Replaced != nil && d.Replaced.Attempt != attempt {
+		w.outcome(row.TaskID, row.Run, d.Replaced.Attempt, AttemptReplaced, 0)
+	}
+	outcome := AttemptAccepted
+	if d.Outcome == OutcomeFinal {
+		outcome = AttemptRetryable
+	}
+	w.outcome(row.TaskID, row.Run, attempt, outcome, status)
+	w.accepted(row.TaskID, row.Run, attempt, r, attemptStages(r, attempt, ct.task.TodoSince, step.now))
+}
+
+// attemptStages are the stages an accepted result's attempt records: the dispatcher's, with the
+// wait in TODO of a run's first attempt, from todo_since to the reservation, dated on the
+// claim's database clock (now) by the replica's monotonic age of the reservation. The claim
+// stage is added at the write (writes.stagesParam). nil: none measured.
+func attemptStages(r *Result, attempt int, todoSince, now time.Time) *stageWrite {
+	if r.Stages == nil {
+		return nil
+	}
+	st := *r.Stages
+	if attempt == 0 && !r.ReservedAt.IsZero() && !todoSince.IsZero() {
+		st[queue.StageTodo] = max(now.Add(-time.Since(r.ReservedAt)).Sub(todoSince), 0)
+	}
+	return &stageWrite{stages: st, queued: r.Queued}
+}

@@ -51,15 +51,12 @@ func (s *Server) taskArchives(r *http.Request) (inspect.TaskHistory, archives, e
 }
 
 func (s *Server) archivesOf(r *http.Request, h inspect.TaskHistory) (archives, error) {
-	base, err := s.catalog.CorpusPath(r.Context(), h.CorpusID)
+	corpus, err := s.catalog.Corpus(r.Context(), h.CorpusID)
 	if err != nil {
 		return archives{}, err
 	}
-	sandbox, err := s.catalog.SandboxID(r.Context(), h.CorpusID)
-	if err != nil {
-		return archives{}, err
-	}
-	return archives{base: base, source: h.Entry, result: archive.ResultPath(base, h.Entry, h.Service, sandbox)}, nil
+	base := corpus.Path
+	return archives{base: base, source: h.Entry, result: archive.ResultPath(base, h.Entry, h.Service, corpus.SandboxID)}, nil
 }
 
 // history reads the task of the request's path, with at most messages of its messages (below 0:

@@ -69,7 +69,7 @@ func Lease(ctx context.Context, store *lease.Store, req Request) ([]lease.Lease,
 }
 
 // Claim decides a batch of replies, of distinct tasks, in the steps production takes
-// (lease.Store.BeginClaim, each publish reported with lease.Claim.Published, lease.Claim.Commit),
+// (lease.Store.BeginClaim, the publishes, lease.Claim.Commit with those that failed),
 // with publish, if not nil, as the publish step.
 func Claim(ctx context.Context, store *lease.Store, results []lease.Result, publish lease.PublishFunc) ([]lease.Decision, error) {
 	c, err := store.BeginClaim(ctx, results, nil)
@@ -77,10 +77,13 @@ func Claim(ctx context.Context, store *lease.Store, results []lease.Result, publ
 		return nil, err
 	}
 	defer c.Rollback()
+	unpublished := map[*lease.Decision]error{}
 	if publish != nil {
-		for _, d := range c.ToPublish() {
-			c.Published(d, publish(d))
+		for _, d := range c.ToPublish {
+			if err := publish(d); err != nil {
+				unpublished[d] = err
+			}
 		}
 	}
-	return c.Commit(ctx)
+	return c.Commit(ctx, unpublished)
 }
