@@ -313,7 +313,7 @@ func (s *claimers) claimTry(ctx context.Context, batch []*item, results []lease.
 	pubs *publishes, writing func(reads time.Duration)) ([]lease.Decision, bool, error) {
 	c, err := s.store.BeginClaim(ctx, results, s.stocks.has)
 	if err != nil {
-		return nil, lease.RolledBack(err), err
+		return nil, true, err // no COMMIT was sent
 	}
 	defer c.Rollback()
 	var unpublished map[*lease.Decision]error // the publishes that failed, for the commit

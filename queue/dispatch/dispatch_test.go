@@ -450,6 +450,24 @@ func TestUnpublishUndoesLatestFirst(t *testing.T) {
 	require.Equal(t, "B", read(target), "what may have committed stays published")
 }
 
+// TestClaimTryThatDidNotBeginDidNotCommit: a try whose BeginClaim failed (here: its context
+// ended; in production a link lost before round trip 1 was answered) sent no COMMIT, so it
+// reports that it certainly did not commit, and the claim's earlier publishes may still be
+// put back when a later try rolls back.
+func TestClaimTryThatDidNotBeginDidNotCommit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ids := e.stage(1, 500)
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	it := &item{result: lease.Result{TaskID: ids[0], Worker: "w1"}}
+	results := []lease.Result{it.result}
+	index := map[*lease.Result]*item{&results[0]: it}
+	_, rolledBack, err := e.server.claims.claimTry(ctx, []*item{it}, results, index, &publishes{}, func(time.Duration) {})
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, rolledBack, "a claim that never began cannot have committed")
+}
+
 // Accepted results of two attempts of one task, come together while PostgreSQL refuses claims a
 // few times (a claimer holds the later one for the batch after the earlier's: claimers.gather):
 // once the claims are taken, the archive is the result that stands.
