@@ -14,6 +14,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/catalog"
+	"github.com/cortexq/cortexq/queue/jobops"
 )
 
 // filesFlag lets a deletion remove the deleted tasks' result archives.
@@ -26,6 +27,17 @@ func batchFlag(envSuffix string) cli.Flag {
 	return &cli.IntFlag{Name: "batch", Usage: "tasks or entries per transaction", Value: catalog.LifecycleBatchDefault, EnvVars: envVars(envSuffix)}
 }
 
+// batchArg checks --batch: positive, and not given with --detach (a job works the default batch).
+func batchArg(c *cli.Context) error {
+	switch {
+	case c.Int("batch") <= 0:
+		return usagef(c, "--batch: want a positive number")
+	case c.Bool("detach") && c.IsSet("batch"):
+		return usagef(c, "--batch does not go with --detach: a job works batches of %d", catalog.LifecycleBatchDefault)
+	}
+	return nil
+}
+
 func progressFlag(envSuffix string) cli.Flag {
 	return &cli.DurationFlag{Name: "progress-every", Usage: "when stderr is not a terminal, print a progress line this often (0: none)",
 		Value: 5 * time.Second, EnvVars: envVars(envSuffix)}
@@ -35,7 +47,8 @@ const deletionText = "It works a batch of --batch tasks a transaction (no long t
 	"interruption to finish). Open runs are closed with the tallies they end with, and runs are kept\n" +
 	"with their tallies (by name once their corpus or service is gone: cortexq runs lists them).\n" +
 	"Files are left alone unless --files. Without --yes it changes nothing: it prints the rows it would\n" +
-	"remove, per table. Every call appends a row to the audit log (cortexq audit)."
+	"remove, per table. With --yes --detach it enqueues the deletion as a background job instead of\n" +
+	"working it here (cortexq jobs). Every call appends a row to the audit log (cortexq audit)."
 
 func corpusAddCommand() *cli.Command {
 	return &cli.Command{
@@ -45,7 +58,8 @@ func corpusAddCommand() *cli.Command {
 		Description: "cortexq import --corpus NAME --service SERVICE PATH: walks PATH for source archives and adds a\n" +
 			"task of --service for each (see cortexq import --help). Add more services with cortexq activate,\n" +
 			"new files with cortexq extend.",
-		Flags:  []cli.Flag{serviceFlag("service the tasks are for (see cortexq service add)"), progressFlag("CORPUS_ADD_PROGRESS_EVERY")},
+		Flags: []cli.Flag{serviceFlag("service the tasks are for (see cortexq service add)"), progressFlag("CORPUS_ADD_PROGRESS_EVERY"),
+			detachFlag()},
 		Action: runCorpusAdd,
 	}
 }
@@ -65,6 +79,9 @@ func runCorpusAdd(c *cli.Context) error {
 		return usagef(c, "corpus name: %v", err)
 	}
 	noteOf(c).Target = "corpus " + args[0] + ", service " + c.String(flagService)
+	if c.Bool("detach") {
+		return detachImport(c, args[0], args[1:2], "")
+	}
 	return importPaths(c, args[0], args[1:2], "")
 }
 
@@ -75,7 +92,8 @@ func corpusDeleteCommand() *cli.Command {
 		ArgsUsage: "NAME",
 		Description: "Deletes corpus NAME and every row keyed by it or its tasks, in every table. A corpus with\n" +
 			"sandboxes is refused: delete them first (cortexq sandbox delete).\n" + deletionText,
-		Flags:  []cli.Flag{filesFlag("CORPUS_DELETE_FILES"), batchFlag("CORPUS_DELETE_BATCH"), progressFlag("CORPUS_DELETE_PROGRESS_EVERY"), yesFlag("CORPUS_DELETE_YES")},
+		Flags: []cli.Flag{filesFlag("CORPUS_DELETE_FILES"), batchFlag("CORPUS_DELETE_BATCH"), progressFlag("CORPUS_DELETE_PROGRESS_EVERY"), yesFlag("CORPUS_DELETE_YES"),
+			detachFlag()},
 		Action: runCorpusDelete,
 	}
 }
@@ -85,7 +103,8 @@ func runCorpusDelete(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return deletion(c, "corpus "+name, func(root lifecycleRoot) (catalog.Removal, error) {
+	job := jobops.LifecycleArgs{Corpus: name, Files: c.Bool("files")}
+	return deletion(c, "corpus "+name, jobops.KindDeleteCorpus, job, func(root lifecycleRoot) (catalog.Removal, error) {
 		return root.PreviewDeleteCorpus(c.Context, name)
 	}, func(root lifecycleRoot, o catalog.DeleteOptions) (catalog.Removal, error) {
 		return root.DeleteCorpus(c.Context, name, o)
@@ -98,8 +117,9 @@ func serviceDeleteCommand() *cli.Command {
 		Usage:       "delete a service: its tasks in every corpus, their messages and every row keyed by it (its runs' tallies stay)",
 		ArgsUsage:   "NAME",
 		Description: "Deletes service NAME, its workers' rows, its tasks in every corpus and every row keyed by them.\n" + deletionText,
-		Flags:       []cli.Flag{filesFlag("SERVICE_DELETE_FILES"), batchFlag("SERVICE_DELETE_BATCH"), progressFlag("SERVICE_DELETE_PROGRESS_EVERY"), yesFlag("SERVICE_DELETE_YES")},
-		Action:      runServiceDelete,
+		Flags: []cli.Flag{filesFlag("SERVICE_DELETE_FILES"), batchFlag("SERVICE_DELETE_BATCH"), progressFlag("SERVICE_DELETE_PROGRESS_EVERY"), yesFlag("SERVICE_DELETE_YES"),
+			detachFlag()},
+		Action: runServiceDelete,
 	}
 }
 
@@ -108,7 +128,8 @@ func runServiceDelete(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return deletion(c, "service "+name, func(root lifecycleRoot) (catalog.Removal, error) {
+	job := jobops.LifecycleArgs{Service: name, Files: c.Bool("files")}
+	return deletion(c, "service "+name, jobops.KindDeleteService, job, func(root lifecycleRoot) (catalog.Removal, error) {
 		return root.PreviewDeleteService(c.Context, name)
 	}, func(root lifecycleRoot, o catalog.DeleteOptions) (catalog.Removal, error) {
 		return root.DeleteService(c.Context, name, o)
@@ -122,7 +143,8 @@ func deactivateCommand() *cli.Command {
 		Description: "Deletes the tasks of --service in --corpus and every row keyed by them or by the pair (report\n" +
 			"rollups, diff matrices, fair share). cortexq activate adds them back, as new tasks.\n" + deletionText,
 		Flags: []cli.Flag{corpusFlag("corpus to remove the service from"), serviceFlag("service to remove"),
-			filesFlag("DEACTIVATE_FILES"), batchFlag("DEACTIVATE_BATCH"), progressFlag("DEACTIVATE_PROGRESS_EVERY"), yesFlag("DEACTIVATE_YES")},
+			filesFlag("DEACTIVATE_FILES"), batchFlag("DEACTIVATE_BATCH"), progressFlag("DEACTIVATE_PROGRESS_EVERY"), yesFlag("DEACTIVATE_YES"),
+			detachFlag()},
 		Action: runDeactivate,
 	}
 }
@@ -135,7 +157,8 @@ func runDeactivate(c *cli.Context) error {
 		return err
 	}
 	corpus, service := c.String(flagCorpus), c.String(flagService)
-	return deletion(c, "corpus "+corpus+", service "+service, func(root lifecycleRoot) (catalog.Removal, error) {
+	job := jobops.LifecycleArgs{Corpus: corpus, Service: service, Files: c.Bool("files")}
+	return deletion(c, "corpus "+corpus+", service "+service, jobops.KindDeactivate, job, func(root lifecycleRoot) (catalog.Removal, error) {
 		return root.PreviewDeactivate(c.Context, corpus, service)
 	}, func(root lifecycleRoot, o catalog.DeleteOptions) (catalog.Removal, error) {
 		return root.Deactivate(c.Context, corpus, service, o)
@@ -146,11 +169,11 @@ func runDeactivate(c *cli.Context) error {
 type lifecycleRoot = *catalog.Catalog
 
 // deletion previews a deletion of target and, with --yes, carries it out, printing the rows
-// removed per table.
-func deletion(c *cli.Context, target string, preview func(lifecycleRoot) (catalog.Removal, error),
+// removed per table; with --yes --detach, it enqueues it as a job of kind with args instead.
+func deletion(c *cli.Context, target, kind string, args jobops.LifecycleArgs, preview func(lifecycleRoot) (catalog.Removal, error),
 	act func(lifecycleRoot, catalog.DeleteOptions) (catalog.Removal, error)) error {
-	if c.Int("batch") <= 0 {
-		return usagef(c, "--batch: want a positive number")
+	if err := batchArg(c); err != nil {
+		return err
 	}
 	root, done, err := openBase(c)
 	if err != nil {
@@ -169,6 +192,9 @@ func deletion(c *cli.Context, target string, preview func(lifecycleRoot) (catalo
 	if !confirm(c, pre.Tables["tasks"], fmt.Sprintf("%s: would remove %s rows%s (%s); %d runs kept with their tallies",
 		target, commas(pre.Rows()), files, tablesText(pre), pre.RunsDetached)) {
 		return nil
+	}
+	if c.Bool("detach") {
+		return enqueueDetached(c, root, kind, args)
 	}
 	progress := newProgress(c.App.ErrWriter, "delete", pre.Tables["tasks"], c.Duration("progress-every"))
 	defer progress.stop()
@@ -215,7 +241,7 @@ func activateCommand() *cli.Command {
 			"interruption and it adds only what is missing. New files: cortexq extend. Every call appends a\n" +
 			"row to the audit log (cortexq audit).",
 		Flags: []cli.Flag{corpusFlag("corpus to activate the service on"), serviceFlag("service to add (see cortexq service add)"),
-			batchFlag("ACTIVATE_BATCH"), progressFlag("ACTIVATE_PROGRESS_EVERY")},
+			batchFlag("ACTIVATE_BATCH"), progressFlag("ACTIVATE_PROGRESS_EVERY"), detachFlag()},
 		Action: runActivate,
 	}
 }
@@ -227,8 +253,8 @@ func runActivate(c *cli.Context) error {
 	if err := required(c, flagCorpus, flagService); err != nil {
 		return err
 	}
-	if c.Int("batch") <= 0 {
-		return usagef(c, "--batch: want a positive number")
+	if err := batchArg(c); err != nil {
+		return err
 	}
 	corpus, service := c.String(flagCorpus), c.String(flagService)
 	noteOf(c).Target = "corpus " + corpus + ", service " + service
@@ -237,6 +263,9 @@ func runActivate(c *cli.Context) error {
 		return err
 	}
 	defer done()
+	if c.Bool("detach") {
+		return enqueueDetached(c, root, jobops.KindActivate, jobops.LifecycleArgs{Corpus: corpus, Service: service})
+	}
 	progress := newProgress(c.App.ErrWriter, "activate", -1, c.Duration("progress-every"))
 	defer progress.stop()
 	began := time.Now()
@@ -263,7 +292,7 @@ func extendCommand() *cli.Command {
 			"that has no task yet, adds one of each service active on the corpus (each service with tasks\n" +
 			"in it). It works a batch of --batch entries a transaction: an interruption keeps what was added,\n" +
 			"and running it again adds the rest. Every call appends a row to the audit log (cortexq audit).",
-		Flags:  []cli.Flag{corpusFlag("corpus to rescan"), batchFlag("EXTEND_BATCH"), progressFlag("EXTEND_PROGRESS_EVERY")},
+		Flags:  []cli.Flag{corpusFlag("corpus to rescan"), batchFlag("EXTEND_BATCH"), progressFlag("EXTEND_PROGRESS_EVERY"), detachFlag()},
 		Action: runExtend,
 	}
 }
@@ -275,8 +304,8 @@ func runExtend(c *cli.Context) error {
 	if err := required(c, flagCorpus); err != nil {
 		return err
 	}
-	if c.Int("batch") <= 0 {
-		return usagef(c, "--batch: want a positive number")
+	if err := batchArg(c); err != nil {
+		return err
 	}
 	corpus := c.String(flagCorpus)
 	noteOf(c).Target = "corpus " + corpus
@@ -285,6 +314,9 @@ func runExtend(c *cli.Context) error {
 		return err
 	}
 	defer done()
+	if c.Bool("detach") {
+		return enqueueDetached(c, root, jobops.KindExtend, jobops.LifecycleArgs{Corpus: corpus})
+	}
 	progress := newProgress(c.App.ErrWriter, "extend", -1, c.Duration("progress-every"))
 	defer progress.stop()
 	began := time.Now()

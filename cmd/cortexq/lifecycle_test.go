@@ -4,10 +4,14 @@ import (
 	"archive/zip"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cortexq/cortexq/queue/jobs"
 	"github.com/cortexq/cortexq/queue/queuetest"
 )
 
@@ -20,20 +24,7 @@ import (
 func TestLifecycle(t *testing.T) {
 	d := newTestDB(t)
 	dir := t.TempDir()
-	source := func(name string) string {
-		p := filepath.Join(dir, name, "source.zip")
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		f, err := os.Create(p)
-		require.NoError(t, err)
-		zw := zip.NewWriter(f)
-		w, err := zw.Create("main.tex")
-		require.NoError(t, err)
-		_, err = w.Write([]byte(name))
-		require.NoError(t, err)
-		require.NoError(t, zw.Close())
-		require.NoError(t, f.Close())
-		return p
-	}
+	source := sourceMaker(t, dir)
 	noOrphans := func() {
 		t.Helper()
 		orphans, err := queuetest.Orphans(d.ctx, d.pool)
@@ -111,4 +102,95 @@ func TestLifecycle(t *testing.T) {
 	require.Equal(t, []string{"service add ok", "service add ok", "corpus add ok", "activate ok", "extend ok",
 		"deactivate dry_run", "deactivate ok", "corpus delete dry_run", "corpus delete ok", "corpus delete refused",
 		"service delete dry_run", "service delete ok"}, audit)
+}
+
+// sourceMaker makes source archives under dir: name/source.zip, with a main.tex.
+func sourceMaker(t *testing.T, dir string) func(name string) string {
+	return func(name string) string {
+		p := filepath.Join(dir, name, "source.zip")
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		f, err := os.Create(p)
+		require.NoError(t, err)
+		zw := zip.NewWriter(f)
+		w, err := zw.Create("main.tex")
+		require.NoError(t, err)
+		_, err = w.Write([]byte(name))
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		require.NoError(t, f.Close())
+		return p
+	}
+}
+
+// enqueuedRE is what a --detach prints.
+var enqueuedRE = regexp.MustCompile(`job (\d+) enqueued \(([a-z_]+)\)`)
+
+// TestLifecycleDetached: every lifecycle command takes --detach (issue 60: the CLI runs long
+// operations in the foreground, or enqueues them): corpus add, activate, extend, deactivate,
+// corpus delete and service delete each enqueue their job kind and return at once; a `cortexq
+// jobs work` runner works them to the same end as the foreground commands, with no orphan left.
+// A deletion still previews without --yes and enqueues nothing then; --batch with --detach is
+// refused.
+func TestLifecycleDetached(t *testing.T) {
+	d := newTestDB(t)
+	dir, logs := t.TempDir(), t.TempDir()
+	source := sourceMaker(t, dir)
+	source("one")
+	source("two")
+	tasksOf := func(service string) int {
+		return d.count(`SELECT count(*) FROM tasks t JOIN services s ON s.id = t.service_id WHERE s.name = $1`, service)
+	}
+	runner := jobRunnerProc(t, d, logs, "r1")
+	runner.start()
+	defer runner.stop(os.Interrupt, 10*time.Second)
+	// detached runs a --detach command, checks the job kind it enqueued and waits for the job.
+	detached := func(kind string, args ...string) {
+		t.Helper()
+		out := d.ok(args...)
+		m := enqueuedRE.FindStringSubmatch(out)
+		require.NotNil(t, m, "a job enqueued: %s", out)
+		require.Equal(t, kind, m[2])
+		id, err := strconv.ParseInt(m[1], 10, 64)
+		require.NoError(t, err)
+		var j jobs.Job
+		for i := 0; ; i++ {
+			require.Less(t, i, 3000, "job %d (%s) not finished: %+v\n%s", id, kind, j, runner.log())
+			j, err = jobs.Get(d.ctx, d.pool, id)
+			require.NoError(t, err)
+			if !j.Active() {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.Equal(t, "completed", j.State, "%s\n%s", j.Error, runner.log())
+	}
+	jobCount := func() int { return d.count(`SELECT count(*) FROM jobs`) }
+
+	d.ok("service", "add", "svc_a")
+	d.ok("service", "add", "svc_b")
+	detached("import", "corpus", "add", "life", dir, "--service", "svc_a", "--detach")
+	require.Equal(t, 2, tasksOf("svc_a"))
+	detached("activate", "activate", "--corpus", "life", "--service", "svc_b", "--detach")
+	require.Equal(t, 2, tasksOf("svc_b"))
+	source("three")
+	detached("extend", "extend", "--corpus", "life", "--detach")
+	require.Equal(t, 3, tasksOf("svc_a"))
+	require.Equal(t, 3, tasksOf("svc_b"))
+
+	r := cortexq(t, d.env, "extend", "--corpus", "life", "--detach", "--batch", "10")
+	require.NotZero(t, r.code)
+	require.Contains(t, r.stderr, "--batch does not go with --detach")
+
+	before := jobCount()
+	require.Contains(t, d.ok("deactivate", "--corpus", "life", "--service", "svc_a", "--detach"), "dry run:")
+	require.Equal(t, before, jobCount(), "a preview enqueues nothing")
+	detached("deactivate", "deactivate", "--corpus", "life", "--service", "svc_a", "--detach", "--yes")
+	require.Zero(t, tasksOf("svc_a"))
+	detached("delete_corpus", "corpus", "delete", "life", "--detach", "--yes")
+	require.Zero(t, tasksOf("svc_b"))
+	detached("delete_service", "service", "delete", "svc_a", "--detach", "--yes")
+	require.Zero(t, d.count(`SELECT count(*) FROM services WHERE name = 'svc_a'`))
+	orphans, err := queuetest.Orphans(d.ctx, d.pool)
+	require.NoError(t, err)
+	require.Empty(t, orphans)
 }
