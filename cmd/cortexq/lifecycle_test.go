@@ -143,27 +143,7 @@ func TestLifecycleDetached(t *testing.T) {
 	runner := jobRunnerProc(t, d, logs, "r1")
 	runner.start()
 	defer runner.stop(os.Interrupt, 10*time.Second)
-	// detached runs a --detach command, checks the job kind it enqueued and waits for the job.
-	detached := func(kind string, args ...string) {
-		t.Helper()
-		out := d.ok(args...)
-		m := enqueuedRE.FindStringSubmatch(out)
-		require.NotNil(t, m, "a job enqueued: %s", out)
-		require.Equal(t, kind, m[2])
-		id, err := strconv.ParseInt(m[1], 10, 64)
-		require.NoError(t, err)
-		var j jobs.Job
-		for i := 0; ; i++ {
-			require.Less(t, i, 3000, "job %d (%s) not finished: %+v\n%s", id, kind, j, runner.log())
-			j, err = jobs.Get(d.ctx, d.pool, id)
-			require.NoError(t, err)
-			if !j.Active() {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		require.Equal(t, "completed", j.State, "%s\n%s", j.Error, runner.log())
-	}
+	detached := func(kind string, args ...string) { t.Helper(); runDetached(t, d, runner, kind, args...) }
 	jobCount := func() int { return d.count(`SELECT count(*) FROM jobs`) }
 
 	d.ok("service", "add", "svc_a")
@@ -193,4 +173,68 @@ func TestLifecycleDetached(t *testing.T) {
 	orphans, err := queuetest.Orphans(d.ctx, d.pool)
 	require.NoError(t, err)
 	require.Empty(t, orphans)
+}
+
+// runDetached runs a --detach command, checks the job kind it enqueued and waits until runner
+// completed the job.
+func runDetached(t *testing.T, d *testDB, runner *childProc, kind string, args ...string) {
+	t.Helper()
+	out := d.ok(args...)
+	m := enqueuedRE.FindStringSubmatch(out)
+	require.NotNil(t, m, "a job enqueued: %s", out)
+	require.Equal(t, kind, m[2])
+	id, err := strconv.ParseInt(m[1], 10, 64)
+	require.NoError(t, err)
+	var j jobs.Job
+	for i := 0; ; i++ {
+		require.Less(t, i, 3000, "job %d (%s) not finished: %+v\n%s", id, kind, j, runner.log())
+		j, err = jobs.Get(d.ctx, d.pool, id)
+		require.NoError(t, err)
+		if !j.Active() {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, "completed", j.State, "%s\n%s", j.Error, runner.log())
+}
+
+// TestRerunVerifyPruneDetached: rerun, verify and prune take --detach too and enqueue their
+// job kinds; rerun and prune preview without --yes and enqueue nothing then; flags a job cannot
+// carry are refused.
+func TestRerunVerifyPruneDetached(t *testing.T) {
+	d := newTestDB(t)
+	dir, logs := t.TempDir(), t.TempDir()
+	source := sourceMaker(t, dir)
+	source("one")
+	source("two")
+	runner := jobRunnerProc(t, d, logs, "r1")
+	runner.start()
+	defer runner.stop(os.Interrupt, 10*time.Second)
+	jobCount := func() int { return d.count(`SELECT count(*) FROM jobs`) }
+	runs := func() int { return d.count(`SELECT count(*) FROM runs`) }
+	d.ok("service", "add", "svc")
+	d.ok("corpus", "add", "c", dir, "--service", "svc")
+
+	before, runsBefore := jobCount(), runs()
+	require.Contains(t, d.ok("rerun", "--corpus", "c", "--service", "svc", "--detach"), "dry run:")
+	require.Contains(t, d.ok("prune", "--keep", "2", "--detach"), "dry run")
+	require.Equal(t, before, jobCount(), "previews enqueue nothing")
+	runDetached(t, d, runner, "rerun", "rerun", "--corpus", "c", "--service", "svc", "--detach", "--yes", "--note", "again")
+	require.Equal(t, runsBefore+1, runs(), "the rerun opened a run")
+	runDetached(t, d, runner, "verify", "verify", "--corpus", "c", "--service", "svc", "--detach", "--quick")
+	runDetached(t, d, runner, "prune", "prune", "--keep", "2", "--detach", "--yes")
+
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rerun", "--corpus", "c", "--service", "svc", "--detach", "--yes", "--category", "x"}, "--detach takes a --severity slice"},
+		{[]string{"verify", "--detach", "--requeue"}, "--detach does not go with --requeue"},
+		{[]string{"prune", "--tables", "--detach", "--yes"}, "--detach prunes runs only"},
+	} {
+		r := cortexq(t, d.env, bad.args...)
+		require.NotZero(t, r.code, "%v", bad.args)
+		require.Contains(t, r.stderr, bad.want)
+	}
+	require.Equal(t, before+3, jobCount())
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cortexq/cortexq/queue/audit"
+	"github.com/cortexq/cortexq/queue/jobops"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -24,7 +25,8 @@ func pruneCommand() *cli.Command {
 			"(that diff compares the current run with) are always kept, as is everything of a task's current\n" +
 			"run. Without --yes it only counts what would go and drops nothing (--dry-run says so explicitly).\n" +
 			"It deletes in batches, each its own\n" +
-			"statement, so it holds no long transaction: stopped, it can be run again. --tables drops the\n" +
+			"statement, so it holds no long transaction: stopped, it can be run again. With --yes --detach it\n" +
+			"enqueues the pruning of runs as a background job (cortexq jobs). --tables drops the\n" +
 			"rows that grow with time instead: reaper passes (one every --reap-interval) and workers (one per\n" +
 			"worker process: a restart adds one); serve does it every --prune-tables-every. See\n" +
 			"docs/operations.md#retention.",
@@ -35,6 +37,7 @@ func pruneCommand() *cli.Command {
 			&cli.StringFlag{Name: "before", Usage: "drop the runs that ended before this date (2006-01-02 UTC, or RFC 3339)", EnvVars: envVars("PRUNE_BEFORE")},
 			&cli.BoolFlag{Name: "dry-run", Usage: "count what would be dropped, drop nothing (the default without --yes)", EnvVars: envVars("PRUNE_DRY_RUN")},
 			yesFlag("PRUNE_YES"),
+			detachFlag(),
 			&cli.BoolFlag{Name: "tables", Usage: "also (or only, without --keep and --before) drop the reaper passes older than --reaper-passes-age and the workers not seen for --workers-age", EnvVars: envVars("PRUNE_TABLES")},
 			&cli.DurationFlag{Name: "audit-age", Usage: "with --tables, also drop the audit rows and ended sessions older than this (0: kept; the audit log's owner only)", EnvVars: envVars("PRUNE_AUDIT_AGE")},
 		}, append(tablesRetentionFlags(), formatFlags("prune")...)...),
@@ -72,6 +75,9 @@ func runPrune(c *cli.Context) error {
 	tablesOnly := c.Bool("tables") && opt.Keep == 0 && opt.Before.IsZero() && c.Int("keep") == 0
 	if !tablesOnly && (c.Int("keep") < 0 || ((opt.Keep == 0) == opt.Before.IsZero()) || (opt.Keep != 0 && opt.Keep < lease.MinKeep)) {
 		return usagef(c, "%v", lease.ErrPruneSelection)
+	}
+	if c.Bool("detach") && (c.Bool("tables") || !opt.DryRun) {
+		return detachPrune(c, opt)
 	}
 	root, done, err := openBase(c)
 	if err != nil {
@@ -124,6 +130,20 @@ func runPrune(c *cli.Context) error {
 		t.Note = "dry run: nothing dropped (add --yes to drop it)"
 	}
 	return t.print(c)
+}
+
+// detachPrune enqueues prune --yes --detach as a job: runs only (not --tables).
+func detachPrune(c *cli.Context, opt lease.PruneOptions) error {
+	if c.Bool("tables") {
+		return usagef(c, "--detach prunes runs only: not with --tables")
+	}
+	root, done, err := openBase(c)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return enqueueDetached(c, root, jobops.KindPrune, jobops.PruneArgs{Corpus: c.String(flagCorpus), Service: c.String(flagService),
+		Keep: opt.Keep, Before: c.String("before")})
 }
 
 // pruneTablesOrPreview runs prune --tables, or without --yes names what it would drop: its rows

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cortexq/cortexq/queue/jobops"
 	"github.com/cortexq/cortexq/queue/lease"
 )
 
@@ -24,7 +25,9 @@ func rerunCommand() *cli.Command {
 			"cortexq report prints the rerun line of each slice it shows.\n" +
 			"\n" +
 			"Without --yes it changes nothing: it prints the number of tasks it would send back and the run it\n" +
-			"would close. Every call appends a row to the audit log (cortexq audit).",
+			"would close. With --yes --detach it enqueues the rerun as a background job (cortexq jobs; a\n" +
+			"--severity slice or the whole corpus and service). Every call appends a row to the audit log\n" +
+			"(cortexq audit).",
 		Flags: append(append([]cli.Flag{
 			corpusFlag("corpus of the tasks"),
 			serviceFlag("service of the tasks"),
@@ -41,6 +44,7 @@ func rerunCommand() *cli.Command {
 				EnvVars: envVars("LATE_RESULT_WINDOW"),
 			},
 			yesFlag("RERUN_YES"),
+			detachFlag(),
 		),
 		Action: runRerun,
 	}
@@ -61,6 +65,9 @@ func runRerun(c *cli.Context) error {
 		return err
 	}
 	scope.Note = c.String("note")
+	if c.Bool("detach") && (c.String("category") != "" || c.String("what") != "" || c.IsSet("late-result-window")) {
+		return usagef(c, "--detach takes a --severity slice or none: not --category, --what or --late-result-window")
+	}
 	root, done, err := openBase(c)
 	if err != nil {
 		return err
@@ -84,6 +91,13 @@ func runRerun(c *cli.Context) error {
 	if !confirm(c, pre.Tasks, fmt.Sprintf("corpus %s, service %s: %d tasks would go back to TODO (%s)",
 		c.String(flagCorpus), c.String(flagService), pre.Tasks, run)) {
 		return nil
+	}
+	if c.Bool("detach") {
+		args := jobops.RerunArgs{Corpus: c.String(flagCorpus), Service: c.String(flagService), Note: scope.Note}
+		if sev := c.String("severity"); sev != "" {
+			args.Severities = []string{sev}
+		}
+		return enqueueDetached(c, root, jobops.KindRerun, args)
 	}
 	sum, err := store.Rerun(c.Context, scope)
 	if err != nil {

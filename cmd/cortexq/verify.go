@@ -14,6 +14,7 @@ import (
 
 	"github.com/cortexq/cortexq/queue"
 	"github.com/cortexq/cortexq/queue/base"
+	"github.com/cortexq/cortexq/queue/jobops"
 	"github.com/cortexq/cortexq/queue/lease"
 	"github.com/cortexq/cortexq/queue/verify"
 )
@@ -35,7 +36,8 @@ func verifyCommand() *cli.Command {
 			"(missing, size_differs, altered, source_changed) back to TODO in a new run, as cortexq rerun\n" +
 			"does, recording the changed sources as they are now. Orphans are not touched: import the corpus\n" +
 			"again (its forgotten entries get their tasks back) or remove them. Progress goes to stderr.\n" +
-			"The last step of a restore: see docs/operations.md#backup-and-restore.",
+			"The last step of a restore: see docs/operations.md#backup-and-restore. --detach enqueues the\n" +
+			"check as a background job instead (cortexq jobs; its findings are counted in the job's result).",
 		Flags: []cli.Flag{
 			corpusFlag("only this corpus (or sandbox)"),
 			serviceFlag("only this service"),
@@ -45,6 +47,7 @@ func verifyCommand() *cli.Command {
 			&cli.IntFlag{Name: "jobs", Usage: "files checked at once", Value: 4, EnvVars: envVars("VERIFY_JOBS")},
 			&cli.DurationFlag{Name: "progress-every", Usage: "how often progress goes to stderr (0: never)", Value: 5 * time.Second, EnvVars: envVars("VERIFY_PROGRESS_EVERY")},
 			&cli.BoolFlag{Name: "json", Usage: "print each finding as a JSON line, and the counts as a last one", EnvVars: envVars("VERIFY_JSON")},
+			detachFlag(),
 		},
 		Action: runVerify,
 	}
@@ -60,11 +63,18 @@ func runVerify(c *cli.Context) error {
 	if c.Int("jobs") < 1 {
 		return usagef(c, "--jobs: want at least 1")
 	}
+	if c.Bool("detach") && (c.Bool("requeue") || c.Bool("json") || c.IsSet("jobs")) {
+		return usagef(c, "--detach does not go with --requeue, --json or --jobs")
+	}
 	root, done, err := openBase(c)
 	if err != nil {
 		return err
 	}
 	defer done()
+	if c.Bool("detach") {
+		return enqueueDetached(c, root, jobops.KindVerify, jobops.VerifyArgs{Corpus: c.String(flagCorpus), Service: c.String(flagService),
+			Quick: c.Bool("quick")})
+	}
 	scope, err := scopeOfNamed(c, root)
 	if err != nil {
 		return err
