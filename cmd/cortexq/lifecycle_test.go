@@ -132,19 +132,12 @@ var enqueuedRE = regexp.MustCompile(`job (\d+) enqueued \(([a-z_]+)\)`)
 // A deletion still previews without --yes and enqueues nothing then; --batch with --detach is
 // refused.
 func TestLifecycleDetached(t *testing.T) {
-	d := newTestDB(t)
-	dir, logs := t.TempDir(), t.TempDir()
-	source := sourceMaker(t, dir)
-	source("one")
-	source("two")
+	d, dir, source, runner := detachedSetup(t)
 	tasksOf := func(service string) int {
 		return d.count(`SELECT count(*) FROM tasks t JOIN services s ON s.id = t.service_id WHERE s.name = $1`, service)
 	}
-	runner := jobRunnerProc(t, d, logs, "r1")
-	runner.start()
-	defer runner.stop(os.Interrupt, 10*time.Second)
 	detached := func(kind string, args ...string) { t.Helper(); runDetached(t, d, runner, kind, args...) }
-	jobCount := func() int { return d.count(`SELECT count(*) FROM jobs`) }
+	jobCount := func() int { return jobRows(d) }
 
 	d.ok("service", "add", "svc_a")
 	d.ok("service", "add", "svc_b")
@@ -175,6 +168,23 @@ func TestLifecycleDetached(t *testing.T) {
 	require.Empty(t, orphans)
 }
 
+// detachedSetup is a test database, a directory of two source archives (one/, two/; source
+// adds more) and a `cortexq jobs work` runner on the database, stopped at the test's end.
+func detachedSetup(t *testing.T) (d *testDB, dir string, source func(name string) string, runner *childProc) {
+	d = newTestDB(t)
+	dir = t.TempDir()
+	source = sourceMaker(t, dir)
+	source("one")
+	source("two")
+	runner = jobRunnerProc(t, d, t.TempDir(), "r1")
+	runner.start()
+	t.Cleanup(func() { runner.stop(os.Interrupt, 10*time.Second) })
+	return d, dir, source, runner
+}
+
+// jobRows counts the jobs enqueued.
+func jobRows(d *testDB) int { return d.count(`SELECT count(*) FROM jobs`) }
+
 // runDetached runs a --detach command, checks the job kind it enqueued and waits until runner
 // completed the job.
 func runDetached(t *testing.T, d *testDB, runner *childProc, kind string, args ...string) {
@@ -202,15 +212,8 @@ func runDetached(t *testing.T, d *testDB, runner *childProc, kind string, args .
 // job kinds; rerun and prune preview without --yes and enqueue nothing then; flags a job cannot
 // carry are refused.
 func TestRerunVerifyPruneDetached(t *testing.T) {
-	d := newTestDB(t)
-	dir, logs := t.TempDir(), t.TempDir()
-	source := sourceMaker(t, dir)
-	source("one")
-	source("two")
-	runner := jobRunnerProc(t, d, logs, "r1")
-	runner.start()
-	defer runner.stop(os.Interrupt, 10*time.Second)
-	jobCount := func() int { return d.count(`SELECT count(*) FROM jobs`) }
+	d, dir, _, runner := detachedSetup(t)
+	jobCount := func() int { return jobRows(d) }
 	runs := func() int { return d.count(`SELECT count(*) FROM runs`) }
 	d.ok("service", "add", "svc")
 	d.ok("corpus", "add", "c", dir, "--service", "svc")

@@ -241,10 +241,7 @@ func (s *sink) receive(ctx context.Context, pull *zmq.Socket, inbox chan<- inbou
 		}
 		// Its worker has replied: the lease no longer counts against the worker's cap, whatever
 		// its claim decides (the cap bounds unanswered leases, ventilator.go).
-		in := inbound{res: res, from: msg.from, received: received, worker: res.Identity}
-		if key := msg.from.key; key != "" {
-			in.worker = lease.KeyedWorker(key, res.Identity)
-		}
+		in := inbound{res: res, from: msg.from, received: received, worker: msg.from.worker(res.Identity)}
 		in.mirror, in.mirrored = s.hot.Answered(res.TaskID, in.worker)
 		in.weight = min(heldWeight(res.Data), resultsHeldMax)
 		if err := s.unwritten.Acquire(handoff, in.weight); err != nil {
